@@ -1,0 +1,229 @@
+"""The streamwire exception hierarchy: one root, sorted by kind of failure.
+
+Everything the SDK raises derives from :class:`StreamwireError`. Foreign exceptions
+(``OSError``, ``ssl.SSLError``, nats and grpc errors) are translated at the boundary
+where they occur and chained as ``__cause__``.
+
+::
+
+    StreamwireError
+    ├── ConfigurationError (also ValueError)
+    ├── TransportError
+    │   ├── ConnectError
+    │   ├── ConnectionClosed          (alias ConnectionClosedError)
+    │   ├── ReadError
+    │   └── WriteError
+    ├── TimeoutError (also builtins.TimeoutError)
+    │   ├── ConnectTimeout
+    │   ├── RequestTimeout
+    │   ├── FlushTimeout
+    │   └── CloseTimeout
+    ├── ProtocolError
+    │   ├── LocalProtocolError
+    │   └── RemoteProtocolError
+    │       ├── DecodeError
+    │       ├── FrameTooLargeError
+    │       └── ChecksumMismatchError
+    ├── ServerError                   .code, .message; per-protocol subclasses are registered
+    ├── AuthenticationError           (protocol auth failures also derive from ServerError)
+    ├── ClientStateError
+    │   ├── ClosedError
+    │   └── BusyError
+    └── BackpressureError
+        └── ProducerBufferFull
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import ClassVar
+
+__all__ = (
+    "AuthenticationError",
+    "BackpressureError",
+    "BusyError",
+    "ChecksumMismatchError",
+    "ClientStateError",
+    "CloseTimeout",
+    "ClosedError",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionClosed",
+    "ConnectionClosedError",
+    "DecodeError",
+    "FlushTimeout",
+    "FrameTooLargeError",
+    "LocalProtocolError",
+    "ProducerBufferFull",
+    "ProtocolError",
+    "ReadError",
+    "RemoteProtocolError",
+    "RequestTimeout",
+    "ServerError",
+    "StreamwireError",
+    "TimeoutError",
+    "TransportError",
+    "WriteError",
+)
+
+
+class StreamwireError(Exception):
+    """Root of every exception raised by streamwire."""
+
+
+class ConfigurationError(StreamwireError, ValueError):
+    """Bad arguments, options or URL."""
+
+
+# --- transport ---------------------------------------------------------------------------
+
+
+class TransportError(StreamwireError):
+    """The byte stream failed."""
+
+
+class ConnectError(TransportError):
+    """The connection could not be established (DNS, refused, TLS handshake failed)."""
+
+
+class ConnectionClosed(TransportError):
+    """The connection closed while in use. ``reason`` says why; ``__cause__`` is the original."""
+
+    def __init__(self, reason: str = "connection closed") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+ConnectionClosedError = ConnectionClosed
+
+
+class ReadError(TransportError):
+    """Reading from the connection failed."""
+
+
+class WriteError(TransportError):
+    """Writing to the connection failed."""
+
+
+# --- timeouts ----------------------------------------------------------------------------
+
+
+class TimeoutError(StreamwireError, builtins.TimeoutError):  # noqa: A001 - deliberate shadow
+    """An operation did not finish in time. ``except TimeoutError`` (the builtin) catches it."""
+
+
+class ConnectTimeout(TimeoutError):
+    """Connecting (TCP + TLS + handshake + authentication) took longer than its budget."""
+
+
+class RequestTimeout(TimeoutError):
+    """The broker did not answer a request in time."""
+
+
+class FlushTimeout(TimeoutError):
+    """Outstanding publishes were not confirmed in time."""
+
+
+class CloseTimeout(TimeoutError):
+    """Closing did not finish in time; the connection was aborted."""
+
+
+# --- protocol ----------------------------------------------------------------------------
+
+
+class ProtocolError(StreamwireError):
+    """Someone broke the wire protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to do something the protocol forbids (too long a string, bad state)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something invalid."""
+
+
+class DecodeError(RemoteProtocolError):
+    """Bytes could not be decoded. ``offset`` is where decoding stopped, ``what`` what was read."""
+
+    def __init__(self, what: str, offset: int | None = None, *, frame: str | None = None) -> None:
+        where = f" at offset {offset}" if offset is not None else ""
+        in_frame = f" in {frame}" if frame else ""
+        super().__init__(f"cannot decode {what}{in_frame}{where}")
+        self.what = what
+        self.offset = offset
+        self.frame = frame
+
+
+class FrameTooLargeError(RemoteProtocolError):
+    """An inbound frame announced a size above the configured bound; nothing was allocated."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class ChecksumMismatchError(RemoteProtocolError):
+    """A checksum carried on the wire does not match the data."""
+
+    def __init__(self, what: str, expected: int, actual: int) -> None:
+        super().__init__(f"{what} checksum mismatch: expected {expected:#x}, computed {actual:#x}")
+        self.what = what
+        self.expected = expected
+        self.actual = actual
+
+
+# --- server ------------------------------------------------------------------------------
+
+
+class ServerError(StreamwireError):
+    """The broker answered with an error code.
+
+    Protocol packages subclass this per code (see :mod:`streamwire.codec.registry`) and set
+    the class attributes. ``retriable`` says whether the same request may succeed later;
+    ``connection_usable`` whether the connection survives the error.
+    """
+
+    protocol: ClassVar[str] = ""
+    default_code: ClassVar[int | None] = None
+    retriable: ClassVar[bool] = False
+    connection_usable: ClassVar[bool] = True
+
+    def __init__(self, message: str = "", *, code: int | None = None) -> None:
+        self.code: int | None = code if code is not None else self.default_code
+        self.message = message or self.__class__.__name__
+        label = f"{self.protocol} " if self.protocol else ""
+        shown = f"{label}error {self.code:#06x}: " if self.code is not None else ""
+        super().__init__(f"{shown}{self.message}")
+
+
+class AuthenticationError(StreamwireError):
+    """Credentials were refused. Protocol-specific classes also derive from ServerError."""
+
+
+# --- client state ------------------------------------------------------------------------
+
+
+class ClientStateError(StreamwireError):
+    """The operation is not valid in the object's current state."""
+
+
+class ClosedError(ClientStateError):
+    """The client, producer or consumer was closed."""
+
+
+class BusyError(ClientStateError):
+    """Another operation is already in progress where only one is allowed."""
+
+
+# --- backpressure ------------------------------------------------------------------------
+
+
+class BackpressureError(StreamwireError):
+    """A bounded buffer is full."""
+
+
+class ProducerBufferFull(BackpressureError):
+    """The producer's buffer stayed full for longer than the caller was willing to wait."""
