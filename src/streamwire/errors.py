@@ -25,6 +25,7 @@ where they occur and chained as ``__cause__``.
     │       ├── FrameTooLargeError
     │       └── ChecksumMismatchError
     ├── ServerError                   .code, .message; per-protocol subclasses are registered
+    ├── HeaderKindError (also TypeError)
     ├── AuthenticationError           (protocol auth failures also derive from ServerError)
     ├── ClientStateError
     │   ├── ClosedError
@@ -54,6 +55,7 @@ __all__ = (
     "DecodeError",
     "FlushTimeout",
     "FrameTooLargeError",
+    "HeaderKindError",
     "LocalProtocolError",
     "ProducerBufferFull",
     "ProtocolError",
@@ -109,7 +111,7 @@ class WriteError(TransportError):
 # --- timeouts ----------------------------------------------------------------------------
 
 
-class TimeoutError(StreamwireError, builtins.TimeoutError):  # noqa: A001 - deliberate shadow
+class TimeoutError(StreamwireError, builtins.TimeoutError):
     """An operation did not finish in time. ``except TimeoutError`` (the builtin) catches it."""
 
 
@@ -197,6 +199,17 @@ class ServerError(StreamwireError):
         label = f"{self.protocol} " if self.protocol else ""
         shown = f"{label}error {self.code:#06x}: " if self.code is not None else ""
         super().__init__(f"{shown}{self.message}")
+
+    @staticmethod
+    def from_code(protocol: str, code: int, message: str = "") -> ServerError:
+        """The exception instance for ``code`` of ``protocol`` (``Unknown...`` if unlisted)."""
+        from streamwire.codec.registry import registry_for
+
+        return registry_for(protocol).from_code(code, message)
+
+
+class HeaderKindError(StreamwireError, TypeError):
+    """A typed header accessor was used on a value of another kind."""
 
 
 class AuthenticationError(StreamwireError):

@@ -1,0 +1,59 @@
+"""streamwire: an asyncio SDK for RabbitMQ Streams, Liftbridge over NATS and Apache Iggy.
+
+Protocol clients live in ``streamwire.rabbitmq``, ``streamwire.liftbridge`` and
+``streamwire.iggy``; :func:`connect` picks one from the URL scheme.
+"""
+
+from __future__ import annotations
+
+from streamwire._connect import Client, ConnectHandle, connect
+from streamwire._url import BrokerURL, parse_url
+from streamwire.codec.headers import HeaderKind, HeaderValue
+from streamwire.codec.message import Message
+from streamwire.codec.offset import Offset, OffsetKind
+from streamwire.errors import (
+    AuthenticationError,
+    BackpressureError,
+    ClientStateError,
+    ClosedError,
+    ConfigurationError,
+    ConnectError,
+    ConnectionClosed,
+    ConnectionClosedError,
+    DecodeError,
+    ProtocolError,
+    ServerError,
+    StreamwireError,
+    TimeoutError,
+    TransportError,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = (
+    "AuthenticationError",
+    "BackpressureError",
+    "BrokerURL",
+    "Client",
+    "ClientStateError",
+    "ClosedError",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectHandle",
+    "ConnectionClosed",
+    "ConnectionClosedError",
+    "DecodeError",
+    "HeaderKind",
+    "HeaderValue",
+    "Message",
+    "Offset",
+    "OffsetKind",
+    "ProtocolError",
+    "ServerError",
+    "StreamwireError",
+    "TimeoutError",
+    "TransportError",
+    "__version__",
+    "connect",
+    "parse_url",
+)

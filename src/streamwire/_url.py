@@ -1,0 +1,87 @@
+"""Broker URLs: parsing, defaults and redaction.
+
+``rabbitmq-stream[+tls]://user:pass@host:5552/vhost``, ``iggy[+tls]://user:pass@host:8090``,
+``liftbridge://host:9292?nats=nats://host:4222``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from streamwire.errors import ConfigurationError
+
+__all__ = ("SCHEMES", "BrokerURL", "parse_url")
+
+# scheme -> (protocol, tls, default port)
+SCHEMES: Final[dict[str, tuple[str, bool, int]]] = {
+    "rabbitmq-stream": ("rabbitmq", False, 5552),
+    "rabbitmq-stream+tls": ("rabbitmq", True, 5551),
+    "iggy": ("iggy", False, 8090),
+    "iggy+tls": ("iggy", True, 8090),
+    "liftbridge": ("liftbridge", False, 9292),
+    "liftbridge+tls": ("liftbridge", True, 9292),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerURL:
+    """A parsed broker URL. ``password`` never appears in ``repr`` or ``str``."""
+
+    scheme: str
+    protocol: str
+    tls: bool
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    path: str = ""
+    query: dict[str, list[str]] = field(default_factory=dict)
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        """The last value of a query parameter."""
+        values = self.query.get(name)
+        return values[-1] if values else default
+
+    @property
+    def vhost(self) -> str:
+        """RabbitMQ virtual host: ``/`` when the path is empty, else the unquoted path."""
+        return unquote(self.path[1:]) if len(self.path) > 1 else "/"
+
+    def redacted(self) -> str:
+        auth = f"{self.username}:***@" if self.username is not None else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{auth}{host}:{self.port}{self.path}"
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+
+def parse_url(url: str) -> BrokerURL:
+    """Parse and validate a broker URL; unknown schemes raise :class:`ConfigurationError`."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a broker URL must be a str, got {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid broker URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        known = ", ".join(f"{s}://" for s in SCHEMES)
+        raise ConfigurationError(f"unknown URL scheme {parts.scheme!r}; expected one of {known}")
+    protocol, tls, default_port = SCHEMES[scheme]
+    if not parts.hostname:
+        raise ConfigurationError(f"{scheme} URL has no host")
+    return BrokerURL(
+        scheme=scheme,
+        protocol=protocol,
+        tls=tls,
+        host=parts.hostname,
+        port=port if port is not None else default_port,
+        username=unquote(parts.username) if parts.username is not None else None,
+        password=unquote(parts.password) if parts.password is not None else None,
+        path=parts.path,
+        query=parse_qs(parts.query, keep_blank_values=True),
+    )

@@ -1,0 +1,136 @@
+"""Cut a byte stream into frames, with a hard size bound checked before buffering a frame.
+
+Two shapes cover the three protocols:
+
+* a length prefix that counts the bytes after it (RabbitMQ Streams: ``uint32`` big-endian);
+* a fixed header that carries the **total** frame length at some offset (Iggy 0.9: a
+  256-byte header with a little-endian ``uint32`` at offset 48).
+
+:class:`FrameAccumulator` is sans-IO: feed it whatever the socket returned, then take the
+complete frames out. It holds at most one incomplete frame plus the last chunk fed, and
+refuses a frame whose announced size exceeds ``max_frame_size`` as soon as the header
+arrives, before any room is made for it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from streamwire.codec._structs import U32, U32LE, BytesLike
+from streamwire.errors import ConfigurationError, DecodeError, FrameTooLargeError
+
+__all__ = ("IGGY_HEADER", "LENGTH_PREFIX_U32", "FrameAccumulator", "FrameSpec")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSpec:
+    """How to find a frame's length.
+
+    ``header_size`` bytes are needed before the length is known; the length is a
+    ``length`` struct at ``length_offset``. If ``includes_header`` the length counts the
+    whole frame, else only what follows the header. ``strip_header`` drops the header from
+    the frames handed out (useful for a bare length prefix).
+    """
+
+    header_size: int
+    length: struct.Struct
+    length_offset: int = 0
+    includes_header: bool = False
+    strip_header: bool = False
+    min_frame_size: int = 0
+    name: str = "frame"
+
+
+LENGTH_PREFIX_U32 = FrameSpec(
+    header_size=4, length=U32, strip_header=True, name="length-prefixed frame"
+)
+"""RabbitMQ Streams: ``Size:uint32`` then ``Size`` bytes; frames are handed out without it."""
+
+IGGY_HEADER = FrameSpec(
+    header_size=256,
+    length=U32LE,
+    length_offset=48,
+    includes_header=True,
+    min_frame_size=256,
+    name="Iggy frame",
+)
+"""Iggy 0.9: 256-byte header, total size (header included) as uint32 LE at offset 48."""
+
+
+class FrameAccumulator:
+    """Accumulate bytes; hand out complete frames as ``bytes``."""
+
+    __slots__ = ("_buf", "_max", "_pos", "_spec")
+
+    def __init__(self, spec: FrameSpec, *, max_frame_size: int) -> None:
+        if max_frame_size < spec.header_size:
+            raise ConfigurationError(
+                f"max_frame_size {max_frame_size} is below the header size {spec.header_size}"
+            )
+        self._spec = spec
+        self._max = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._max
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        if value < self._spec.header_size:
+            raise ConfigurationError(f"max_frame_size {value} is below the header size")
+        self._max = value
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held that are not yet part of a frame handed out."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: BytesLike) -> None:
+        """Add bytes read from the stream."""
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    def frames(self) -> Iterator[bytes]:
+        """Yield every complete frame buffered so far."""
+        while (frame := self.next_frame()) is not None:
+            yield frame
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or ``None`` if more bytes are needed.
+
+        Raises :class:`FrameTooLargeError` or :class:`DecodeError` for a frame that can
+        never be valid; the accumulator is then unusable (the stream is out of sync).
+        """
+        spec = self._spec
+        buf = self._buf
+        pos = self._pos
+        avail = len(buf) - pos
+        if avail < spec.header_size:
+            self._compact()
+            return None
+        (length,) = spec.length.unpack_from(buf, pos + spec.length_offset)
+        total = length if spec.includes_header else length + spec.header_size
+        if total > self._max:
+            raise FrameTooLargeError(total, self._max)
+        if total < max(spec.min_frame_size, spec.header_size):
+            raise DecodeError(f"{spec.name} size {length} (below the minimum)")
+        if avail < total:
+            self._compact()
+            return None
+        start = pos + spec.header_size if spec.strip_header else pos
+        frame = bytes(buf[start : pos + total])
+        self._pos = pos + total
+        return frame
+
+    def _compact(self) -> None:
+        # Drop consumed bytes once they dominate the buffer, so memory stays bounded by one
+        # frame plus one read without copying on every frame.
+        if self._pos and self._pos * 2 >= len(self._buf):
+            del self._buf[: self._pos]
+            self._pos = 0

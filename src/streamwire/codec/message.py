@@ -1,0 +1,126 @@
+"""The message model shared by every protocol.
+
+A :class:`Message` is what users send and what consumers yield: ``value`` bytes, an
+optional ``key``, typed ``headers``, and, on received messages, where it came from
+(``stream``, ``partition``, ``offset``) and when it was written (``timestamp``).
+
+Timestamps are kept as integer microseconds since the Unix epoch (``timestamp_us``), the
+finest unit the protocols share losslessly (RabbitMQ: ms, Iggy: µs); ``timestamp`` turns it
+into an aware UTC ``datetime`` on demand, so the consume path builds no datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from streamwire.codec._structs import BytesLike
+from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
+from streamwire.errors import ConfigurationError
+
+__all__ = ("Message", "datetime_to_us", "us_to_datetime")
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def datetime_to_us(value: datetime) -> int:
+    """Microseconds since the epoch; naive datetimes are taken as UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def us_to_datetime(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+class Message:
+    """One message. ``Message(value, key=None, headers=None, timestamp=None, id=None)``.
+
+    ``id`` is a broker message id where one exists (Iggy's u128); ``offset``, ``stream``
+    and ``partition`` are filled in on received messages.
+    """
+
+    __slots__ = ("headers", "id", "key", "offset", "partition", "stream", "timestamp_us", "value")
+
+    value: bytes
+    key: bytes | None
+    headers: dict[str, HeaderValue]
+    timestamp_us: int | None
+    offset: int | None
+    stream: str | None
+    partition: int | None
+    id: int | None
+
+    def __init__(
+        self,
+        value: BytesLike,
+        *,
+        key: BytesLike | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        timestamp: datetime | None = None,
+        id: int | None = None,
+    ) -> None:
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")
+        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
+            raise ConfigurationError(f"message key must be bytes, got {type(key).__name__}")
+        if id is not None and not (isinstance(id, int) and 0 <= id < 1 << 128):
+            raise ConfigurationError("message id must be an int in [0, 2**128)")
+        self.value = bytes(value)
+        self.key = None if key is None else bytes(key)
+        self.headers = normalize_headers(headers)
+        self.timestamp_us = None if timestamp is None else datetime_to_us(timestamp)
+        self.id = id
+        self.offset = None
+        self.stream = None
+        self.partition = None
+
+    @classmethod
+    def received(
+        cls,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: dict[str, HeaderValue] | None = None,
+        timestamp_us: int | None = None,
+        offset: int | None = None,
+        stream: str | None = None,
+        partition: int | None = None,
+        id: int | None = None,
+    ) -> Message:
+        """Build a message from decoded wire data without re-validating it (decoders only)."""
+        msg = cls.__new__(cls)
+        msg.value = value
+        msg.key = key
+        msg.headers = headers if headers is not None else {}
+        msg.timestamp_us = timestamp_us
+        msg.offset = offset
+        msg.stream = stream
+        msg.partition = partition
+        msg.id = id
+        return msg
+
+    @property
+    def timestamp(self) -> datetime | None:
+        """When the broker wrote the message (aware UTC), if known."""
+        return None if self.timestamp_us is None else us_to_datetime(self.timestamp_us)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        parts = [f"value={self.value[:32]!r}{'...' if len(self.value) > 32 else ''}"]
+        for name in ("key", "stream", "partition", "offset", "timestamp_us", "id"):
+            val = getattr(self, name)
+            if val is not None:
+                parts.append(f"{name}={val!r}")
+        if self.headers:
+            parts.append(f"headers={self.headers!r}")
+        return f"Message({', '.join(parts)})"

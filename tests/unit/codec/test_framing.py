@@ -1,0 +1,103 @@
+"""FrameAccumulator: both frame shapes, fed whole, byte by byte and with trailing bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamwire.codec import IGGY_HEADER, LENGTH_PREFIX_U32, FrameAccumulator
+from streamwire.errors import ConfigurationError, DecodeError, FrameTooLargeError
+
+# A RabbitMQ Streams PublishConfirm captured from RabbitMQ 4.0.5 (protocols notes §1.8).
+CONFIRM = bytes.fromhex(
+    "00000019 0003 0001 05 00000002 0000000000000001 0000000000000002".replace(" ", "")
+)
+
+
+def iggy_frame(body: bytes, marker: int = 8) -> bytes:
+    header = bytearray(256)
+    header[48:52] = (256 + len(body)).to_bytes(4, "little")
+    header[60] = marker
+    return bytes(header) + body
+
+
+def test_length_prefixed_whole() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1 << 20)
+    acc.feed(CONFIRM + CONFIRM)
+    frames = list(acc.frames())
+    assert frames == [CONFIRM[4:], CONFIRM[4:]]
+    assert acc.buffered == 0
+
+
+def test_length_prefixed_byte_by_byte() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1 << 20)
+    for i, byte in enumerate(CONFIRM):
+        assert acc.next_frame() is None, f"frame complete after {i} bytes"
+        acc.feed(bytes([byte]))
+    assert acc.next_frame() == CONFIRM[4:]
+    assert acc.next_frame() is None
+
+
+def test_trailing_bytes_are_kept_for_the_next_frame() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1 << 20)
+    acc.feed(CONFIRM + CONFIRM[:7])
+    assert acc.next_frame() == CONFIRM[4:]
+    assert acc.next_frame() is None
+    assert acc.buffered == 7
+    acc.feed(CONFIRM[7:])
+    assert acc.next_frame() == CONFIRM[4:]
+
+
+def test_oversized_frame_refused_from_its_header_alone() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1024)
+    acc.feed((0x7FFFFFFF).to_bytes(4, "big"))  # only the prefix: nothing allocated yet
+    with pytest.raises(FrameTooLargeError) as info:
+        acc.next_frame()
+    assert info.value.size == 0x7FFFFFFF + 4
+    assert info.value.limit == 1024
+
+
+def test_max_frame_size_can_change_between_phases() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=16)
+    acc.max_frame_size = 64
+    acc.feed(CONFIRM)
+    assert acc.next_frame() == CONFIRM[4:]
+    with pytest.raises(ConfigurationError):
+        acc.max_frame_size = 2
+    with pytest.raises(ConfigurationError):
+        FrameAccumulator(IGGY_HEADER, max_frame_size=100)
+
+
+def test_empty_length_prefixed_frame() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=16)
+    acc.feed(b"\x00\x00\x00\x00")
+    assert acc.next_frame() == b""
+
+
+def test_iggy_frames_include_their_header() -> None:
+    f1, f2 = iggy_frame(b"hello"), iggy_frame(b"")
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=64 << 20)
+    data = f1 + f2
+    for i in range(0, len(data), 7):
+        acc.feed(data[i : i + 7])
+    assert list(acc.frames()) == [f1, f2]
+
+
+def test_iggy_frame_below_header_size_is_a_decode_error() -> None:
+    header = bytearray(256)
+    header[48:52] = (100).to_bytes(4, "little")
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=1 << 20)
+    acc.feed(bytes(header))
+    with pytest.raises(DecodeError, match="below the minimum"):
+        acc.next_frame()
+
+
+def test_memory_stays_bounded_over_many_frames() -> None:
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1 << 16)
+    chunk = CONFIRM * 100
+    for _ in range(200):
+        acc.feed(chunk[:1000])
+        list(acc.frames())
+        acc.feed(chunk[1000:])
+        list(acc.frames())
+    assert acc.buffered == 0
+    assert len(acc._buf) <= len(chunk)

@@ -1,0 +1,92 @@
+"""The Message model and the Offset model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from streamwire import HeaderValue, Message, Offset, OffsetKind
+from streamwire.codec.message import datetime_to_us, us_to_datetime
+from streamwire.errors import ConfigurationError
+
+
+def test_message_defaults_and_headers_are_typed() -> None:
+    m = Message(b"v", key=b"k", headers={"n": 1, "s": "x"})
+    assert m.value == b"v"
+    assert m.key == b"k"
+    assert m.headers == {"n": HeaderValue.int64(1), "s": HeaderValue.string("x")}
+    assert m.offset is None
+    assert m.timestamp is None
+    assert m.stream is None
+    assert m.partition is None
+
+
+def test_message_copies_mutable_buffers() -> None:
+    buf = bytearray(b"abc")
+    m = Message(buf, key=memoryview(b"k"))
+    buf[0] = 0
+    assert m.value == b"abc"
+    assert m.key == b"k"
+
+
+def test_message_validation() -> None:
+    with pytest.raises(ConfigurationError):
+        Message("text")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Message(b"", key="k")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Message(b"", id=-1)
+    with pytest.raises(ConfigurationError):
+        Message(b"", id=1 << 128)
+
+
+def test_message_timestamp_round_trip_microseconds() -> None:
+    when = datetime(2026, 11, 22, 3, 4, 5, 123456, tzinfo=UTC)
+    m = Message(b"", timestamp=when)
+    assert m.timestamp_us == datetime_to_us(when)
+    assert m.timestamp == when
+    naive = datetime(2026, 1, 1)
+    assert Message(b"", timestamp=naive).timestamp == naive.replace(tzinfo=UTC)
+    other_zone = datetime(2026, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    assert Message(b"", timestamp=other_zone).timestamp == datetime(2026, 1, 1, tzinfo=UTC)
+    assert us_to_datetime(0) == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def test_received_messages_carry_their_origin() -> None:
+    m = Message.received(b"v", offset=7, stream="s", partition=2, timestamp_us=1_000_000)
+    assert (m.offset, m.stream, m.partition) == (7, "s", 2)
+    assert m.timestamp == datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)
+    assert m.headers == {}
+    assert "offset=7" in repr(m)
+
+
+def test_message_equality_and_unhashable() -> None:
+    assert Message(b"a", key=b"k") == Message(b"a", key=b"k")
+    assert Message(b"a") != Message(b"b")
+    assert Message(b"a") != b"a"
+    with pytest.raises(TypeError):
+        hash(Message(b"a"))
+
+
+def test_repr_truncates_long_values() -> None:
+    r = repr(Message(b"x" * 100, headers={"h": 1}))
+    assert "..." in r
+    assert "headers=" in r
+
+
+def test_offset_parse() -> None:
+    assert Offset.parse("first") == Offset.first()
+    assert Offset.parse("LAST") == Offset.last()
+    assert Offset.parse("next") == Offset.next()
+    assert Offset.parse(5) == Offset(OffsetKind.OFFSET, 5)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    assert Offset.parse(when) == Offset(OffsetKind.TIMESTAMP, datetime_to_us(when))
+    same = Offset.at(3)
+    assert Offset.parse(same) is same
+
+
+@pytest.mark.parametrize("bad", ["offset", "timestamp", "start", -1, True, 1.5, None])
+def test_offset_parse_refuses(bad: object) -> None:
+    with pytest.raises(ConfigurationError):
+        Offset.parse(bad)  # type: ignore[arg-type]
