@@ -8,7 +8,7 @@ from __future__ import annotations
 from streamwire.codec.checksums import crc32, crc32c, verify, xxh3_64, xxh32
 from streamwire.codec.framing import IGGY_HEADER, LENGTH_PREFIX_U32, FrameAccumulator, FrameSpec
 from streamwire.codec.headers import HeaderInput, HeaderKind, HeaderValue, normalize_headers
-from streamwire.codec.message import Message
+from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.codec.reader import Reader
 from streamwire.codec.registry import ErrorRegistry, registry_for
@@ -16,6 +16,7 @@ from streamwire.codec.writer import Writer
 
 __all__ = (
     "IGGY_HEADER",
+    "Confirmation",
     "LENGTH_PREFIX_U32",
     "ErrorRegistry",
     "FrameAccumulator",

@@ -265,7 +265,8 @@ class HeaderValue:
         return self.value  # type: ignore[return-value]
 
     def __repr__(self) -> str:
-        return f"HeaderValue.{self.kind.name.lower()}({self.value!r})"
+        name = "boolean" if self.kind is HeaderKind.BOOL else self.kind.name.lower()
+        return f"HeaderValue.{name}({self.value!r})"
 
 
 HeaderInput = HeaderValue | BytesLike | str | bool | int | float

@@ -12,6 +12,7 @@ into an aware UTC ``datetime`` on demand, so the consume path builds no datetime
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -19,7 +20,7 @@ from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
 from streamwire.errors import ConfigurationError
 
-__all__ = ("Message", "datetime_to_us", "us_to_datetime")
+__all__ = ("Confirmation", "Message", "datetime_to_us", "us_to_datetime")
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -124,3 +125,14 @@ class Message:
         if self.headers:
             parts.append(f"headers={self.headers!r}")
         return f"Message({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """The broker stored a message. Fields a broker does not report are ``None``."""
+
+    publishing_id: int | None = None
+    """RabbitMQ Streams publishing id."""
+    offset: int | None = None
+    stream: str | None = None
+    partition: int | None = None

@@ -98,7 +98,10 @@ class Reader:
     # --- fixed width, big-endian ---------------------------------------------------------
 
     def u8(self) -> int:
-        pos = self._need(1, "uint8")
+        pos = self.pos
+        if pos >= self._end:  # inlined _need: the hottest read (type codes, tags)
+            raise self.error(f"uint8: need 1 bytes, {self._end - pos} left")
+        self.pos = pos + 1
         return self._buf[pos]
 
     def i8(self) -> int:
@@ -172,6 +175,18 @@ class Reader:
         """A zero-copy slice of ``n`` bytes."""
         pos = self._need(n, "bytes")
         return self._buf[pos : pos + n]
+
+    def sub(self, n: int, what: str = "nested value") -> Reader:
+        """A reader over the next ``n`` bytes of the same buffer, for a nested structure
+        with its own size field; this cursor moves past them. Offsets stay absolute, and
+        the sub-reader cannot read past its end."""
+        pos = self._need(n, what)
+        sub = Reader.__new__(Reader)
+        sub._buf = self._buf
+        sub._end = pos + n
+        sub._frame = self._frame
+        sub.pos = pos
+        return sub
 
     def rest(self) -> memoryview:
         """A zero-copy slice of everything left; the cursor moves to the end."""

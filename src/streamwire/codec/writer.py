@@ -22,7 +22,6 @@ from streamwire.codec._structs import (
     I32LE,
     I64,
     I64LE,
-    U8,
     U16,
     U16LE,
     U32,
@@ -68,7 +67,11 @@ class Writer:
     # --- fixed width ---------------------------------------------------------------------
 
     def u8(self, v: int) -> Writer:
-        return self.pack(U8, v)
+        try:  # bytearray.append: the hottest write (type codes, tags), no struct call
+            self._buf.append(v)
+        except (ValueError, TypeError) as exc:
+            raise LocalProtocolError(f"cannot encode {v!r} as uint8: {exc}") from exc
+        return self
 
     def i8(self, v: int) -> Writer:
         return self.pack(I8, v)
