@@ -1,0 +1,289 @@
+"""TCP (optionally TLS) byte streams over asyncio streams."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, Final
+
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    ConnectionClosed,
+    ConnectTimeout,
+    TimeoutError,
+)
+from streamwire.transport._errors import map_errors
+from streamwire.transport.base import BytesLike
+from streamwire.transport.deadline import Deadline, DeadlineScope
+from streamwire.transport.tls import TLSOptions, create_ssl_context
+
+__all__ = ("DEFAULT_READ_SIZE", "TcpStream", "open_tcp")
+
+logger = logging.getLogger(__name__)
+
+#: Bytes asked for per ``read()``: large reads keep the per-chunk overhead negligible.
+DEFAULT_READ_SIZE: Final = 65536
+
+
+async def open_tcp(
+    host: str,
+    port: int,
+    *,
+    tls: TLSOptions | ssl.SSLContext | None = None,
+    timeout: float | None,
+    read_size: int = DEFAULT_READ_SIZE,
+) -> TcpStream:
+    """Connect to ``host:port`` (TLS if ``tls`` is given) and return the stream.
+
+    ``timeout`` covers DNS, TCP and the TLS handshake together; ``None`` means no limit
+    (the OS and asyncio's 60 s TLS handshake limit still apply). Callers with a larger
+    budget pass ``deadline.remaining()``. The server name checked against the certificate
+    is ``tls.server_hostname`` if set, else ``host``.
+
+    Raises :class:`~streamwire.errors.ConnectTimeout` when the budget runs out and
+    :class:`~streamwire.errors.ConnectError` (naming ``host:port``, chained to the
+    original) for DNS failures, refused connections and TLS failures.
+
+    Cancellation: the half-open socket is closed and ``CancelledError`` propagates.
+    """
+    if read_size <= 0:
+        raise ConfigurationError(f"read_size must be positive, not {read_size}")
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(tls, ssl.SSLContext):
+        ctx: ssl.SSLContext | None = tls
+        server_hostname: str | None = host
+    elif tls is not None:
+        ctx = create_ssl_context(tls)
+        server_hostname = tls.server_hostname or host
+    else:
+        ctx = server_hostname = None
+    deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {target}")
+    async with deadline.scope():
+        with map_errors("connect", target=target):
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                ssl=ctx,
+                server_hostname=server_hostname,
+                limit=max(read_size, DEFAULT_READ_SIZE),
+            )
+    stream = TcpStream(reader, writer, read_size=read_size, target=target)
+    logger.debug("connected to %s (tls=%s)", target, ctx is not None)
+    return stream
+
+
+def _set_nodelay(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _address(raw: Any) -> tuple[str, int]:
+    if isinstance(raw, tuple) and len(raw) >= 2:
+        return (str(raw[0]), int(raw[1]))
+    return (str(raw), 0)
+
+
+class TcpStream:
+    """A connected TCP/TLS stream; implements :class:`~streamwire.transport.base.ByteStream`.
+
+    Use :func:`open_tcp` to create one. ``async with`` closes it.
+    """
+
+    __slots__ = (
+        "_close_done",
+        "_closed",
+        "_read_size",
+        "_reader",
+        "_send_lock",
+        "_target",
+        "_writer",
+        "local",
+        "peer",
+    )
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        read_size: int = DEFAULT_READ_SIZE,
+        target: str | None = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._read_size = read_size
+        self._send_lock = asyncio.Lock()
+        self._closed = False
+        self._close_done = asyncio.Event()
+        #: The remote address as ``(host, port)``.
+        self.peer = _address(writer.get_extra_info("peername"))
+        #: The local address as ``(host, port)``.
+        self.local = _address(writer.get_extra_info("sockname"))
+        self._target = target or f"{self.peer[0]}:{self.peer[1]}"
+        _set_nodelay(writer)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<TcpStream {self._target} {state}>"
+
+    async def __aenter__(self) -> TcpStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def read_size(self) -> int:
+        """The most bytes one :meth:`read` returns."""
+        return self._read_size
+
+    @property
+    def is_closing(self) -> bool:
+        """True once closed locally or when the transport is shutting down."""
+        return self._closed or self._writer.is_closing()
+
+    @property
+    def ssl_object(self) -> ssl.SSLObject | None:
+        """The TLS session (peer certificate, cipher, version), or ``None`` for plain TCP."""
+        obj = self._writer.get_extra_info("ssl_object")
+        return obj if isinstance(obj, ssl.SSLObject) else None
+
+    def _limit(self, timeout: float | None, verb: str) -> DeadlineScope:
+        what = f"{verb} {self._target}"
+        return Deadline(timeout, exc_type=TimeoutError, what=what).scope()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the stream to {self._target} is closed")
+
+    async def read(self, timeout: float | None = None) -> bytes:
+        """Up to :attr:`read_size` bytes as they arrive; ``b""`` on a clean end of stream.
+
+        ``b""`` is also what a read pending while the stream is closed locally returns.
+
+        Raises :class:`~streamwire.errors.ConnectionClosed` if the peer reset the
+        connection, :class:`~streamwire.errors.ReadError` for other failures and
+        :class:`streamwire.errors.TimeoutError` if nothing arrived within ``timeout``.
+
+        Cancellation: no bytes are consumed; the stream stays usable.
+        """
+        self._check_open()
+        if timeout is None:
+            with map_errors("read", target=self._target):
+                return await self._reader.read(self._read_size)
+        async with self._limit(timeout, "read from"):
+            with map_errors("read", target=self._target):
+                return await self._reader.read(self._read_size)
+
+    async def read_exactly(self, n: int, timeout: float | None = None) -> bytes:
+        """Exactly ``n`` bytes; :class:`~streamwire.errors.ConnectionClosed` on early EOF.
+
+        Cancellation: no bytes are consumed; the stream stays usable.
+        """
+        self._check_open()
+        async with self._limit(timeout, "read from"):
+            with map_errors("read", target=self._target):
+                return await self._reader.readexactly(n)
+
+    def write(self, data: BytesLike) -> None:
+        """Append ``data`` to the send buffer, whole; never blocks. Follow with :meth:`drain`.
+
+        Raises :class:`~streamwire.errors.ClosedError` after :meth:`aclose`/:meth:`abort`
+        and :class:`~streamwire.errors.ConnectionClosed` if the connection was lost.
+        """
+        self._check_writable()
+        self._writer.write(data)
+
+    def writelines(self, parts: Iterable[BytesLike]) -> None:
+        """Append several buffers, in order, as one write. Same errors as :meth:`write`."""
+        self._check_writable()
+        self._writer.writelines(parts)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._writer.is_closing():
+            cause = self._reader.exception()
+            raise ConnectionClosed(f"connection to {self._target} lost") from cause
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until the send buffer is below its high-water mark (flow control).
+
+        Raises :class:`~streamwire.errors.ConnectionClosed` / :class:`WriteError` on failure
+        and :class:`streamwire.errors.TimeoutError` after ``timeout``.
+
+        Cancellation: buffered bytes stay buffered and still go out; only the wait stops.
+        """
+        self._check_open()
+        async with self._limit(timeout, "write to"):
+            with map_errors("write", target=self._target):
+                await self._writer.drain()
+
+    async def send(
+        self, data: BytesLike | Iterable[BytesLike], timeout: float | None = None
+    ) -> None:
+        """Write a frame (or several frames, kept together) and drain, under the write lock.
+
+        ``timeout`` covers waiting for the lock and draining.
+
+        Cancellation: while waiting for the lock nothing has been written; after that the
+        whole frame is already in the buffer (it is never split), so cancelling only stops
+        the wait for the drain. Concurrent senders never interleave their bytes.
+        """
+        self._check_open()
+        async with self._limit(timeout, "send to"), self._send_lock:
+            if isinstance(data, bytes | bytearray | memoryview):
+                self.write(data)
+            else:
+                self.writelines(data)
+            with map_errors("write", target=self._target):
+                await self._writer.drain()
+
+    async def aclose(self, timeout: float = 1.0) -> None:
+        """Flush what is buffered, close (TLS close_notify included) and wait up to ``timeout``.
+
+        If closing takes longer, the connection is aborted instead; no error is raised.
+        Idempotent: later calls wait (up to their ``timeout``) for the first to finish.
+
+        Cancellation: the connection is aborted, then ``CancelledError`` propagates.
+        """
+        if self._closed:
+            with contextlib.suppress(builtins.TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._close_done.wait()
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+            async with asyncio.timeout(timeout):
+                await self._writer.wait_closed()
+        except builtins.TimeoutError:
+            logger.debug("closing %s took over %g s; aborting", self._target, timeout)
+            self._writer.transport.abort()
+        except OSError as exc:  # the peer had already broken the connection: still closed
+            logger.debug("error while closing %s: %r", self._target, exc)
+        except BaseException:
+            self._writer.transport.abort()
+            raise
+        finally:
+            self._close_done.set()
+
+    def abort(self) -> None:
+        """Close at once, discarding anything unsent. Idempotent."""
+        self._closed = True
+        self._writer.transport.abort()
+        self._close_done.set()
