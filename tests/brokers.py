@@ -1,0 +1,129 @@
+"""Pytest-side view of the brokers started by ``integration/brokers.sh``.
+
+The harness writes ``.brokers/<name>.env`` (``KEY=VALUE`` lines) for every broker that came up
+and ``.brokers/<name>.unavailable`` (a reason, then the tail of the broker's log) for every broker
+that could not be started. :func:`require` turns those files into a :class:`BrokerInfo`, or skips
+the calling test with the recorded reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+__all__ = ["KNOWN_BROKERS", "BrokerInfo", "brokers_dir", "read_env", "require"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Names accepted by ``integration/brokers.sh`` (besides ``all``).
+KNOWN_BROKERS = frozenset({"rabbitmq", "rabbitmq310", "nats", "liftbridge", "iggy"})
+
+#: Keys of the env file that become dedicated fields rather than ``extra`` entries.
+_FIELD_KEYS = frozenset({"NAME", "HOST", "PORT", "URL", "VERSION"})
+
+_CONNECT_TIMEOUT = 2.0
+_MAX_REASON_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """Connection facts of one running broker, as recorded by the harness."""
+
+    name: str
+    host: str
+    #: Named ports, e.g. ``{"stream": 5552, "amqp": 5672}``; ``"main"`` is the port checked by
+    #: :func:`require`.
+    ports: dict[str, int]
+    url: str
+    version: str
+    #: Every other key of the env file, e.g. ``LOG``, ``NODE``, ``BACKEND``.
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int:
+        """The main port (the one a client connects to first)."""
+        return self.ports["main"]
+
+
+def brokers_dir() -> Path:
+    """Where the harness keeps its state (``STREAMWIRE_BROKERS_DIR`` or ``<repo>/.brokers``)."""
+    override = os.environ.get("STREAMWIRE_BROKERS_DIR")
+    return Path(override) if override else REPO_ROOT / ".brokers"
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """Parses a harness env file: ``KEY=VALUE`` lines, ``#`` comments, no quoting."""
+    values: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def _to_info(name: str, values: dict[str, str]) -> BrokerInfo:
+    ports: dict[str, int] = {}
+    if "PORT" in values:
+        ports["main"] = int(values["PORT"])
+    for key, value in values.items():
+        if key.startswith("PORT_") and value.isdigit():
+            ports[key.removeprefix("PORT_").lower()] = int(value)
+    if "main" not in ports:
+        raise ValueError(f"{name}: the env file records no PORT")
+    extra = {
+        key: value
+        for key, value in values.items()
+        if key not in _FIELD_KEYS and not key.startswith("PORT_")
+    }
+    return BrokerInfo(
+        name=values.get("NAME", name),
+        host=values.get("HOST", "127.0.0.1"),
+        ports=ports,
+        url=values.get("URL", ""),
+        version=values.get("VERSION", "unknown"),
+        extra=extra,
+    )
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT):
+            return True
+    except OSError:
+        return False
+
+
+def _not_running(name: str) -> str:
+    return f"broker {name} is not running: run integration/brokers.sh up {name}"
+
+
+def require(name: str) -> BrokerInfo:
+    """Returns the running broker ``name`` or skips the current test, saying why.
+
+    The reason is the one the harness recorded in ``.brokers/<name>.unavailable`` when it could
+    not start the broker; otherwise it tells how to start it.
+    """
+    if name not in KNOWN_BROKERS:
+        raise ValueError(f"unknown broker {name!r}; expected one of {sorted(KNOWN_BROKERS)}")
+    state = brokers_dir()
+    env_file = state / f"{name}.env"
+    unavailable = state / f"{name}.unavailable"
+    if env_file.is_file():
+        info = _to_info(name, read_env(env_file))
+        if _answers(info.host, info.port):
+            return info
+        pytest.skip(
+            f"{_not_running(name)} (recorded at {info.host}:{info.port}, nothing answers there)"
+        )
+    if unavailable.is_file():
+        reason = unavailable.read_text(encoding="utf-8", errors="replace").strip()
+        if len(reason) > _MAX_REASON_CHARS:
+            reason = reason[:_MAX_REASON_CHARS] + " [...]"
+        pytest.skip(f"broker {name} is unavailable: {reason}")
+    pytest.skip(_not_running(name))
