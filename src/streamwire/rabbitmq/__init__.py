@@ -1,0 +1,103 @@
+"""RabbitMQ Streams over its binary protocol (port 5552).
+
+``await streamwire.rabbitmq.connect("rabbitmq-stream://guest:guest@localhost:5552/")``
+returns a :class:`Client`; see ``docs/rabbitmq.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamwire._url import parse_url
+from streamwire.errors import ConfigurationError
+from streamwire.rabbitmq.client import AddressResolver, Client, StreamInfo
+from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
+from streamwire.rabbitmq.producer import Producer, ProducerOptions
+from streamwire.rabbitmq.protocol.errors import StreamsServerError
+from streamwire.rabbitmq.protocol.machine import ConnectionSettings
+from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tls import TLSConfig, TLSOptions
+
+__all__ = (
+    "AddressResolver",
+    "Client",
+    "ConnectionSettings",
+    "Consumer",
+    "ConsumerOptions",
+    "Producer",
+    "ProducerOptions",
+    "ReconnectPolicy",
+    "StreamInfo",
+    "StreamsServerError",
+    "TLSOptions",
+    "connect",
+)
+
+_UNSET: Any = object()
+
+
+async def connect(
+    url: str | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    username: str | None = _UNSET,
+    password: str | None = _UNSET,
+    vhost: str | None = None,
+    tls: TLSConfig | bool | None = None,
+    timeout: float | None = 30.0,
+    reconnect: ReconnectPolicy | None = _UNSET,
+    address_resolver: AddressResolver | None = None,
+    settings: ConnectionSettings | None = None,
+) -> Client:
+    """Connect to a RabbitMQ Streams broker, from a URL and/or keyword arguments.
+
+    ``timeout`` is one budget for TCP, TLS, the handshake and authentication. Explicit
+    arguments override the URL; ``settings`` carries the less common connection options
+    (mechanism, heartbeat, frame_max, connection name, inbound frame bound). ``reconnect``
+    defaults to :class:`ReconnectPolicy` ``()``; ``None`` turns recovery off.
+
+    Cancellation: nothing is left open.
+    """
+    base = settings or ConnectionSettings()
+    changes: dict[str, Any] = {}
+    use_tls: TLSConfig | None = None
+    if url is not None:
+        parsed = parse_url(url)
+        if parsed.protocol != "rabbitmq":
+            raise ConfigurationError(f"not a RabbitMQ Streams URL: {parsed}")
+        host = host or parsed.host
+        port = port or parsed.port
+        if parsed.username is not None:
+            changes["username"] = parsed.username
+            changes["password"] = parsed.password or ""
+        changes["vhost"] = parsed.vhost
+        if parsed.tls and tls is None:
+            tls = True
+        if "mechanism" in parsed.query:
+            changes["mechanism"] = parsed.param("mechanism")
+    if username is not _UNSET:
+        changes["username"] = username
+    if password is not _UNSET:
+        changes["password"] = password
+    if vhost is not None:
+        changes["vhost"] = vhost
+    if tls is True:
+        use_tls = TLSOptions()
+    elif tls not in (None, False):
+        use_tls = tls  # type: ignore[assignment]
+    final = ConnectionSettings(**{**_as_dict(base), **changes})
+    client = Client(
+        host or "localhost",
+        port or (5551 if use_tls else 5552),
+        final,
+        tls=use_tls,
+        timeout=timeout,
+        reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
+        address_resolver=address_resolver,
+    )
+    return await client._open()
+
+
+def _as_dict(settings: ConnectionSettings) -> dict[str, Any]:
+    return {name: getattr(settings, name) for name in settings.__dataclass_fields__}

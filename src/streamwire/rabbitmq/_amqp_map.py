@@ -1,0 +1,139 @@
+"""streamwire messages ↔ AMQP 1.0 messages, as RabbitMQ Streams clients exchange them.
+
+* ``value`` ↔ the body (one data section; a body of several data sections is joined, an
+  amqp-value holding binary or a string gives its bytes; other bodies keep the raw
+  encoded message as the value).
+* ``headers`` ↔ application properties, kind for kind: Raw ↔ binary, String ↔ string,
+  Bool ↔ boolean, Int8..Int64 ↔ byte/short/int/long, Uint8..Uint64 ↔
+  ubyte/ushort/uint/ulong, Float32 ↔ float, Float64 ↔ double. AMQP has no 128-bit integers,
+  so Int128/Uint128 headers are refused. Received symbols and chars become String,
+  timestamps Int64 (ms), uuids and decimals Raw, nulls an empty Raw.
+* ``key`` ↔ the message annotation ``x-streamwire-key`` (binary).
+
+Payloads that are not AMQP at all (raw publishers) are delivered as they are: the value is
+the whole record and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from streamwire.codec import amqp
+from streamwire.codec.amqp import Symbol, decode_data_body, encode_data_body
+from streamwire.codec.headers import HeaderKind, HeaderValue
+from streamwire.codec.message import Message
+from streamwire.errors import ConfigurationError, DecodeError
+
+__all__ = ("KEY_ANNOTATION", "decode_record", "encode_message", "from_amqp", "to_amqp")
+
+KEY_ANNOTATION: Final = Symbol("x-streamwire-key")
+
+_TO_AMQP: Final[dict[HeaderKind, type]] = {
+    HeaderKind.INT8: amqp.Byte,
+    HeaderKind.INT16: amqp.Short,
+    HeaderKind.INT32: amqp.Int,
+    HeaderKind.INT64: amqp.Long,
+    HeaderKind.UINT8: amqp.UByte,
+    HeaderKind.UINT16: amqp.UShort,
+    HeaderKind.UINT32: amqp.UInt,
+    HeaderKind.UINT64: amqp.ULong,
+}
+_FROM_AMQP: Final[dict[type, HeaderKind]] = {
+    amqp.Byte: HeaderKind.INT8,
+    amqp.Short: HeaderKind.INT16,
+    amqp.Int: HeaderKind.INT32,
+    amqp.Long: HeaderKind.INT64,
+    amqp.UByte: HeaderKind.UINT8,
+    amqp.UShort: HeaderKind.UINT16,
+    amqp.UInt: HeaderKind.UINT32,
+    amqp.ULong: HeaderKind.UINT64,
+    amqp.Timestamp: HeaderKind.INT64,
+}
+
+
+def to_amqp(value: HeaderValue) -> object:
+    """The AMQP application-property value for a header."""
+    kind = value.kind
+    if kind in (HeaderKind.RAW, HeaderKind.STRING, HeaderKind.BOOL, HeaderKind.FLOAT64):
+        return value.value
+    if kind is HeaderKind.FLOAT32:
+        return amqp.Float(value.as_float())
+    cls = _TO_AMQP.get(kind)
+    if cls is None:
+        raise ConfigurationError(f"AMQP has no {kind.name.title()} type for a RabbitMQ header")
+    return cls(value.as_int())
+
+
+def from_amqp(value: Any) -> HeaderValue:
+    """The header for a received application-property value."""
+    if isinstance(value, bool):
+        return HeaderValue.boolean(value)
+    if isinstance(value, int):
+        kind = _FROM_AMQP.get(type(value))
+        if kind is not None:
+            return HeaderValue(kind, int(value))
+        return HeaderValue.of(int(value))
+    if isinstance(value, amqp.Float):
+        return HeaderValue.float32(float(value))
+    if isinstance(value, float):
+        return HeaderValue.float64(value)
+    if isinstance(value, str):
+        return HeaderValue.string(str(value))
+    if isinstance(value, bytes):
+        return HeaderValue.raw(value)
+    if isinstance(value, uuid.UUID):
+        return HeaderValue.raw(value.bytes)
+    if value is None:
+        return HeaderValue.raw(b"")
+    raw = getattr(value, "raw", None)
+    if isinstance(raw, bytes):
+        return HeaderValue.raw(raw)
+    return HeaderValue.string(repr(value))
+
+
+def encode_message(msg: Message | bytes) -> bytes:
+    """The AMQP 1.0 encoding of a message (a bare data section when it has no key/headers)."""
+    if isinstance(msg, bytes):
+        return encode_data_body(msg)
+    if msg.key is None and not msg.headers:
+        return encode_data_body(msg.value)
+    props = {k: to_amqp(v) for k, v in msg.headers.items()} if msg.headers else None
+    annotations = {KEY_ANNOTATION: msg.key} if msg.key is not None else None
+    return amqp.encode_message(
+        amqp.AmqpMessage(
+            msg.value,
+            message_annotations=annotations,
+            application_properties=props,  # type: ignore[arg-type]
+        )
+    )
+
+
+def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: str) -> Message:
+    """A received message from one chunk record (AMQP decoded; raw bytes if not AMQP)."""
+    body = decode_data_body(record)
+    if body is not None:
+        return Message.received(body, offset=offset, timestamp_us=timestamp_us, stream=stream)
+    raw = bytes(record)
+    try:
+        decoded = amqp.decode_message(raw)
+    except DecodeError:
+        return Message.received(raw, offset=offset, timestamp_us=timestamp_us, stream=stream)
+    value = decoded.body_bytes
+    if value is None:
+        inner = decoded.body.value if isinstance(decoded.body, amqp.AmqpValue) else None
+        value = (
+            inner.encode() if isinstance(inner, str) else inner if isinstance(inner, bytes) else raw
+        )
+    key = None
+    if decoded.message_annotations:
+        k = decoded.message_annotations.get(KEY_ANNOTATION)
+        key = k if isinstance(k, bytes) else None
+    headers = (
+        {name: from_amqp(v) for name, v in decoded.application_properties.items()}
+        if decoded.application_properties
+        else None
+    )
+    return Message.received(
+        value, key=key, headers=headers, offset=offset, timestamp_us=timestamp_us, stream=stream
+    )

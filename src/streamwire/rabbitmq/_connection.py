@@ -1,0 +1,386 @@
+"""The asyncio driver of one RabbitMQ Streams connection.
+
+It only moves bytes and owns tasks: a reader task feeds the sans-IO machine and dispatches
+its events; a heartbeat task wakes the machine when it has something to do. Requests are
+matched to responses through an in-flight table; when the connection ends, every waiter and
+every registered listener learns why, through one recorded exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from streamwire.errors import (
+    ClosedError,
+    ConnectionClosed,
+    ConnectTimeout,
+    RemoteProtocolError,
+    StreamwireError,
+)
+from streamwire.rabbitmq.protocol import events as ev
+from streamwire.rabbitmq.protocol._frame import Frame
+from streamwire.rabbitmq.protocol.constants import ResponseCode
+from streamwire.rabbitmq.protocol.errors import ERRORS
+from streamwire.rabbitmq.protocol.machine import (
+    ConnectionSettings,
+    ProtocolFailed,
+    StreamsConnection,
+)
+from streamwire.transport.deadline import Deadline
+from streamwire.transport.inflight import InflightTable
+from streamwire.transport.tcp import TcpStream, open_tcp
+from streamwire.transport.tls import TLSConfig
+
+__all__ = ("Connection", "ConnectionListener")
+
+logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R", bound=Frame)
+
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
+
+class ConnectionListener(Protocol):
+    """What producers and consumers registered on a connection hear about."""
+
+    def connection_lost(self, exc: StreamwireError) -> None: ...
+
+    def metadata_changed(self, stream: str, code: int) -> None: ...
+
+
+class PublisherListener(ConnectionListener, Protocol):
+    def confirmed(self, publishing_ids: tuple[int, ...]) -> None: ...
+
+    def errored(self, errors: tuple[tuple[int, int], ...]) -> None: ...
+
+
+class SubscriberListener(ConnectionListener, Protocol):
+    def chunk_delivered(self, event: ev.ChunkDelivered) -> None: ...
+
+    def credit_failed(self, code: int) -> None: ...
+
+    def consumer_update(self, event: ev.ConsumerUpdateRequested) -> None: ...
+
+
+class Connection:
+    """An open connection. Create with :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, stream: TcpStream, machine: StreamsConnection, address: str) -> None:
+        self._stream = stream
+        self._machine = machine
+        self.address = address
+        self._loop = asyncio.get_running_loop()
+        self._inflight: InflightTable[int, Frame] = InflightTable(name="request")
+        self._publishers: dict[int, PublisherListener] = {}
+        self._subscribers: dict[int, SubscriberListener] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wakeup = asyncio.Event()
+        self._error: StreamwireError | None = None
+        self._closed = asyncio.Event()
+        self.opened: ev.ConnectionOpened | None = None
+        self.on_lost: list[Callable[[StreamwireError], None]] = []
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        settings: ConnectionSettings,
+        *,
+        tls: TLSConfig | None = None,
+        timeout: float | None = 30.0,
+    ) -> Connection:
+        """Connect and run the whole handshake within one ``timeout`` budget.
+
+        Cancellation: the socket is closed; nothing is left running.
+        """
+        address = f"{host}:{port}"
+        deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
+        stream = await open_tcp(host, port, tls=tls, timeout=deadline.remaining())
+        machine = StreamsConnection(settings)
+        try:
+            async with deadline.scope():
+                self = cls(stream, machine, address)
+                await self._handshake()
+        except BaseException:
+            stream.abort()
+            raise
+        self._tasks = [
+            asyncio.create_task(self._read_loop(), name=f"streamwire-rmq-reader {address}"),
+            asyncio.create_task(self._heartbeat_loop(), name=f"streamwire-rmq-heartbeat {address}"),
+        ]
+        return self
+
+    async def _handshake(self) -> None:
+        machine = self._machine
+        machine.start(self._loop.time())
+        while True:
+            self._stream.write(machine.data_to_send())
+            await self._stream.drain()
+            data = await self._stream.read()
+            for event in machine.receive_data(data, self._loop.time()):
+                if isinstance(event, ev.ConnectionOpened):
+                    self.opened = event
+                    self._stream.write(machine.data_to_send())
+                    return
+                if isinstance(event, ev.HandshakeFailed):
+                    raise event.error
+                if isinstance(event, ProtocolFailed):
+                    raise event.error
+                if isinstance(event, ev.CloseRequested):
+                    raise ERRORS.from_code(event.code, event.reason)
+                if isinstance(event, ev.ConnectionClosedByPeer):
+                    raise ConnectionClosed(f"{self.address} closed the connection during handshake")
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def machine(self) -> StreamsConnection:
+        return self._machine
+
+    @property
+    def is_open(self) -> bool:
+        return self._error is None and self._machine.is_open
+
+    @property
+    def error(self) -> StreamwireError | None:
+        """Why the connection ended, once it has."""
+        return self._error
+
+    @property
+    def frame_max(self) -> int:
+        return self._machine.frame_max
+
+    def check(self) -> None:
+        """Raise the recorded reason if the connection is no longer usable."""
+        if self._error is not None:
+            raise self._error
+        if not self._machine.is_open:
+            raise ClosedError(f"connection to {self.address} is {self._machine.state.value}")
+
+    # --- listeners -----------------------------------------------------------------------
+
+    def add_publisher(self, publisher_id: int, listener: PublisherListener) -> None:
+        self._publishers[publisher_id] = listener
+
+    def remove_publisher(self, publisher_id: int) -> None:
+        self._publishers.pop(publisher_id, None)
+
+    def free_publisher_id(self) -> int:
+        for pid in range(256):
+            if pid not in self._publishers:
+                return pid
+        raise ClosedError("256 publishers already use this connection")
+
+    def add_subscriber(self, subscription_id: int, listener: SubscriberListener) -> None:
+        self._subscribers[subscription_id] = listener
+
+    def remove_subscriber(self, subscription_id: int) -> None:
+        self._subscribers.pop(subscription_id, None)
+
+    def free_subscription_id(self) -> int:
+        for sid in range(256):
+            if sid not in self._subscribers:
+                return sid
+        raise ClosedError("256 subscriptions already use this connection")
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Hand everything the machine queued to the socket and wait for flow control."""
+        data = self._machine.data_to_send()
+        if data:
+            try:
+                self._stream.write(data)
+            except StreamwireError as exc:
+                self._fail(exc)
+                raise
+        await self._stream.drain()
+
+    def send_nowait(self, frame: Frame) -> None:
+        """Queue a one-way frame; it goes out with the next flush."""
+        self.check()
+        self._machine.send(frame)
+        self._wakeup.set()
+
+    async def send(self, frame: Frame) -> None:
+        """Send a one-way frame (Credit, StoreOffset...).
+
+        Cancellation: the frame is already queued whole and still goes out.
+        """
+        self.check()
+        self._machine.send(frame)
+        await self.flush()
+
+    async def send_encoded(self, data: bytes) -> None:
+        """Send pre-encoded frames (publishing) and wait for TCP flow control.
+
+        Cancellation: the bytes are already buffered whole and still go out.
+        """
+        self.check()
+        self._machine.send_encoded(data)
+        await self.flush()
+
+    async def request(
+        self,
+        make: Callable[[int], Frame],
+        expect: type[_R],
+        *,
+        timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+        ok: tuple[int, ...] = (ResponseCode.OK,),
+    ) -> _R:
+        """Send the request ``make(correlation_id)`` and return its response, which must be
+        an ``expect``.
+
+        A response code outside ``ok`` raises the matching
+        :class:`~streamwire.rabbitmq.protocol.errors.StreamsServerError`.
+
+        Cancellation: the request may already have been sent; its response is dropped.
+        """
+        self.check()
+        corr = self._machine.next_correlation_id()
+        future = self._inflight.register(corr)
+        try:
+            self._machine.send(make(corr))
+            await self.flush()
+        except BaseException:
+            self._inflight.discard(corr)
+            raise
+        response = await self._inflight.wait(corr, future, timeout)
+        code = getattr(response, "code", ResponseCode.OK)
+        if code not in ok:
+            raise ERRORS.from_code(code)
+        if not isinstance(response, expect):
+            raise RemoteProtocolError(
+                f"expected {expect.__name__}, got {type(response).__name__} (correlation {corr})"
+            )
+        return response
+
+    # --- background tasks ----------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        machine, stream = self._machine, self._stream
+        try:
+            while True:
+                data = await stream.read()
+                events = machine.receive_data(data, self._loop.time())
+                self._dispatch(events)
+                if machine.has_data_to_send:
+                    await self.flush()
+                if not data or self._error is not None:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except StreamwireError as exc:
+            self._fail(exc)
+        except Exception as exc:  # a bug: record it, so that nobody waits forever
+            logger.exception("RabbitMQ Streams reader for %s failed", self.address)
+            self._fail(ConnectionClosed(f"reader failed: {exc!r}"), cause=exc)
+
+    async def _heartbeat_loop(self) -> None:
+        machine = self._machine
+        try:
+            while self._error is None:
+                deadline = machine.next_deadline()
+                delay = 1.0 if deadline is None else max(0.0, deadline - self._loop.time())
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wakeup.wait()
+                events = machine.advance_time(self._loop.time())
+                self._dispatch(events)
+                await self.flush()
+        except asyncio.CancelledError:
+            raise
+        except StreamwireError as exc:
+            self._fail(exc)
+
+    def _dispatch(self, events: list[ev.Event]) -> None:
+        for event in events:
+            if isinstance(event, ev.ChunkDelivered):
+                sub = self._subscribers.get(event.subscription_id)
+                if sub is not None:
+                    sub.chunk_delivered(event)
+            elif isinstance(event, ev.PublishConfirmed):
+                pub = self._publishers.get(event.publisher_id)
+                if pub is not None:
+                    pub.confirmed(event.publishing_ids)
+            elif isinstance(event, ev.ResponseReceived):
+                self._inflight.resolve(event.correlation_id, event.frame)
+            elif isinstance(event, ev.PublishErrored):
+                pub = self._publishers.get(event.publisher_id)
+                if pub is not None:
+                    pub.errored(event.errors)
+            elif isinstance(event, ev.MetadataChanged):
+                for listener in [*self._publishers.values(), *self._subscribers.values()]:
+                    listener.metadata_changed(event.stream, event.code)
+            elif isinstance(event, ev.CreditFailed):
+                sub = self._subscribers.get(event.subscription_id)
+                if sub is not None:
+                    sub.credit_failed(event.code)
+            elif isinstance(event, ev.ConsumerUpdateRequested):
+                sub = self._subscribers.get(event.subscription_id)
+                if sub is None:
+                    self._machine.answer_consumer_update(event.correlation_id)
+                else:
+                    sub.consumer_update(event)
+            elif isinstance(event, ev.CloseRequested):
+                err = ERRORS.from_code(event.code, f"broker closed the connection: {event.reason}")
+                self._fail(ConnectionClosed(str(err)), cause=err)
+            elif isinstance(event, ev.ConnectionClosedByPeer):
+                self._fail(ConnectionClosed(f"{self.address} closed the connection"))
+            elif isinstance(event, ev.PeerWentSilent):
+                self._fail(
+                    ConnectionClosed(
+                        f"no heartbeat from {self.address} for {event.silent_for:.1f} s"
+                    )
+                )
+            elif isinstance(event, ProtocolFailed):
+                self._fail(
+                    ConnectionClosed(f"protocol violation: {event.error}"), cause=event.error
+                )
+
+    def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
+        if self._error is not None:
+            return
+        if cause is not None:
+            exc.__cause__ = cause
+        self._error = exc
+        logger.debug("connection to %s ended: %s", self.address, exc)
+        self._inflight.close(lambda: ConnectionClosed(str(exc)), cause=exc)
+        for listener in [*self._publishers.values(), *self._subscribers.values()]:
+            listener.connection_lost(exc)
+        for callback in self.on_lost:
+            callback(exc)
+        self._stream.abort()
+        self._closed.set()
+        self._wakeup.set()
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Send Close, wait up to ``timeout`` for the answer, then drop the socket. Idempotent.
+
+        Cancellation: the socket is aborted and tasks are cancelled before re-raising.
+        """
+        try:
+            if self._error is None and self._machine.is_open:
+                corr = self._machine.close()
+                future = self._inflight.register(corr)
+                with contextlib.suppress(StreamwireError, TimeoutError):
+                    await self.flush()
+                    await self._inflight.wait(corr, future, timeout)
+        finally:
+            self._fail(ClosedError(f"connection to {self.address} was closed"))
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self._stream.aclose(timeout=1.0)

@@ -1,0 +1,337 @@
+"""RabbitMQ Streams client: stream management, topology, and the connections behind
+producers and consumers.
+
+The client dials the URL's broker once (the *locator* connection, used for management and
+metadata). Producers go to the stream leader's node and consumers to the leader or, when
+asked, a replica, as the broker advertises them in Metadata; ``address_resolver`` maps an
+advertised (host, port) to a reachable one (NAT, docker). Connections are shared per
+advertised node and reopened on demand after a loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from streamwire.codec.offset import OffsetLike
+from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.rabbitmq._connection import Connection
+from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
+from streamwire.rabbitmq.producer import Producer, ProducerOptions
+from streamwire.rabbitmq.protocol.connection import SimpleResponse
+from streamwire.rabbitmq.protocol.constants import CommandKey, ResponseCode
+from streamwire.rabbitmq.protocol.errors import ERRORS, StreamNotAvailable
+from streamwire.rabbitmq.protocol.machine import ConnectionSettings
+from streamwire.rabbitmq.protocol.streams import (
+    NO_LEADER,
+    CreateRequest,
+    CreateSuperStreamRequest,
+    DeleteRequest,
+    DeleteSuperStreamRequest,
+    MetadataRequest,
+    MetadataResponse,
+    StreamMetadata,
+    StreamStatsRequest,
+    StreamStatsResponse,
+)
+from streamwire.transport.reconnect import ReconnectPolicy, retry
+from streamwire.transport.tls import TLSConfig
+
+__all__ = ("AddressResolver", "Client", "StreamInfo")
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+AddressResolver = Callable[[str, int], tuple[str, int]]
+
+_STREAM_ARGUMENTS = {
+    "max_length_bytes": "max-length-bytes",
+    "max_age": "max-age",
+    "max_segment_size_bytes": "stream-max-segment-size-bytes",
+    "initial_cluster_size": "initial-cluster-size",
+    "leader_locator": "queue-leader-locator",
+    "filter_size_bytes": "stream-filter-size-bytes",
+}
+
+
+class StreamInfo:
+    """Where a stream lives, from Metadata."""
+
+    __slots__ = ("leader", "replicas", "stream")
+
+    def __init__(
+        self, stream: str, leader: tuple[str, int], replicas: list[tuple[str, int]]
+    ) -> None:
+        self.stream = stream
+        self.leader = leader
+        self.replicas = replicas
+
+    def __repr__(self) -> str:
+        return f"StreamInfo({self.stream!r}, leader={self.leader}, replicas={self.replicas})"
+
+
+class Client:
+    """A RabbitMQ Streams client. Create with :func:`streamwire.rabbitmq.connect`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        settings: ConnectionSettings,
+        *,
+        tls: TLSConfig | None = None,
+        timeout: float | None = 30.0,
+        reconnect: ReconnectPolicy | None = None,
+        address_resolver: AddressResolver | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.settings = settings
+        self.tls = tls
+        self.timeout = timeout
+        self.reconnect = reconnect
+        self._resolve = address_resolver or (lambda h, p: (h, p))
+        self._conns: dict[tuple[str, int], Connection] = {}
+        self._locator: Connection | None = None
+        self._opening: dict[tuple[str, int], asyncio.Task[Connection]] = {}
+        self._children: set[Producer | Consumer] = set()
+        self._closed = False
+
+    # --- connections ---------------------------------------------------------------------
+
+    async def _open(self) -> Self:
+        self._locator = await self._dial(self.host, self.port)
+        return self
+
+    async def _dial(self, host: str, port: int) -> Connection:
+        conn = await Connection.open(host, port, self.settings, tls=self.tls, timeout=self.timeout)
+        props = conn.opened.connection_properties if conn.opened else {}
+        advertised = (
+            props.get("advertised_host", host),
+            int(props.get("advertised_port", port) or port),
+        )
+        for key in {advertised, (host, port)}:
+            self._conns[key] = conn
+        conn.on_lost.append(lambda exc: self._forget(conn))
+        return conn
+
+    def _forget(self, conn: Connection) -> None:
+        for key in [k for k, c in self._conns.items() if c is conn]:
+            del self._conns[key]
+        if self._locator is conn:
+            self._locator = None
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("client is closed")
+
+    async def _locator_connection(self) -> Connection:
+        self._check()
+        conn = self._locator
+        if conn is not None and conn.is_open:
+            return conn
+        self._locator = await self._connection_to(self.host, self.port, dial=(self.host, self.port))
+        return self._locator
+
+    async def _connection_to(
+        self, host: str, port: int, *, dial: tuple[str, int] | None = None
+    ) -> Connection:
+        """A shared open connection to the node advertised as ``host:port``."""
+        key = (host, port)
+        conn = self._conns.get(key)
+        if conn is not None and conn.is_open:
+            return conn
+        task = self._opening.get(key)
+        if task is None:
+            target = dial or self._resolve(host, port)
+            task = asyncio.ensure_future(self._dial(*target))
+            self._opening[key] = task
+            task.add_done_callback(lambda _: self._opening.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def stream_info(self, stream: str) -> StreamInfo:
+        """Leader and replicas of ``stream``; raises StreamDoesNotExist/StreamNotAvailable."""
+        md = await self.metadata(stream)
+        entry, brokers = md
+        if entry.code != ResponseCode.OK:
+            raise ERRORS.from_code(entry.code, f"stream {stream!r}")
+        if entry.leader == NO_LEADER or entry.leader not in brokers:
+            raise StreamNotAvailable(f"stream {stream!r} has no leader yet")
+        return StreamInfo(
+            stream, brokers[entry.leader], [brokers[r] for r in entry.replicas if r in brokers]
+        )
+
+    async def metadata(self, stream: str) -> tuple[StreamMetadata, dict[int, tuple[str, int]]]:
+        conn = await self._locator_connection()
+        resp = await conn.request(lambda corr: MetadataRequest(corr, (stream,)), MetadataResponse)
+        brokers = {b.reference: (b.host, b.port) for b in resp.brokers}
+        for entry in resp.streams:
+            if entry.stream == stream:
+                return entry, brokers
+        raise ERRORS.from_code(ResponseCode.STREAM_DOES_NOT_EXIST, f"stream {stream!r}")
+
+    async def _leader_connection(self, stream: str) -> Connection:
+        info = await self.stream_info(stream)
+        return await self._connection_to(*info.leader)
+
+    async def _consumer_connection(self, stream: str, *, replica: bool = False) -> Connection:
+        info = await self.stream_info(stream)
+        if replica and info.replicas:
+            return await self._connection_to(*random.choice(info.replicas))
+        return await self._connection_to(*info.leader)
+
+    async def retry(
+        self, attempt: Callable[[], Awaitable[T]], cause: BaseException, *, what: str
+    ) -> T:
+        """Run ``attempt`` under the reconnect policy (used by producers and consumers)."""
+        if self.reconnect is None:
+            raise cause
+        return await retry(attempt, self.reconnect, cause=cause, what=what)
+
+    # --- broker facts --------------------------------------------------------------------
+
+    @property
+    def server_properties(self) -> dict[str, str]:
+        conn = self._locator
+        return dict(conn.machine.server_properties) if conn else {}
+
+    @property
+    def server_version(self) -> tuple[int, ...]:
+        conn = self._locator
+        return conn.machine.server_version() if conn else ()
+
+    def supports(self, key: int, version: int = 1) -> bool:
+        """Whether the broker accepts a command (from ExchangeCommandVersions)."""
+        conn = self._locator
+        return conn is not None and conn.machine.supports(key, version)
+
+    # --- streams -------------------------------------------------------------------------
+
+    async def create_stream(
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        exist_ok: bool = False,
+        arguments: dict[str, str] | None = None,
+        **options: int | str,
+    ) -> None:
+        """Create a stream (``partitions > 1``: a super stream ``name`` with partitions
+        ``name-0`` ... on 3.13+). Options: max_length_bytes, max_age (e.g. "7D"),
+        max_segment_size_bytes, initial_cluster_size, leader_locator, filter_size_bytes;
+        ``arguments`` passes raw broker arguments.
+
+        Cancellation: the stream may or may not have been created.
+        """
+        args = dict(arguments or {})
+        for key, value in options.items():
+            if key not in _STREAM_ARGUMENTS:
+                raise ConfigurationError(f"unknown stream option {key!r}")
+            args[_STREAM_ARGUMENTS[key]] = str(value)
+        ok = (
+            (ResponseCode.OK, ResponseCode.STREAM_ALREADY_EXISTS)
+            if exist_ok
+            else (ResponseCode.OK,)
+        )
+        conn = await self._locator_connection()
+        if partitions > 1:
+            if not conn.machine.supports(CommandKey.CREATE_SUPER_STREAM):
+                raise ConfigurationError("this broker cannot create super streams (needs 3.13+)")
+            names = tuple(f"{name}-{i}" for i in range(partitions))
+            keys = tuple(str(i) for i in range(partitions))
+            await conn.request(
+                lambda corr: CreateSuperStreamRequest(corr, name, names, keys, args),
+                SimpleResponse,
+                ok=ok,
+            )
+            return
+        if partitions < 1:
+            raise ConfigurationError("partitions must be >= 1")
+        await conn.request(lambda corr: CreateRequest(corr, name, args), SimpleResponse, ok=ok)
+
+    async def delete_stream(
+        self, name: str, *, missing_ok: bool = False, super_stream: bool = False
+    ) -> None:
+        """Delete a stream (or a super stream and its partitions).
+
+        Cancellation: the stream may or may not have been deleted.
+        """
+        ok = (
+            (ResponseCode.OK, ResponseCode.STREAM_DOES_NOT_EXIST)
+            if missing_ok
+            else (ResponseCode.OK,)
+        )
+        conn = await self._locator_connection()
+        make = DeleteSuperStreamRequest if super_stream else DeleteRequest
+        await conn.request(lambda corr: make(corr, name), SimpleResponse, ok=ok)
+
+    async def stream_exists(self, name: str) -> bool:
+        entry, _ = await self.metadata(name)
+        return entry.code == ResponseCode.OK
+
+    async def stream_stats(self, name: str) -> dict[str, int]:
+        """``first_chunk_id``, ``committed_chunk_id``, ``last_chunk_id`` (-1 when empty); 3.11+."""
+        conn = await self._locator_connection()
+        if not conn.machine.supports(CommandKey.STREAM_STATS):
+            raise ConfigurationError("this broker has no StreamStats command (needs 3.11+)")
+        resp = await conn.request(lambda corr: StreamStatsRequest(corr, name), StreamStatsResponse)
+        return dict(resp.stats)
+
+    # --- producers and consumers ---------------------------------------------------------
+
+    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+        """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.
+        ``name`` turns on deduplication. Options: see :class:`ProducerOptions`."""
+        self._check()
+        producer = Producer(self, stream, name=name, options=ProducerOptions(**options))
+        self._children.add(producer)
+        return producer
+
+    def consumer(
+        self, stream: str, *, offset: OffsetLike = "first", name: str | None = None, **options: Any
+    ) -> Consumer:
+        """A consumer of ``stream`` from ``offset``; ``async with`` it (or ``await`` it).
+        ``name`` enables commits and ``offset="next"`` resumption. Options: see
+        :class:`ConsumerOptions`."""
+        self._check()
+        consumer = Consumer(
+            self, stream, offset=offset, name=name, options=ConsumerOptions(**options)
+        )
+        self._children.add(consumer)
+        return consumer
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close producers (flushing), consumers and every connection. Idempotent.
+
+        Cancellation: remaining connections are aborted.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for child in list(self._children):
+            with contextlib.suppress(StreamwireError):
+                await child.close()
+        self._children.clear()
+        for conn in {id(c): c for c in self._conns.values()}.values():
+            await conn.close()
+        if self._locator is not None:
+            await self._locator.close()
+        self._conns.clear()

@@ -1,0 +1,408 @@
+"""RabbitMQ Streams consumer: credit-based flow control over a bounded local queue.
+
+Credits count chunks. The consumer subscribes with ``initial_credit`` and grants one more
+credit each time it takes a chunk off its local queue, so at most ``initial_credit`` chunks
+are ever queued or in flight (the memory bound), and the credit climbs back above half the
+initial credit, which brokers since 3.12 wait for before dispatching again.
+
+Records before the requested offset in the first chunk are skipped (the broker always starts
+at a chunk boundary). After a connection loss the consumer resubscribes from the offset after
+the last message it handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from streamwire.codec.message import Message
+from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
+from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.rabbitmq._amqp_map import decode_record
+from streamwire.rabbitmq.protocol import events as ev
+from streamwire.rabbitmq.protocol.chunk import parse_chunk
+from streamwire.rabbitmq.protocol.connection import SimpleResponse
+from streamwire.rabbitmq.protocol.constants import OffsetType
+from streamwire.rabbitmq.protocol.consuming import (
+    Credit,
+    QueryOffsetRequest,
+    QueryOffsetResponse,
+    StoreOffset,
+    SubscribeRequest,
+    UnsubscribeRequest,
+)
+from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
+from streamwire.rabbitmq.protocol.publishing import validate_reference
+
+if TYPE_CHECKING:
+    from streamwire.rabbitmq._connection import Connection
+    from streamwire.rabbitmq.client import Client
+
+__all__ = ("Consumer", "ConsumerOptions")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerOptions:
+    initial_credit: int = 16
+    """Chunks the broker may send ahead; also the bound of the local queue."""
+    verify_crc: bool = True
+    """Check each chunk's CRC-32 (zlib) before handing out its messages."""
+    amqp: bool = True
+    """Decode AMQP 1.0 bodies (False: hand out each record's raw bytes)."""
+    auto_commit_messages: int | None = None
+    """With a name: store the offset after this many messages (and on close)."""
+    auto_commit_interval: float | None = None
+    """With a name: store the offset at most this many seconds after a message."""
+    properties: dict[str, str] = field(default_factory=dict)
+    """Extra subscription properties (filters, single active consumer...)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.initial_credit <= 32767:
+            raise ConfigurationError("initial_credit must be between 1 and 32767")
+
+
+class Consumer:
+    """Consumes one stream. ``async for message in consumer`` or ``next_batch()``."""
+
+    def __init__(
+        self,
+        client: Client,
+        stream: str,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        options: ConsumerOptions,
+    ) -> None:
+        if name is not None:
+            validate_reference(name)
+        if (options.auto_commit_messages or options.auto_commit_interval) and not name:
+            raise ConfigurationError("auto-commit needs a consumer name")
+        self._client = client
+        self.stream = stream
+        self.name = name
+        self.options = options
+        self.offset = Offset.parse(offset)
+        self._conn: Connection | None = None
+        self._sid = -1
+        self._chunks: deque[ev.ChunkDelivered] = deque()
+        self._ready: deque[Message] = deque()
+        self._arrived = asyncio.Event()
+        self._skip_below = 0
+        self._last_offset: int | None = None
+        self._next_offset: int | None = None
+        self._committed: int | None = None
+        self._uncommitted = 0
+        self._commit_due: float | None = None
+        self._error: StreamwireError | None = None
+        self._closed = False
+        self._started = False
+        self._recovering: asyncio.Task[None] | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, timeout: float | None = 30.0) -> Self:
+        """Subscribe. Cancellation: the subscription, if made, ends with the consumer."""
+        async with asyncio.timeout(timeout):
+            await self._subscribe(self.offset)
+        self._started = True
+        return self
+
+    def __await__(self) -> Any:
+        return self.start().__await__()
+
+    async def __aenter__(self) -> Self:
+        if not self._started:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _resolve(self, conn: Connection, offset: Offset) -> tuple[int, int | None]:
+        """Offset spec for Subscribe: ``next`` with a name resumes after the stored offset."""
+        kind = offset.kind
+        if kind is OffsetKind.NEXT and self.name:
+            stored = await self._query_offset(conn)
+            if stored is not None:
+                return OffsetType.OFFSET, stored + 1
+        if kind is OffsetKind.FIRST:
+            return OffsetType.FIRST, None
+        if kind is OffsetKind.LAST:
+            return OffsetType.LAST, None
+        if kind is OffsetKind.NEXT:
+            return OffsetType.NEXT, None
+        if kind is OffsetKind.OFFSET:
+            return OffsetType.OFFSET, offset.value
+        return OffsetType.TIMESTAMP, (offset.value or 0) // 1000
+
+    async def _query_offset(self, conn: Connection) -> int | None:
+        try:
+            resp = await conn.request(
+                lambda corr: QueryOffsetRequest(corr, self.name or "", self.stream),
+                QueryOffsetResponse,
+            )
+        except NoOffset:
+            return None
+        return resp.offset
+
+    async def _subscribe(self, offset: Offset) -> None:
+        conn = await self._client._consumer_connection(self.stream)
+        offset_type, value = await self._resolve(conn, offset)
+        self._skip_below = value if offset_type == OffsetType.OFFSET and value is not None else 0
+        props = dict(self.options.properties)
+        if self.name:
+            props.setdefault("name", self.name)
+        sid = conn.free_subscription_id()
+        conn.add_subscriber(sid, self)
+        try:
+            await conn.request(
+                lambda corr: SubscribeRequest(
+                    corr, sid, self.stream, offset_type, value, self.options.initial_credit, props
+                ),
+                SimpleResponse,
+            )
+        except BaseException:
+            conn.remove_subscriber(sid)
+            raise
+        self._conn, self._sid = conn, sid
+
+    # --- consuming -----------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self
+
+    async def __anext__(self) -> Message:
+        """The next message; ends when the consumer is closed, raises if it failed.
+
+        Cancellation: nothing is lost; the message stays queued.
+        """
+        if not self._ready and not await self._fill(None):
+            raise StopAsyncIteration
+        msg = self._ready.popleft()
+        self._handed_out(msg)
+        return msg
+
+    async def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or ``None`` if none arrived within ``timeout``."""
+        if not self._ready and not await self._fill(timeout):
+            if self._closed:
+                raise ClosedError(f"consumer of {self.stream!r} is closed")
+            return None
+        msg = self._ready.popleft()
+        self._handed_out(msg)
+        return msg
+
+    async def next_batch(
+        self, max_messages: int = 500, timeout: float | None = 1.0
+    ) -> list[Message]:
+        """Up to ``max_messages`` messages: whatever is ready, else what arrives first within
+        ``timeout`` (an empty list if nothing did).
+
+        Cancellation: nothing is lost.
+        """
+        if not self._ready:
+            await self._fill(timeout)
+        ready = self._ready
+        out: list[Message] = []
+        while ready and len(out) < max_messages:
+            out.append(ready.popleft())
+            if not ready and len(out) < max_messages and self._chunks:
+                self._take_chunk()
+        if out:
+            self._handed_out(out[-1], len(out))
+        return out
+
+    async def _fill(self, timeout: float | None) -> bool:
+        """Make messages ready; False on timeout or when closed."""
+        while not self._ready:
+            if self._chunks:
+                self._take_chunk()
+                continue
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                return False
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return False
+        return True
+
+    def _take_chunk(self) -> None:
+        event = self._chunks.popleft()
+        conn = self._conn
+        if conn is not None and conn.is_open:
+            conn.send_nowait(Credit(self._sid, 1))
+        header, records = parse_chunk(event.chunk, verify_crc=self.options.verify_crc)
+        first = header.chunk_id
+        skip = self._skip_below - first if self._skip_below > first else 0
+        ts_us = header.timestamp * 1000
+        stream = self.stream
+        if self.options.amqp:
+            msgs = [
+                decode_record(rec, first + i, ts_us, stream)
+                for i, rec in enumerate(records)
+                if i >= skip
+            ]
+        else:
+            received = Message.received
+            msgs = [
+                received(bytes(rec), offset=first + i, timestamp_us=ts_us, stream=stream)
+                for i, rec in enumerate(records)
+                if i >= skip
+            ]
+        self._ready.extend(msgs)
+        if records:
+            self._next_offset = first + len(records)
+
+    def _handed_out(self, last: Message, count: int = 1) -> None:
+        self._last_offset = last.offset
+        if self.name is None:
+            return
+        opts = self.options
+        self._uncommitted += count
+        if opts.auto_commit_messages and self._uncommitted >= opts.auto_commit_messages:
+            self._store(self._last_offset)
+        elif opts.auto_commit_interval is not None:
+            now = time.monotonic()
+            if self._commit_due is None:
+                self._commit_due = now + opts.auto_commit_interval
+            elif now >= self._commit_due:
+                self._store(self._last_offset)
+
+    # --- offsets -------------------------------------------------------------------------
+
+    def _store(self, offset: int | None) -> None:
+        conn = self._conn
+        if offset is None or self.name is None or conn is None or not conn.is_open:
+            return
+        conn.send_nowait(StoreOffset(self.name, self.stream, offset))
+        self._committed = offset
+        self._uncommitted = 0
+        self._commit_due = None
+
+    async def commit(self, offset: int | None = None) -> None:
+        """Store ``offset`` (default: the last message handed out) under the consumer name.
+
+        The broker never answers StoreOffset; :meth:`committed_offset` reads it back.
+
+        Cancellation: the offset may or may not have been stored.
+        """
+        if self.name is None:
+            raise ConfigurationError("commit() needs a consumer name")
+        offset = self._last_offset if offset is None else offset
+        if offset is None:
+            return
+        conn = self._conn
+        if conn is None:
+            raise self._error or ClosedError("consumer is not subscribed")
+        await conn.send(StoreOffset(self.name, self.stream, offset))
+        self._committed = offset
+        self._uncommitted = 0
+        self._commit_due = None
+
+    async def committed_offset(self) -> int | None:
+        """The offset stored under the consumer name on the broker (``None`` if none)."""
+        if self.name is None:
+            raise ConfigurationError("committed_offset() needs a consumer name")
+        conn = self._conn or await self._client._consumer_connection(self.stream)
+        return await self._query_offset(conn)
+
+    @property
+    def last_offset(self) -> int | None:
+        """Offset of the last message handed out."""
+        return self._last_offset
+
+    # --- connection listener -------------------------------------------------------------
+
+    def chunk_delivered(self, event: ev.ChunkDelivered) -> None:
+        self._chunks.append(event)
+        self._arrived.set()
+
+    def credit_failed(self, code: int) -> None:
+        logger.debug("credit for %s refused with code %#x", self.stream, code)
+
+    def consumer_update(self, event: ev.ConsumerUpdateRequested) -> None:
+        conn = self._conn
+        if conn is not None and conn.is_open:
+            conn.machine.answer_consumer_update(event.correlation_id)
+
+    def metadata_changed(self, stream: str, code: int) -> None:
+        if stream == self.stream:
+            self._lost(ERRORS.from_code(code, f"stream {stream!r} changed (metadata update)"))
+
+    def connection_lost(self, exc: StreamwireError) -> None:
+        self._lost(exc)
+
+    def _lost(self, exc: StreamwireError) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.remove_subscriber(self._sid)
+        if self._closed or self._error is not None or self._recovering is not None:
+            return
+        if self._client.reconnect is None or isinstance(exc, ClosedError | StreamDoesNotExist):
+            self._fail(exc)
+            return
+        self._recovering = asyncio.create_task(
+            self._recover(exc), name=f"streamwire-consumer-recover {self.stream}"
+        )
+
+    async def _recover(self, cause: StreamwireError) -> None:
+        self._chunks.clear()  # not yet parsed: they come again after the resubscription
+        resume = self.offset if self._next_offset is None else Offset.at(self._next_offset)
+        try:
+            await self._client.retry(
+                lambda: self._subscribe(resume), cause, what=f"consumer of {self.stream!r}"
+            )
+        except StreamwireError as exc:
+            self._fail(exc)
+        finally:
+            self._recovering = None
+
+    def _fail(self, exc: StreamwireError) -> None:
+        self._error = exc
+        self._arrived.set()
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Store the offset (with auto-commit), unsubscribe and stop. Idempotent.
+
+        Cancellation: the subscription ends with the connection if not before.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._arrived.set()
+        if self._recovering is not None:
+            self._recovering.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._recovering
+        conn, self._conn = self._conn, None
+        if conn is None or not conn.is_open:
+            return
+        opts = self.options
+        if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
+            with contextlib.suppress(StreamwireError):
+                await conn.send(StoreOffset(self.name or "", self.stream, self._last_offset or 0))
+        with contextlib.suppress(StreamwireError, TimeoutError):
+            await conn.request(
+                lambda corr: UnsubscribeRequest(corr, self._sid), SimpleResponse, timeout=timeout
+            )
+        conn.remove_subscriber(self._sid)

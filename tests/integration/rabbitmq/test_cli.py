@@ -1,0 +1,51 @@
+"""The CLI against the real broker: publish from stdin, consume to stdout, demo."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+import streamwire.rabbitmq as rmq
+from tests.brokers import BrokerInfo
+
+pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamwire.cli", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_publish_then_consume_with_offsets(broker: BrokerInfo) -> None:
+    stream = f"sw-cli-{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        async with await rmq.connect(broker.url) as c:
+            await c.create_stream(stream)
+
+    asyncio.run(create())
+    pub = run("publish", broker.url, stream, stdin="alpha\nbeta\ncafé\n".encode())
+    assert pub.returncode == 0, pub.stderr
+    con = run("consume", broker.url, stream, "--from", "1", "--count", "2", "--with-offsets")
+    assert con.returncode == 0, con.stderr
+    assert con.stdout == b"1\tbeta\n2\tcaf\xc3\xa9\n"
+    missing = run("consume", broker.url, "sw-cli-missing", "--count", "1")
+    assert missing.returncode == 2
+    assert missing.stderr.decode().startswith("streamwire: error:")
+
+
+def test_demo_round_trip(broker: BrokerInfo) -> None:
+    result = run("demo", "--rabbitmq", broker.url, "--count", "200")
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = next(line for line in result.stdout.decode().splitlines() if line.startswith("rabbitmq"))
+    assert " ok " in row
+    assert "200" in row

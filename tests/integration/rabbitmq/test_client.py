@@ -1,0 +1,242 @@
+"""RabbitMQ Streams client against the real broker from integration/brokers.sh."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import streamwire
+import streamwire.rabbitmq as rmq
+from streamwire import ConfigurationError, HeaderValue, Message, Offset
+from streamwire.codec.headers import HeaderInput
+from streamwire.errors import AuthenticationError, ConnectError
+from streamwire.rabbitmq.protocol.errors import (
+    AuthenticationFailure,
+    PreconditionFailed,
+    StreamAlreadyExists,
+    StreamDoesNotExist,
+    VirtualHostAccessFailure,
+)
+from tests.brokers import BrokerInfo
+
+pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
+
+
+async def test_handshake_facts(client: rmq.Client, broker: BrokerInfo) -> None:
+    assert client.server_properties["product"] == "RabbitMQ"
+    assert client.server_version >= (3, 9)
+    assert client.server_properties["version"] == broker.version
+
+
+async def test_connect_through_the_unified_entry_point(broker: BrokerInfo) -> None:
+    async with streamwire.connect(broker.url, timeout=10) as client:
+        assert isinstance(client, rmq.Client)
+
+
+async def test_wrong_password_is_an_authentication_error(broker: BrokerInfo) -> None:
+    with pytest.raises(AuthenticationFailure) as info:
+        await rmq.connect(broker.url, password="definitely-wrong", timeout=10)
+    assert isinstance(info.value, AuthenticationError)
+    assert info.value.code == 0x08
+
+
+async def test_unknown_vhost_is_refused(broker: BrokerInfo) -> None:
+    with pytest.raises(VirtualHostAccessFailure):
+        await rmq.connect(broker.url, vhost="no-such-vhost", timeout=10)
+
+
+async def test_refused_port_is_a_connect_error() -> None:
+    with pytest.raises(ConnectError):
+        await rmq.connect("rabbitmq-stream://guest:guest@127.0.0.1:1/", timeout=5)
+
+
+async def test_super_streams_need_a_recent_broker(client: rmq.Client) -> None:
+    name = f"sw-super-{uuid.uuid4().hex[:8]}"
+    if client.server_version >= (3, 13):
+        await client.create_stream(name, partitions=3)
+        for i in range(3):
+            assert await client.stream_exists(f"{name}-{i}")
+        await client.delete_stream(name, super_stream=True)
+        assert not await client.stream_exists(f"{name}-0")
+    else:
+        with pytest.raises(ConfigurationError, match="super streams"):
+            await client.create_stream(name, partitions=3)
+
+
+async def test_create_delete_and_errors(client: rmq.Client) -> None:
+    name = f"sw-cd-{uuid.uuid4().hex[:8]}-café-ß"  # non-ASCII: UTF-8 byte lengths on the wire
+    await client.create_stream(name, max_length_bytes=1_000_000, max_age="1h")
+    assert await client.stream_exists(name)
+    await client.create_stream(name, exist_ok=True, max_length_bytes=1_000_000, max_age="1h")
+    with pytest.raises(StreamAlreadyExists):
+        await client.create_stream(name, max_length_bytes=1_000_000, max_age="1h")
+    with pytest.raises(PreconditionFailed):  # same name, different arguments
+        await client.create_stream(name, max_length_bytes=2_000_000)
+    info = await client.stream_info(name)
+    assert info.leader[1] > 0
+    await client.delete_stream(name)
+    assert not await client.stream_exists(name)
+    with pytest.raises(StreamDoesNotExist):
+        await client.delete_stream(name)
+    await client.delete_stream(name, missing_ok=True)
+    with pytest.raises(ConfigurationError):
+        await client.create_stream(name, no_such_option=1)
+
+
+async def test_round_trip_with_keys_headers_and_offsets(client: rmq.Client, stream: str) -> None:
+    headers: dict[str, HeaderInput] = {
+        "s": "café-ß",
+        "i": HeaderValue.int32(-7),
+        "u": HeaderValue.uint16(65535),
+        "b": True,
+        "f": 2.5,
+        "r": b"\x00\xff",
+    }
+    async with client.producer(stream) as producer:
+        first = await producer.send_and_wait(b"one", key=b"k1", headers=headers)
+        futures = await producer.send_batch([b"two", Message(b"three", key=b"k3")])
+        await producer.flush()
+    assert first.publishing_id == 1
+    assert [f.result().publishing_id for f in futures] == [2, 3]
+    async with client.consumer(stream, offset="first") as consumer:
+        got = await consumer.next_batch(10, timeout=10)
+        while len(got) < 3:
+            got += await consumer.next_batch(10, timeout=10)
+    assert [m.value for m in got] == [b"one", b"two", b"three"]
+    assert [m.offset for m in got] == [0, 1, 2]
+    assert got[0].key == b"k1"
+    assert got[0].headers == {k: HeaderValue.of(v) for k, v in headers.items()}
+    assert got[2].key == b"k3"
+    assert got[1].key is None
+    assert all(m.stream == stream for m in got)
+    now = datetime.now(UTC)
+    ts = got[0].timestamp
+    assert ts is not None
+    assert now - timedelta(minutes=5) < ts <= now + timedelta(minutes=5)
+
+
+async def _publish(client: rmq.Client, stream: str, values: list[bytes]) -> None:
+    async with client.producer(stream) as producer:
+        await producer.send_batch(values)
+        await producer.flush()
+
+
+async def _take(consumer: rmq.Consumer, n: int) -> list[Message]:
+    got: list[Message] = []
+    while len(got) < n:
+        batch = await consumer.next_batch(n - len(got), timeout=10)
+        assert batch, f"only {len(got)} of {n} messages arrived"
+        got += batch
+    return got
+
+
+async def test_offset_specs(client: rmq.Client, stream: str) -> None:
+    await _publish(client, stream, [str(i).encode() for i in range(50)])
+    async with client.consumer(stream, offset=Offset.at(42)) as c:
+        got = await _take(c, 8)
+        assert [m.offset for m in got] == list(range(42, 50))  # skipped inside the first chunk
+    async with client.consumer(stream, offset="last") as c:
+        last = await _take(c, 1)
+        assert last[0].offset is not None
+    async with client.consumer(stream, offset="next") as c:
+        assert await c.next_batch(10, timeout=0.3) == []
+        await _publish(client, stream, [b"fresh"])
+        fresh = await _take(c, 1)
+        assert fresh[0].value == b"fresh"
+        assert fresh[0].offset == 50
+    async with client.consumer(stream, offset=datetime.now(UTC) - timedelta(hours=1)) as c:
+        assert (await _take(c, 1))[0].offset == 0
+
+
+async def test_async_iteration(client: rmq.Client, stream: str) -> None:
+    await _publish(client, stream, [b"a", b"b", b"c"])
+    seen = []
+    async with client.consumer(stream) as consumer:
+        async for message in consumer:
+            seen.append(message.value)
+            if len(seen) == 3:
+                break
+    assert seen == [b"a", b"b", b"c"]
+
+
+async def test_commit_and_resume_with_next(client: rmq.Client, stream: str) -> None:
+    await _publish(client, stream, [str(i).encode() for i in range(10)])
+    async with client.consumer(stream, name="reader-1") as c:
+        got = await _take(c, 4)
+        await c.commit(got[-1].offset)
+        for _ in range(50):  # StoreOffset has no answer: poll until it landed
+            if await c.committed_offset() == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert await c.committed_offset() == 3
+    async with client.consumer(stream, offset="next", name="reader-1") as c:
+        rest = await _take(c, 6)
+    assert [m.offset for m in rest] == list(range(4, 10))
+
+
+async def test_auto_commit_on_close(client: rmq.Client, stream: str) -> None:
+    await _publish(client, stream, [b"x"] * 5)
+    async with client.consumer(stream, name="auto", auto_commit_messages=100) as c:
+        await _take(c, 5)
+    probe = client.consumer(stream, name="auto")
+    async with probe:
+        for _ in range(50):
+            if await probe.committed_offset() == 4:
+                break
+            await asyncio.sleep(0.05)
+        assert await probe.committed_offset() == 4
+
+
+async def test_named_producer_deduplicates(client: rmq.Client, stream: str) -> None:
+    async with client.producer(stream, name="dedup") as p:
+        for i in range(1, 4):
+            await p.send_and_wait(f"m{i}".encode())
+    async with client.producer(stream, name="dedup") as p:
+        assert p.next_publishing_id == 4  # QueryPublisherSequence on start
+        # re-send ids 2 and 3 (a crash replay): confirmed, not stored again
+        for i in (2, 3):
+            await p.send_and_wait(f"m{i}".encode(), publishing_id=i)
+        await p.send_and_wait(b"m4")
+    async with client.consumer(stream) as c:
+        got = await _take(c, 4)
+        assert await c.next_batch(10, timeout=0.5) == []
+    assert [m.value for m in got] == [b"m1", b"m2", b"m3", b"m4"]
+
+
+async def test_producer_on_missing_stream(client: rmq.Client) -> None:
+    with pytest.raises(StreamDoesNotExist):
+        async with client.producer("sw-no-such-stream"):
+            pass
+
+
+async def test_many_messages_are_batched_within_frame_max(client: rmq.Client, stream: str) -> None:
+    values = [bytes([i % 251]) * 1000 for i in range(3000)]  # 3 MB: several Publish frames
+    await _publish(client, stream, values)
+    async with client.consumer(stream) as c:
+        got = await _take(c, len(values))
+    assert [m.value for m in got] == values
+
+
+async def test_raw_mode_without_amqp(client: rmq.Client, stream: str) -> None:
+    async with client.producer(stream, amqp=False) as p:
+        await p.send_and_wait(b"not-amqp")
+    async with client.consumer(stream) as c:
+        (m,) = await _take(c, 1)
+    assert m.value == b"not-amqp"  # a non-AMQP payload is delivered as it is
+    async with client.consumer(stream, amqp=False) as c:
+        (raw,) = await _take(c, 1)
+    assert raw.value == b"not-amqp"
+
+
+async def test_stream_stats(client: rmq.Client, stream: str) -> None:
+    await _publish(client, stream, [b"a"])
+    if client.server_version < (3, 11):
+        with pytest.raises(ConfigurationError, match=r"needs 3\.11"):
+            await client.stream_stats(stream)
+        return
+    stats = await client.stream_stats(stream)
+    assert stats["first_chunk_id"] == 0
+    assert stats["committed_chunk_id"] >= 0
