@@ -9,7 +9,7 @@ from __future__ import annotations
 from streamwire._connect import Client, ConnectHandle, connect
 from streamwire._url import BrokerURL, parse_url
 from streamwire.codec.headers import HeaderKind, HeaderValue
-from streamwire.codec.message import Message
+from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import Offset, OffsetKind
 from streamwire.errors import (
     AuthenticationError,
@@ -38,6 +38,7 @@ __all__ = (
     "ClientStateError",
     "ClosedError",
     "ConfigurationError",
+    "Confirmation",
     "ConnectError",
     "ConnectHandle",
     "ConnectionClosed",

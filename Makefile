@@ -1,0 +1,60 @@
+# streamwire — every target installs what it needs first (venv, packages, brokers).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= dev,cli
+BROKERS ?= all
+PYTEST_ARGS ?=
+
+.PHONY: help venv brokers brokers-down test unit lint format demo bench fuzz clean
+
+help:
+	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
+	@echo "make demo    install everything and run a round trip through every available broker"
+	@echo "make lint    ruff + mypy --strict on src and tests"
+	@echo "make unit    unit and property tests only (no brokers)"
+	@echo "make bench   benchmarks (see docs/benchmarks.md)"
+	@echo "make brokers / brokers-down   start / stop the test brokers (integration/brokers.sh)"
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "streamwire needs Python >= 3.11"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+brokers: venv
+	integration/brokers.sh up $(BROKERS)
+	-integration/brokers.sh up rabbitmq310  # optional: the 3.10 compatibility matrix
+
+brokers-down:
+	integration/brokers.sh down all
+
+test: venv brokers
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/mypy --strict src tests
+
+format: venv
+	$(VENV)/bin/ruff format src tests bench examples
+	$(VENV)/bin/ruff check --fix src tests bench examples
+
+demo: venv brokers
+	$(VENV)/bin/streamwire demo
+
+bench: venv brokers
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""streamwire benchmarks: ``python -m bench`` (see docs/benchmarks.md)."""

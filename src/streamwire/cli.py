@@ -1,0 +1,205 @@
+"""The ``streamwire`` command: ``demo``, ``publish`` and ``consume`` over the unified API.
+
+Errors print one line (``streamwire: error: ...``) and exit non-zero; no tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import streamwire
+from streamwire.errors import StreamwireError
+
+__all__ = ("main",)
+
+DEFAULT_URLS = {
+    "rabbitmq": os.environ.get(
+        "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+    ),
+    "liftbridge": os.environ.get(
+        "STREAMWIRE_LIFTBRIDGE_URL", "liftbridge://127.0.0.1:9292?nats=nats://127.0.0.1:4222"
+    ),
+    "iggy": os.environ.get("STREAMWIRE_IGGY_URL", "iggy://iggy:iggy@127.0.0.1:8090"),
+}
+
+
+@dataclass
+class DemoResult:
+    broker: str
+    status: str
+    published: int = 0
+    consumed: int = 0
+    seconds: float = 0.0
+    detail: str = ""
+
+
+async def _round_trip(broker: str, url: str, count: int, timeout: float) -> DemoResult:
+    started = time.perf_counter()
+    stream = f"streamwire-demo-{uuid.uuid4().hex[:8]}"
+    try:
+        client: Any = await streamwire.connect(url, timeout=timeout)
+    except StreamwireError as exc:
+        return DemoResult(broker, "unavailable", detail=str(exc))
+    try:
+        await client.create_stream(stream)
+        expected = [
+            streamwire.Message(f"message {i}".encode(), key=f"k{i % 4}".encode(), headers={"n": i})
+            for i in range(count)
+        ]
+        async with client.producer(stream) as producer:
+            await producer.send_batch(expected)
+            await producer.flush(timeout=timeout)
+        received: list[streamwire.Message] = []
+        async with client.consumer(stream, offset="first") as consumer:
+            while len(received) < count:
+                batch = await consumer.next_batch(count - len(received), timeout=timeout)
+                if not batch:
+                    break
+                received += batch
+        ok = [(m.value, m.key, m.headers) for m in received] == [
+            (m.value, m.key, m.headers) for m in expected
+        ]
+        await client.delete_stream(stream)
+        return DemoResult(
+            broker,
+            "ok" if ok else "MISMATCH",
+            published=count,
+            consumed=len(received),
+            seconds=time.perf_counter() - started,
+            detail=f"stream {stream} created, verified and deleted",
+        )
+    except StreamwireError as exc:
+        return DemoResult(broker, "failed", detail=str(exc))
+    finally:
+        await client.close()
+
+
+def _table(rows: list[DemoResult]) -> str:
+    head = f"{'broker':<11} {'status':<12} {'published':>9} {'consumed':>9} {'seconds':>8}  detail"
+    lines = [head, "-" * len(head)]
+    lines += [
+        f"{r.broker:<11} {r.status:<12} {r.published:>9} {r.consumed:>9} "
+        f"{r.seconds:>8.2f}  {r.detail}"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    urls = {name: getattr(args, name) or url for name, url in DEFAULT_URLS.items()}
+    rows = [await _round_trip(name, url, args.count, args.timeout) for name, url in urls.items()]
+    print(_table(rows))
+    if any(r.status in ("failed", "MISMATCH") for r in rows):
+        return 1
+    if not any(r.status == "ok" for r in rows):
+        print("streamwire: error: no broker was reachable", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _read_messages(source: BinaryIO, delimited: bool) -> list[bytes]:
+    data = source.read()
+    if not delimited:
+        return data.splitlines()
+    out, pos = [], 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise StreamwireError("truncated length prefix in length-delimited input")
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        if pos + 4 + n > len(data):
+            raise StreamwireError("truncated message in length-delimited input")
+        out.append(data[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    return out
+
+
+async def _publish(args: argparse.Namespace) -> int:
+    if args.file:
+        with open(args.file, "rb") as fh:  # noqa: ASYNC230 - read once, before any I/O starts
+            values = _read_messages(fh, args.length_delimited)
+    else:
+        values = _read_messages(sys.stdin.buffer, args.length_delimited)
+    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    try:
+        async with client.producer(args.stream) as producer:
+            await producer.send_batch(values)
+            await producer.flush(timeout=args.timeout)
+    finally:
+        await client.close()
+    print(f"published {len(values)} messages to {args.stream}", file=sys.stderr)
+    return 0
+
+
+async def _consume(args: argparse.Namespace) -> int:
+    offset: Any = args.offset
+    if offset.isdigit():
+        offset = int(offset)
+    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    seen = 0
+    out = sys.stdout.buffer
+    try:
+        async with client.consumer(args.stream, offset=offset) as consumer:
+            while args.count is None or seen < args.count:
+                want = 500 if args.count is None else min(500, args.count - seen)
+                batch = await consumer.next_batch(want, timeout=args.timeout)
+                if not batch:
+                    break
+                for m in batch:
+                    prefix = f"{m.offset}\t".encode() if args.with_offsets else b""
+                    out.write(prefix + m.value + b"\n")
+                seen += len(batch)
+                out.flush()
+    finally:
+        await client.close()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamwire", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="round trip through every reachable broker")
+    for name in DEFAULT_URLS:
+        demo.add_argument(f"--{name}", metavar="URL", help=f"{name} URL")
+    demo.add_argument("--count", type=int, default=1000)
+    demo.add_argument("--timeout", type=float, default=10.0)
+    pub = sub.add_parser("publish", help="publish lines (or length-delimited records)")
+    pub.add_argument("url")
+    pub.add_argument("stream")
+    pub.add_argument("--file", help="read from this file instead of stdin")
+    pub.add_argument("--length-delimited", action="store_true", help="4-byte big-endian prefixes")
+    pub.add_argument("--timeout", type=float, default=30.0)
+    con = sub.add_parser("consume", help="print messages, one per line")
+    con.add_argument("url")
+    con.add_argument("stream")
+    con.add_argument("--from", dest="offset", default="first", help="first|last|next|OFFSET")
+    con.add_argument("--count", type=int)
+    con.add_argument("--with-offsets", action="store_true")
+    con.add_argument("--timeout", type=float, default=5.0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"demo": _demo, "publish": _publish, "consume": _consume}[args.command]
+    try:
+        return asyncio.run(handler(args))
+    except StreamwireError as exc:
+        print(f"streamwire: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"streamwire: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
