@@ -44,7 +44,7 @@ unit: venv
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/ruff format --check src tests bench examples
-	$(VENV)/bin/mypy --strict src tests
+	$(VENV)/bin/mypy --strict src tests bench examples
 
 format: venv
 	$(VENV)/bin/ruff format src tests bench examples

@@ -12,9 +12,8 @@ into an aware UTC ``datetime`` on demand, so the consume path builds no datetime
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, NamedTuple
 
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
@@ -127,9 +126,11 @@ class Message:
         return f"Message({', '.join(parts)})"
 
 
-@dataclass(frozen=True, slots=True)
-class Confirmation:
-    """The broker stored a message. Fields a broker does not report are ``None``."""
+class Confirmation(NamedTuple):
+    """The broker stored a message. Fields a broker does not report are ``None``.
+
+    A named tuple: cheap to create on the publish hot path, immutable, comparable.
+    """
 
     publishing_id: int | None = None
     """RabbitMQ Streams publishing id."""

@@ -16,16 +16,30 @@ the whole record and nothing is lost.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Any, Final
 
 from streamwire.codec import amqp
 from streamwire.codec.amqp import Symbol, decode_data_body, encode_data_body
+from streamwire.codec.checksums import crc32
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
-from streamwire.errors import ConfigurationError, DecodeError
+from streamwire.errors import ChecksumMismatchError, ConfigurationError, DecodeError
+from streamwire.rabbitmq.protocol.chunk import (
+    CHUNK_HEADER_SIZE,
+    expand_sub_batch,
+    parse_chunk_header,
+)
 
-__all__ = ("KEY_ANNOTATION", "decode_record", "encode_message", "from_amqp", "to_amqp")
+__all__ = (
+    "KEY_ANNOTATION",
+    "decode_chunk",
+    "decode_record",
+    "encode_message",
+    "from_amqp",
+    "to_amqp",
+)
 
 KEY_ANNOTATION: Final = Symbol("x-streamwire-key")
 
@@ -137,3 +151,82 @@ def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: st
     return Message.received(
         value, key=key, headers=headers, offset=offset, timestamp_us=timestamp_us, stream=stream
     )
+
+
+_DATA8: Final = b"\x00\x53\x75\xa0"
+_SIZE: Final = struct.Struct(">I")
+
+
+def decode_chunk(
+    chunk: bytes, *, stream: str, skip_below: int = 0, verify_crc: bool = True, amqp: bool = True
+) -> list[Message]:
+    """Every message of an Osiris chunk at or after offset ``skip_below``.
+
+    This is the consume hot path: simple entries holding a single data section (what every
+    client sends for a plain body) are sliced straight out of the chunk, one copy each, and
+    messages are built without re-validation. Sub-batches and other AMQP shapes go through
+    the general decoders. Raises DecodeError / ChecksumMismatchError for a bad chunk.
+    """
+    header = parse_chunk_header(chunk)
+    start = CHUNK_HEADER_SIZE
+    end = start + header.data_length
+    if verify_crc:
+        actual = crc32(memoryview(chunk)[start:end])
+        if actual != header.crc:
+            raise ChecksumMismatchError("chunk CRC-32", header.crc, actual)
+    offset = header.chunk_id
+    ts = header.timestamp * 1000
+    out: list[Message] = []
+    append = out.append
+    new = object.__new__
+    unpack = _SIZE.unpack_from
+    pos = start
+    while pos < end:
+        if pos + 4 > end:
+            raise DecodeError("entry size", pos, frame="Deliver")
+        (size,) = unpack(chunk, pos)
+        if size & 0x80000000:  # a sub-batch: expand, then decode record by record
+            records: list[memoryview] = []
+            pos, _ = expand_sub_batch(memoryview(chunk), pos, end, records)
+            for rec in records:
+                if offset >= skip_below:
+                    append(
+                        decode_record(rec, offset, ts, stream)
+                        if amqp
+                        else _raw(rec, offset, ts, stream)
+                    )
+                offset += 1
+            continue
+        pos += 4
+        stop = pos + size
+        if stop > end:
+            raise DecodeError(f"entry of {size} bytes", pos - 4, frame="Deliver")
+        if offset >= skip_below:
+            if amqp and size >= 5 and chunk[pos + 4] == size - 5 and chunk[pos : pos + 4] == _DATA8:
+                m = new(Message)
+                m.value = chunk[pos + 5 : stop]
+                m.key = None
+                m.headers = {}
+                m.timestamp_us = ts
+                m.offset = offset
+                m.stream = stream
+                m.partition = None
+                m.id = None
+                append(m)
+            elif amqp:
+                append(decode_record(memoryview(chunk)[pos:stop], offset, ts, stream))
+            else:
+                append(_raw(chunk[pos:stop], offset, ts, stream))
+        offset += 1
+        pos = stop
+    if offset - header.chunk_id != header.num_records:
+        raise DecodeError(
+            f"chunk announces {header.num_records} records, holds {offset - header.chunk_id}",
+            4,
+            frame="Deliver",
+        )
+    return out
+
+
+def _raw(record: bytes | memoryview, offset: int, ts: int, stream: str) -> Message:
+    return Message.received(bytes(record), offset=offset, timestamp_us=ts, stream=stream)

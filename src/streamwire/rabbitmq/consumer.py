@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Self
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
-from streamwire.rabbitmq._amqp_map import decode_record
+from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol import events as ev
-from streamwire.rabbitmq.protocol.chunk import parse_chunk
+from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import OffsetType
 from streamwire.rabbitmq.protocol.consuming import (
@@ -218,10 +218,19 @@ class Consumer:
             await self._fill(timeout)
         ready = self._ready
         out: list[Message] = []
-        while ready and len(out) < max_messages:
-            out.append(ready.popleft())
-            if not ready and len(out) < max_messages and self._chunks:
+        while len(out) < max_messages:
+            if not ready:
+                if not self._chunks:
+                    break
                 self._take_chunk()
+                continue
+            need = max_messages - len(out)
+            if len(ready) <= need:
+                out.extend(ready)
+                ready.clear()
+            else:
+                popleft = ready.popleft
+                out.extend([popleft() for _ in range(need)])
         if out:
             self._handed_out(out[-1], len(out))
         return out
@@ -249,27 +258,17 @@ class Consumer:
         conn = self._conn
         if conn is not None and conn.is_open:
             conn.send_nowait(Credit(self._sid, 1))
-        header, records = parse_chunk(event.chunk, verify_crc=self.options.verify_crc)
-        first = header.chunk_id
-        skip = self._skip_below - first if self._skip_below > first else 0
-        ts_us = header.timestamp * 1000
-        stream = self.stream
-        if self.options.amqp:
-            msgs = [
-                decode_record(rec, first + i, ts_us, stream)
-                for i, rec in enumerate(records)
-                if i >= skip
-            ]
-        else:
-            received = Message.received
-            msgs = [
-                received(bytes(rec), offset=first + i, timestamp_us=ts_us, stream=stream)
-                for i, rec in enumerate(records)
-                if i >= skip
-            ]
+        chunk = event.chunk if isinstance(event.chunk, bytes) else bytes(event.chunk)
+        msgs = decode_chunk(
+            chunk,
+            stream=self.stream,
+            skip_below=self._skip_below,
+            verify_crc=self.options.verify_crc,
+            amqp=self.options.amqp,
+        )
         self._ready.extend(msgs)
-        if records:
-            self._next_offset = first + len(records)
+        header = parse_chunk_header(chunk)
+        self._next_offset = header.chunk_id + header.num_records
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset

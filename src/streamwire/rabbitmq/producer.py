@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
 from streamwire.errors import (
@@ -109,6 +110,7 @@ class Producer:
         self._idle.set()
         self._sender: asyncio.Task[None] | None = None
         self._error: StreamwireError | None = None
+        self._first_failure: BaseException | None = None
         self._closed = False
         self._recovering: asyncio.Task[None] | None = None
 
@@ -235,16 +237,14 @@ class Producer:
     ) -> asyncio.Future[Confirmation]:
         if publishing_id is None:
             publishing_id = self._next_id
-        elif (
-            publishing_id < self._next_id - (1 if not self._waiting else 0)
-            and publishing_id in self._waiting
-        ):
+        elif publishing_id in self._waiting:
             raise LocalProtocolError(f"publishing id {publishing_id} is already pending")
         if not 0 <= publishing_id < 1 << 64:
             raise ConfigurationError(f"publishing id {publishing_id} does not fit in uint64")
         self._next_id = max(self._next_id, publishing_id + 1)
         future: asyncio.Future[Confirmation] = self._loop.create_future()
-        self._waiting[publishing_id] = (future, data, fv)
+        entry = (future, data, fv)
+        self._waiting[publishing_id] = entry
         self._buffer.append((publishing_id, data, fv))
         self._buffer_bytes += len(data)
         self._idle.clear()
@@ -302,31 +302,64 @@ class Producer:
     ) -> list[asyncio.Future[Confirmation]]:
         """Accept several messages in order; returns their confirmation futures.
 
+        Waits for room like :meth:`send` whenever the buffer is full.
+
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
         self._check()
-        futures = []
+        opts = self.options
+        fast = opts.amqp and opts.filter_value is None
+        create = self._loop.create_future
+        waiting, buffer = self._waiting, self._buffer
+        max_messages, max_bytes = opts.max_buffer_messages, opts.max_buffer_bytes
+        futures: list[asyncio.Future[Confirmation]] = []
+        append = futures.append
+        pid = self._next_id
         for value in values:
-            data, fv = self._encode(value, None, None)
-            await self._wait_for_room(len(data), timeout)
-            futures.append(self._accept(data, fv, None))
+            if fast and type(value) is bytes:
+                data, fv = encode_data_body(value), None
+            else:
+                data, fv = self._encode(value, None, None)
+            n = len(data)
+            if len(buffer) >= max_messages or self._buffer_bytes + n > max_bytes:
+                self._next_id = pid
+                self._kick()
+                await self._wait_for_room(n, timeout)
+                pid = self._next_id  # other tasks may have sent meanwhile
+            future = create()
+            waiting[pid] = (future, data, fv)
+            buffer.append((pid, data, fv))
+            self._buffer_bytes += n
+            append(future)
+            pid += 1
+        self._next_id = pid
+        self._kick()
         return futures
 
+    def _kick(self) -> None:
+        if self._buffer:
+            self._idle.clear()
+            self._work.set()
+
     async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every accepted message is confirmed or failed; raises the first failure
-        among them, or :class:`FlushTimeout`.
+        """Wait until nothing is pending: every accepted message confirmed or failed. Raises
+        the first failure since the previous flush, or :class:`FlushTimeout`.
 
         Cancellation: only the wait stops.
         """
+        if self._error is not None:
+            raise self._error
         wait = self.options.confirm_timeout if timeout is None else timeout
-        futures = [entry[0] for entry in self._waiting.values()]
-        if not futures:
-            return
         try:
             async with asyncio.timeout(wait):
-                await asyncio.gather(*(asyncio.shield(f) for f in futures))
+                await self._idle.wait()
         except TimeoutError:
             raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        if self._error is not None:
+            raise self._error
+        failure, self._first_failure = self._first_failure, None
+        if failure is not None:
+            raise failure
 
     # --- the sender task -----------------------------------------------------------------
 
@@ -359,45 +392,50 @@ class Producer:
         room = self.options.max_in_flight - self._in_flight
         v2 = self.options.filter_value is not None
         overhead = _ENTRY_OVERHEAD_V2 if v2 else _ENTRY_OVERHEAD
-        batch: list[tuple[int, bytes]] = []
-        filters: list[str | None] = []
-        size = 0
-        while buffer and len(batch) < room:
-            pid, data, fv = buffer[0]
-            need = len(data) + overhead + (len(fv.encode()) if fv else 0)
-            if batch and size + need > limit:
-                break
-            if need > limit:
+        batch: list[tuple[int, bytes, str | None]] = []
+        size = data_bytes = 0
+        taken = 0
+        while buffer and taken < room:
+            entry = buffer[0]
+            data = entry[1]
+            need = len(data) + overhead + (len(entry[2].encode()) if entry[2] else 0)
+            if size + need > limit:
+                if batch:
+                    break
                 buffer.popleft()
                 self._buffer_bytes -= len(data)
                 self._fail_one(
-                    pid,
+                    entry[0],
                     LocalProtocolError(
                         f"a {len(data)}-byte message does not fit in frame_max {frame_max}"
                     ),
                 )
                 continue
-            buffer.popleft()
-            self._buffer_bytes -= len(data)
-            batch.append((pid, data))
-            filters.append(fv)
+            batch.append(buffer.popleft())
             size += need
-        self._in_flight += len(batch)
+            data_bytes += len(data)
+            taken += 1
+        self._buffer_bytes -= data_bytes
+        self._in_flight += taken
         if not buffer:
             self._work.clear()
-        return encode_publish(self._publisher_id, batch, filter_values=filters if v2 else None)
+        filters = [e[2] for e in batch] if v2 else None
+        return encode_publish(self._publisher_id, batch, filter_values=filters)
 
     # --- connection listener -------------------------------------------------------------
 
     def confirmed(self, publishing_ids: tuple[int, ...]) -> None:
-        waiting = self._waiting
+        pop = self._waiting.pop
+        new = tuple.__new__
+        stream = self.stream
         done = 0
         for pid in publishing_ids:
-            entry = waiting.pop(pid, None)
+            entry = pop(pid, None)
             if entry is not None:
                 done += 1
-                if not entry[0].done():
-                    entry[0].set_result(Confirmation(pid, stream=self.stream))
+                future = entry[0]
+                if not future.done():
+                    future.set_result(new(Confirmation, (pid, None, stream, None)))
         self._window_moved(done)
 
     def errored(self, errors: tuple[tuple[int, int], ...]) -> None:
@@ -413,6 +451,8 @@ class Producer:
         entry = self._waiting.pop(pid, None)
         if entry is None:
             return False
+        if self._first_failure is None:
+            self._first_failure = exc
         if not entry[0].done():
             entry[0].set_exception(exc)
         return True

@@ -29,6 +29,7 @@ __all__ = (
     "ChunkHeader",
     "Compression",
     "decompress",
+    "expand_sub_batch",
     "parse_chunk",
     "parse_chunk_header",
 )
@@ -103,10 +104,11 @@ def decompress(codec: int, data: BytesLike, uncompressed: int) -> bytes:
     )
 
 
-def _expand_sub_batch(
+def expand_sub_batch(
     data: memoryview, pos: int, end: int, out: list[memoryview]
 ) -> tuple[int, int]:
-    """Append the records of the sub-batch at ``pos``; returns (next position, records)."""
+    """Append the records of the sub-batch entry at ``pos`` of ``data`` (which ends at
+    ``end``) to ``out``; returns (position after the entry, number of records)."""
     if pos + _SUB_BATCH.size > end:
         raise DecodeError("sub-batch header", pos, frame="Deliver")
     flags, records, uncompressed, size = _SUB_BATCH.unpack_from(data, pos)
@@ -157,7 +159,7 @@ def parse_chunk(
             raise DecodeError("entry size", pos, frame="Deliver")
         (size,) = unpack(view, pos)
         if size & 0x80000000:
-            pos, _ = _expand_sub_batch(view, pos, end, records)
+            pos, _ = expand_sub_batch(view, pos, end, records)
             continue
         pos += 4
         if pos + size > end:

@@ -184,13 +184,14 @@ def publish_header_size() -> int:
 
 def encode_publish(
     publisher_id: int,
-    messages: Sequence[tuple[int, bytes]],
+    messages: Sequence[tuple[int, bytes] | tuple[int, bytes, str | None]],
     *,
     filter_values: Sequence[str | None] | None = None,
 ) -> bytes:
     """A complete Publish frame of simple entries: v1, or v2 when ``filter_values`` is given.
 
-    ``messages`` are (publishing id, message bytes) pairs. One pass, one join.
+    ``messages`` are (publishing id, message bytes) pairs (items may carry more fields after
+    those two, which are ignored). One pass, one join.
     """
     parts: list[bytes] = [b""]
     append = parts.append
@@ -198,14 +199,17 @@ def encode_publish(
     try:
         if filter_values is None:
             pack = _ENTRY_V1.pack
-            for pid, body in messages:
-                append(pack(pid, len(body)))
+            for item in messages:
+                body = item[1]
+                n = len(body)
+                append(pack(item[0], n))
                 append(body)
-                size += 12 + len(body)
+                size += 12 + n
             version = 1
         else:
-            for (pid, body), fv in zip(messages, filter_values, strict=True):
-                append(_ID.pack(pid))
+            for item, fv in zip(messages, filter_values, strict=True):
+                body = item[1]
+                append(_ID.pack(item[0]))
                 if fv is None:
                     append(_NULL_FILTER)
                     size += 2

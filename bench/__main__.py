@@ -1,0 +1,119 @@
+"""Run the benchmarks: ``python -m bench [--rounds 3] [--messages 200000] [--sizes 100,1000]``.
+
+Each round runs every client against the same broker, alternating, each on a fresh stream
+(publish, then consume what it published). Medians over the rounds are reported with ratios
+to the peers, as a table, as JSON (``bench/results/latest.json``) and as the Markdown block
+that ``docs/benchmarks.md`` quotes. Numbers are for this machine; compare ratios, not rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import streamwire.rabbitmq as rmq
+from bench import rabbitmq
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+async def _fresh_stream(url: str) -> str:
+    name = f"bench-{uuid.uuid4().hex[:10]}"
+    async with await rmq.connect(url) as client:
+        await client.create_stream(name)
+    return name
+
+
+async def _drop(url: str, name: str) -> None:
+    async with await rmq.connect(url) as client:
+        await client.delete_stream(name, missing_ok=True)
+
+
+async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for size in sizes:
+        pub: dict[str, list[float]] = {name: [] for name in rabbitmq.PUBLISHERS}
+        con: dict[str, list[float]] = {name: [] for name in rabbitmq.CONSUMERS}
+        for rnd in range(rounds):
+            for name in rabbitmq.PUBLISHERS:
+                stream = await _fresh_stream(url)
+                try:
+                    pub[name].append(await rabbitmq.PUBLISHERS[name](url, stream, count, size))
+                    con[name].append(await rabbitmq.CONSUMERS[name](url, stream, count))
+                except Exception as exc:  # a peer that fails is reported, not fatal
+                    print(f"  {name} failed: {exc!r}", file=sys.stderr)
+                finally:
+                    await _drop(url, stream)
+                print(
+                    f"  size {size} round {rnd + 1} {name:<12} "
+                    f"publish {pub[name][-1] if pub[name] else 0:>10,.0f}/s  "
+                    f"consume {con[name][-1] if con[name] else 0:>10,.0f}/s",
+                    file=sys.stderr,
+                )
+        results[str(size)] = {
+            "publish": {k: statistics.median(v) for k, v in pub.items() if v},
+            "consume": {k: statistics.median(v) for k, v in con.items() if v},
+        }
+    return results
+
+
+def ratios(res: dict[str, float], against: list[str]) -> dict[str, float]:
+    mine = res.get("streamwire", 0.0)
+    return {peer: mine / res[peer] for peer in against if res.get(peer)}
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| size | direction | streamwire | rbfly | rstream | raw ceiling "
+        "| vs rbfly | vs rstream | vs raw |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, by_dir in results.items():
+        for direction in ("publish", "consume"):
+            r = by_dir[direction]
+            q = ratios(r, ["rbfly", "rstream", "raw ceiling"])
+            cells = [f"{r[k]:,.0f}" if k in r else "–" for k in rabbitmq.PUBLISHERS]
+            rats = [f"{q[k]:.2f}x" if k in q else "–" for k in ("rbfly", "rstream", "raw ceiling")]
+            lines.append(f"| {size} B | {direction} | " + " | ".join(cells + rats) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument(
+        "--rabbitmq",
+        default=os.environ.get(
+            "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+        ),
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--sizes", default="100,1000")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    started = time.time()
+    results = asyncio.run(run_rabbitmq(args.rabbitmq, args.rounds, args.messages, sizes))
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "messages": args.messages,
+        "rounds": args.rounds,
+        "rabbitmq": results,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""RabbitMQ Streams throughput, one function per client and direction.
+
+Every publisher sends ``count`` AMQP messages with ``size``-byte bodies and returns once all
+are confirmed; every consumer reads ``count`` messages from the first offset with the body
+available to user code. Each client runs in its best documented high-throughput mode:
+
+* streamwire: ``send_batch`` + ``flush``; ``next_batch``.
+* rbfly: ``PublisherBatchFast`` with 1 000 messages per ``flush`` (its fastest mode in our
+  notes); ``subscribe`` as an async iterator (AMQP decoded by its Cython codec).
+* rstream: ``send_batch`` of 100 ``AMQPMessage`` with a confirm callback; ``subscribe``
+  with ``amqp_decoder``.
+
+Peers are only called (rbfly is GPL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import streamwire.rabbitmq as rmq
+from bench import raw_rabbitmq
+
+TIMEOUT = 120.0
+
+
+async def streamwire_publish(url: str, stream: str, count: int, size: int) -> float:
+    async with await rmq.connect(url) as client, client.producer(stream) as producer:
+        body = b"x" * size
+        started = time.perf_counter()
+        for start in range(0, count, 10_000):
+            await producer.send_batch([body] * min(10_000, count - start))
+        await producer.flush(timeout=TIMEOUT)
+        return count / (time.perf_counter() - started)
+
+
+async def streamwire_consume(url: str, stream: str, count: int) -> float:
+    async with await rmq.connect(url) as client:
+        started = time.perf_counter()
+        seen = 0
+        async with client.consumer(stream, offset="first") as consumer:
+            while seen < count:
+                batch = await consumer.next_batch(10_000, timeout=10)
+                if not batch:
+                    raise RuntimeError(f"streamwire stalled after {seen} messages")
+                seen += len(batch)
+        return seen / (time.perf_counter() - started)
+
+
+async def rbfly_publish(url: str, stream: str, count: int, size: int) -> float:
+    from rbfly.streams import PublisherBatchFast, streams_client
+
+    client: Any = streams_client(url)
+    try:
+        async with client.publisher(stream, cls=PublisherBatchFast) as publisher:
+            body = b"x" * size
+            started = time.perf_counter()
+            for start in range(0, count, 1000):
+                for _ in range(min(1000, count - start)):
+                    publisher.batch(body)
+                await publisher.flush()
+            return count / (time.perf_counter() - started)
+    finally:
+        await client.disconnect()
+
+
+async def rbfly_consume(url: str, stream: str, count: int) -> float:
+    from rbfly.streams import Offset, streams_client
+
+    client: Any = streams_client(url)
+    offset: Any = Offset
+    try:
+        started = time.perf_counter()
+        seen = 0
+        async with contextlib.aclosing(client.subscribe(stream, offset=offset.FIRST)) as messages:
+            async for _body in messages:
+                seen += 1
+                if seen == count:
+                    break
+        return seen / (time.perf_counter() - started)
+    finally:
+        await client.disconnect()
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    from streamwire import parse_url
+
+    parsed = parse_url(url)
+    return parsed.host, parsed.port
+
+
+async def rstream_publish(url: str, stream: str, count: int, size: int) -> float:
+    import rstream
+
+    host, port = _host_port(url)
+    done = asyncio.Event()
+    confirmed = 0
+
+    async def on_confirm(status: Any) -> None:
+        nonlocal confirmed
+        confirmed += 1
+        if confirmed >= count:
+            done.set()
+
+    async with rstream.Producer(host, port, username="guest", password="guest") as producer:
+        body = b"x" * size
+        started = time.perf_counter()
+        for start in range(0, count, 100):
+            batch = [rstream.AMQPMessage(body=body) for _ in range(min(100, count - start))]
+            await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
+        async with asyncio.timeout(TIMEOUT):
+            await done.wait()
+        return count / (time.perf_counter() - started)
+
+
+async def rstream_consume(url: str, stream: str, count: int) -> float:
+    import rstream
+
+    host, port = _host_port(url)
+    done = asyncio.Event()
+    seen = 0
+
+    async def on_message(message: Any, context: Any) -> None:
+        nonlocal seen
+        seen += 1
+        if seen >= count:
+            done.set()
+
+    consumer = rstream.Consumer(host, port, username="guest", password="guest")
+    async with consumer:
+        started = time.perf_counter()
+        await consumer.subscribe(
+            stream,
+            on_message,
+            decoder=rstream.amqp_decoder,
+            offset_specification=rstream.ConsumerOffsetSpecification(
+                rstream.OffsetType.FIRST, None
+            ),
+        )
+        async with asyncio.timeout(TIMEOUT):
+            await done.wait()
+        return seen / (time.perf_counter() - started)
+
+
+async def raw_publish(url: str, stream: str, count: int, size: int) -> float:
+    return await raw_rabbitmq.publish(*_host_port(url), stream, count, size)
+
+
+async def raw_consume(url: str, stream: str, count: int) -> float:
+    return await raw_rabbitmq.consume(*_host_port(url), stream, count)
+
+
+PUBLISHERS = {
+    "streamwire": streamwire_publish,
+    "rbfly": rbfly_publish,
+    "rstream": rstream_publish,
+    "raw ceiling": raw_publish,
+}
+CONSUMERS = {
+    "streamwire": streamwire_consume,
+    "rbfly": rbfly_consume,
+    "rstream": rstream_consume,
+    "raw ceiling": raw_consume,
+}

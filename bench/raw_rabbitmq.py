@@ -1,0 +1,119 @@
+"""The raw-socket ceiling for RabbitMQ Streams: what a client that does no per-message work
+can reach on this machine and broker.
+
+Publishing sends Publish frames encoded *before* the clock starts and only counts the ids in
+PublishConfirm frames (at most ``window`` unconfirmed, as real clients do). Consuming grants
+one credit per chunk and counts records from chunk headers, without touching the entries.
+The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+from streamwire.codec.amqp import encode_data_body
+from streamwire.rabbitmq.protocol.consuming import Credit, SubscribeRequest
+from streamwire.rabbitmq.protocol.frames import encode_frame
+from streamwire.rabbitmq.protocol.machine import ConnectionSettings, StreamsConnection
+from streamwire.rabbitmq.protocol.publishing import DeclarePublisherRequest, encode_publish
+
+_HEAD = struct.Struct(">IHH")
+_U8_I32 = struct.Struct(">Bi")
+_RECORDS = struct.Struct(">I")
+PUBLISH_CONFIRM, DELIVER = 0x0003, 0x0008
+
+
+async def _open(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection(host, port)
+    machine = StreamsConnection(ConnectionSettings())
+    loop = asyncio.get_running_loop()
+    machine.start(loop.time())
+    while not machine.is_open:
+        writer.write(machine.data_to_send())
+        await writer.drain()
+        data = await reader.read(65536)
+        if not data:
+            raise ConnectionError("closed during handshake")
+        machine.receive_data(data, loop.time())
+    writer.write(machine.data_to_send())
+    return reader, writer
+
+
+async def _frames(reader: asyncio.StreamReader, buf: bytearray) -> list[tuple[int, int, bytes]]:
+    """At least one complete frame as (key, version, body after key and version)."""
+    out: list[tuple[int, int, bytes]] = []
+    while not out:
+        data = await reader.read(1 << 20)
+        if not data:
+            raise ConnectionError("closed")
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            size, key, version = _HEAD.unpack_from(buf, pos)
+            if len(buf) - pos < 4 + size:
+                break
+            out.append((key, version, bytes(buf[pos + 8 : pos + 4 + size])))
+            pos += 4 + size
+        del buf[:pos]
+    return out
+
+
+async def publish(
+    host: str,
+    port: int,
+    stream: str,
+    count: int,
+    size: int,
+    *,
+    batch: int = 500,
+    window: int = 10_000,
+) -> float:
+    """Messages per second, all confirmed."""
+    reader, writer = await _open(host, port)
+    writer.write(encode_frame(DeclarePublisherRequest(100, 0, "", stream)))
+    await writer.drain()
+    buf = bytearray()
+    await _frames(reader, buf)  # the declare answer
+    body = encode_data_body(b"x" * size)
+    frames = [
+        encode_publish(0, [(i, body) for i in range(start, min(start + batch, count))])
+        for start in range(0, count, batch)
+    ]
+    started = time.perf_counter()
+    sent = confirmed = 0
+    it = iter(frames)
+    while confirmed < count:
+        while sent - confirmed < window and sent < count:
+            frame = next(it)
+            writer.write(frame)
+            sent += _U8_I32.unpack_from(frame, 8)[1]
+        await writer.drain()
+        for key, _, body_ in await _frames(reader, buf):
+            if key == PUBLISH_CONFIRM:
+                confirmed += _U8_I32.unpack_from(body_, 0)[1]
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return count / elapsed
+
+
+async def consume(host: str, port: int, stream: str, count: int, *, credit: int = 16) -> float:
+    """Records per second from the first offset, counted from chunk headers."""
+    reader, writer = await _open(host, port)
+    started = time.perf_counter()
+    writer.write(encode_frame(SubscribeRequest(200, 0, stream, 1, None, credit, {})))
+    await writer.drain()
+    buf = bytearray()
+    seen = 0
+    one_credit = encode_frame(Credit(0, 1))
+    while seen < count:
+        for key, version, body in await _frames(reader, buf):
+            if key == DELIVER:
+                # subscription id, then (v2) the committed chunk id, then the chunk header
+                header = 1 + (8 if version == 2 else 0)
+                seen += _RECORDS.unpack_from(body, header + 4)[0]
+                writer.write(one_credit)
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return seen / elapsed
