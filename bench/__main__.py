@@ -72,10 +72,10 @@ def ratios(res: dict[str, float], against: list[str]) -> dict[str, float]:
 
 
 def table(results: dict[str, Any]) -> str:
+    names = list(rabbitmq.PUBLISHERS)
     lines = [
-        "| size | direction | streamwire | rbfly | rstream | raw ceiling "
-        "| vs rbfly | vs rstream | vs raw |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| size | direction | " + " | ".join(names) + " | vs rbfly | vs rstream | vs raw |",
+        "|---:|---|" + "---:|" * (len(names) + 3),
     ]
     for size, by_dir in results.items():
         for direction in ("publish", "consume"):

@@ -50,7 +50,12 @@ class ConnectHandle:
             raise ConfigurationError(
                 f"{parsed.scheme}:// is not supported by this version of streamwire yet"
             ) from None
-        client: Client = await module.connect(self._url, **self._kwargs)
+        connect_fn = getattr(module, "connect", None)
+        if connect_fn is None:
+            raise ConfigurationError(
+                f"{parsed.scheme}:// is not supported by this version of streamwire yet"
+            )
+        client: Client = await connect_fn(self._url, **self._kwargs)
         return client
 
     def __await__(self) -> Generator[Any, None, Client]:

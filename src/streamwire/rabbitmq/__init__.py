@@ -12,7 +12,7 @@ from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.rabbitmq.client import AddressResolver, Client, StreamInfo
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
-from streamwire.rabbitmq.producer import Producer, ProducerOptions
+from streamwire.rabbitmq.producer import BatchConfirmation, Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
 from streamwire.transport.reconnect import ReconnectPolicy
@@ -20,6 +20,7 @@ from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
     "AddressResolver",
+    "BatchConfirmation",
     "Client",
     "ConnectionSettings",
     "Consumer",

@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
@@ -29,11 +28,11 @@ from streamwire.errors import (
     ClosedError,
     ConfigurationError,
     FlushTimeout,
-    LocalProtocolError,
     ProducerBufferFull,
     StreamwireError,
 )
 from streamwire.rabbitmq._amqp_map import encode_message
+from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.errors import ERRORS, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.publishing import (
@@ -41,8 +40,6 @@ from streamwire.rabbitmq.protocol.publishing import (
     DeletePublisherRequest,
     QueryPublisherSequenceRequest,
     QueryPublisherSequenceResponse,
-    encode_publish,
-    publish_header_size,
     validate_reference,
 )
 
@@ -50,12 +47,11 @@ if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
     from streamwire.rabbitmq.client import Client
 
-__all__ = ("Producer", "ProducerOptions")
+__all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
 
 logger = logging.getLogger(__name__)
 
-_ENTRY_OVERHEAD = 12  # publishing id + entry size
-_ENTRY_OVERHEAD_V2 = 14  # plus a null filter value; real filter values add their bytes
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,18 +95,13 @@ class Producer:
         self._conn: Connection | None = None
         self._publisher_id = -1
         self._next_id = 1
-        self._buffer: deque[tuple[int, bytes, str | None]] = deque()
-        self._buffer_bytes = 0
-        # publishing id -> (future, encoded message, filter value); buffered and in flight
-        self._waiting: dict[int, tuple[asyncio.Future[Confirmation], bytes, str | None]] = {}
-        self._in_flight = 0
+        self._outbox = Outbox(stream)
         self._room = asyncio.Event()
         self._work = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._sender: asyncio.Task[None] | None = None
         self._error: StreamwireError | None = None
-        self._first_failure: BaseException | None = None
         self._closed = False
         self._recovering: asyncio.Task[None] | None = None
 
@@ -178,10 +169,10 @@ class Producer:
 
     @property
     def pending(self) -> int:
-        """Messages sent but not yet confirmed or failed."""
-        return len(self._waiting)
+        """Messages accepted but not yet confirmed or failed."""
+        return self._outbox.pending
 
-    # --- sending -------------------------------------------------------------------------
+    # --- accepting -----------------------------------------------------------------------
 
     def _check(self) -> None:
         if self._error is not None:
@@ -191,23 +182,68 @@ class Producer:
         if self._sender is None:
             raise ClosedError("producer not started: use 'async with' or 'await'")
 
-    def _encode(
-        self, value: bytes | Message, key: bytes | None, headers: Mapping[str, HeaderInput] | None
-    ) -> tuple[bytes, str | None]:
+    def _encode(self, value: bytes | Message) -> tuple[bytes, str | None]:
+        opts = self.options
+        if type(value) is bytes and opts.filter_value is None:
+            return (encode_data_body(value) if opts.amqp else value), None
         if isinstance(value, Message):
             msg = value
-        elif key is None and not headers:
-            if not isinstance(value, bytes | bytearray | memoryview):
-                raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")
-            fv = None
-            if self.options.filter_value is not None:
-                fv = self.options.filter_value(Message(value))
-            return (encode_message(bytes(value)) if self.options.amqp else bytes(value)), fv
+        elif isinstance(value, bytes | bytearray | memoryview):
+            msg = Message(value)
         else:
-            msg = Message(value, key=key, headers=headers)
-        data = encode_message(msg) if self.options.amqp else msg.value
-        fv = self.options.filter_value(msg) if self.options.filter_value is not None else None
-        return data, fv
+            raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")
+        data = encode_message(msg) if opts.amqp else msg.value
+        return data, (opts.filter_value(msg) if opts.filter_value is not None else None)
+
+    def _has_room(self, size: int) -> bool:
+        box, opts = self._outbox, self.options
+        return (
+            box.unwritten < opts.max_buffer_messages
+            and box.unwritten_bytes + size <= opts.max_buffer_bytes
+        )
+
+    async def _wait_for_room(self, size: int, timeout: float | None) -> None:
+        if self._has_room(size):
+            return
+        if size > self.options.max_buffer_bytes:
+            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
+        wait = self.options.max_block if timeout is None else timeout
+        try:
+            async with asyncio.timeout(wait):
+                while not self._has_room(size):
+                    self._room.clear()
+                    await self._room.wait()
+                    self._check()
+        except TimeoutError:
+            raise ProducerBufferFull(
+                f"producer buffer for {self.stream!r} stayed full for {wait} s"
+            ) from None
+
+    def _add(
+        self,
+        data: list[bytes],
+        filters: list[str | None] | None,
+        *,
+        futures: bool,
+        batch: Batch | None = None,
+        first: int | None = None,
+    ) -> Group:
+        create = self._loop.create_future
+        first = self._next_id if first is None else first
+        if not first >= 0 and first + len(data) <= 1 << 64:
+            raise ConfigurationError(f"publishing id {first} does not fit in uint64")
+        group = Group(
+            first,
+            data,
+            filters if self.options.filter_value is not None else None,
+            [create() for _ in data] if futures else None,
+            batch,
+        )
+        self._outbox.add(group)
+        self._next_id = max(self._next_id, first + len(data))
+        self._idle.clear()
+        self._work.set()
+        return group
 
     async def send(
         self,
@@ -220,60 +256,23 @@ class Producer:
     ) -> asyncio.Future[Confirmation]:
         """Accept one message; returns the future of its confirmation.
 
-        ``publishing_id`` overrides the next id (for exactly-once resumption: ids must keep
-        increasing). Waits for room while the buffer is full, up to ``timeout`` (default
-        ``max_block``), then raises :class:`ProducerBufferFull`.
+        ``publishing_id`` overrides the next id (to replay ids for exactly-once resumption;
+        the broker drops ids not above the last one stored under the producer's name).
+        Waits for room while the buffer is full, up to ``timeout`` (default ``max_block``),
+        then raises :class:`ProducerBufferFull`.
 
         Cancellation: a message whose ``send`` is cancelled was not accepted. Cancelling the
         returned future does not stop its delivery.
         """
         self._check()
-        data, fv = self._encode(value, key, headers)
+        if key is not None or headers:
+            value = Message(value, key=key, headers=headers)  # type: ignore[arg-type]
+        data, fv = self._encode(value)
         await self._wait_for_room(len(data), timeout)
-        return self._accept(data, fv, publishing_id)
-
-    def _accept(
-        self, data: bytes, fv: str | None, publishing_id: int | None
-    ) -> asyncio.Future[Confirmation]:
-        if publishing_id is None:
-            publishing_id = self._next_id
-        elif publishing_id in self._waiting:
-            raise LocalProtocolError(f"publishing id {publishing_id} is already pending")
-        if not 0 <= publishing_id < 1 << 64:
-            raise ConfigurationError(f"publishing id {publishing_id} does not fit in uint64")
-        self._next_id = max(self._next_id, publishing_id + 1)
-        future: asyncio.Future[Confirmation] = self._loop.create_future()
-        entry = (future, data, fv)
-        self._waiting[publishing_id] = entry
-        self._buffer.append((publishing_id, data, fv))
-        self._buffer_bytes += len(data)
-        self._idle.clear()
-        self._work.set()
-        return future
-
-    async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        opts = self.options
-        if (
-            len(self._buffer) < opts.max_buffer_messages
-            and self._buffer_bytes + size <= opts.max_buffer_bytes
-        ):
-            return
-        if size > opts.max_buffer_bytes:
-            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        wait = opts.max_block if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                while (
-                    len(self._buffer) >= opts.max_buffer_messages
-                    or self._buffer_bytes + size > opts.max_buffer_bytes
-                ):
-                    self._room.clear()
-                    await self._room.wait()
-                    self._check()
-        except TimeoutError:
-            raise ProducerBufferFull(
-                f"producer buffer for {self.stream!r} stayed full for {wait} s"
-            ) from None
+        self._check()
+        group = self._add([data], [fv], futures=True, first=publishing_id)
+        assert group.futures is not None  # futures=True
+        return group.futures[0]
 
     async def send_and_wait(
         self,
@@ -290,12 +289,55 @@ class Producer:
         Cancellation: the message may still be stored; only the wait stops.
         """
         future = await self.send(value, key=key, headers=headers, publishing_id=publishing_id)
+        return await self._wait(future, timeout, "no confirmation")
+
+    async def _wait(self, future: asyncio.Future[_T], timeout: float | None, what: str) -> _T:
         wait = self.options.confirm_timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(wait):
                 return await asyncio.shield(future)
         except TimeoutError:
-            raise FlushTimeout(f"no confirmation for publishing id within {wait} s") from None
+            raise FlushTimeout(f"{what} within {wait} s") from None
+
+    async def _accept_many(
+        self,
+        values: Iterable[bytes | Message],
+        timeout: float | None,
+        *,
+        futures: bool,
+        batch: Batch | None,
+    ) -> list[Group]:
+        """Encode and accept ``values`` as groups that fit the buffer, waiting for room."""
+        opts = self.options
+        encode = self._encode
+        fast = opts.filter_value is None
+        groups: list[Group] = []
+        data: list[bytes] = []
+        filters: list[str | None] = []
+        size = 0
+        room_messages = opts.max_buffer_messages - self._outbox.unwritten
+        room_bytes = opts.max_buffer_bytes - self._outbox.unwritten_bytes
+        for value in values:
+            if fast and type(value) is bytes and opts.amqp:
+                body = encode_data_body(value)
+                fv = None
+            else:
+                body, fv = encode(value)
+            n = len(body)
+            if len(data) >= room_messages or size + n > room_bytes:
+                if data:
+                    groups.append(self._add(data, filters, futures=futures, batch=batch))
+                    data, filters, size = [], [], 0
+                await self._wait_for_room(n, timeout)
+                self._check()
+                room_messages = opts.max_buffer_messages - self._outbox.unwritten
+                room_bytes = opts.max_buffer_bytes - self._outbox.unwritten_bytes
+            data.append(body)
+            filters.append(fv)
+            size += n
+        if data:
+            groups.append(self._add(data, filters, futures=futures, batch=batch))
+        return groups
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -307,39 +349,27 @@ class Producer:
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
         self._check()
-        opts = self.options
-        fast = opts.amqp and opts.filter_value is None
-        create = self._loop.create_future
-        waiting, buffer = self._waiting, self._buffer
-        max_messages, max_bytes = opts.max_buffer_messages, opts.max_buffer_bytes
-        futures: list[asyncio.Future[Confirmation]] = []
-        append = futures.append
-        pid = self._next_id
-        for value in values:
-            if fast and type(value) is bytes:
-                data, fv = encode_data_body(value), None
-            else:
-                data, fv = self._encode(value, None, None)
-            n = len(data)
-            if len(buffer) >= max_messages or self._buffer_bytes + n > max_bytes:
-                self._next_id = pid
-                self._kick()
-                await self._wait_for_room(n, timeout)
-                pid = self._next_id  # other tasks may have sent meanwhile
-            future = create()
-            waiting[pid] = (future, data, fv)
-            buffer.append((pid, data, fv))
-            self._buffer_bytes += n
-            append(future)
-            pid += 1
-        self._next_id = pid
-        self._kick()
-        return futures
+        groups = await self._accept_many(values, timeout, futures=True, batch=None)
+        return [f for g in groups for f in (g.futures or ())]
 
-    def _kick(self) -> None:
-        if self._buffer:
-            self._idle.clear()
-            self._work.set()
+    async def send_many(
+        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+    ) -> asyncio.Future[BatchConfirmation]:
+        """Accept several messages in order with **one** future for all of them: it resolves
+        to a :class:`BatchConfirmation` (first/last publishing id, count) once every message
+        is stored, or fails with the first error (the others may be stored). The fastest
+        way to publish: no per-message future.
+
+        Cancellation: the messages accepted before the cancellation stay accepted; the future
+        then covers only those.
+        """
+        self._check()
+        future: asyncio.Future[BatchConfirmation] = self._loop.create_future()
+        batch = Batch(future)
+        await self._accept_many(values, timeout, futures=False, batch=batch)
+        if not batch.groups and not future.done():
+            future.set_result(BatchConfirmation(self._next_id, self._next_id - 1, 0, self.stream))
+        return future
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until nothing is pending: every accepted message confirmed or failed. Raises
@@ -357,111 +387,59 @@ class Producer:
             raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
         if self._error is not None:
             raise self._error
-        failure, self._first_failure = self._first_failure, None
+        failure, self._outbox.first_failure = self._outbox.first_failure, None
         if failure is not None:
             raise failure
 
     # --- the sender task -----------------------------------------------------------------
 
     async def _send_loop(self) -> None:
-        try:
-            while True:
-                await self._work.wait()
-                conn = self._conn
-                if conn is None or not self._buffer or self._recovering is not None:
-                    self._work.clear()
-                    if not self._buffer and not self._waiting:
-                        self._idle.set()
-                    continue
-                if self._in_flight >= self.options.max_in_flight:
-                    self._work.clear()
-                    continue
-                frame = self._next_frame(conn.frame_max)
-                self._room.set()
-                try:
-                    await conn.send_encoded(frame)
-                except StreamwireError as exc:
-                    logger.debug("publish on %s failed: %s", self.stream, exc)
-                    self._work.clear()  # the connection listener takes it from here
-        except asyncio.CancelledError:
-            raise
-
-    def _next_frame(self, frame_max: int) -> bytes:
-        buffer = self._buffer
-        limit = (frame_max or 1 << 30) - publish_header_size()
-        room = self.options.max_in_flight - self._in_flight
-        v2 = self.options.filter_value is not None
-        overhead = _ENTRY_OVERHEAD_V2 if v2 else _ENTRY_OVERHEAD
-        batch: list[tuple[int, bytes, str | None]] = []
-        size = data_bytes = 0
-        taken = 0
-        while buffer and taken < room:
-            entry = buffer[0]
-            data = entry[1]
-            need = len(data) + overhead + (len(entry[2].encode()) if entry[2] else 0)
-            if size + need > limit:
-                if batch:
-                    break
-                buffer.popleft()
-                self._buffer_bytes -= len(data)
-                self._fail_one(
-                    entry[0],
-                    LocalProtocolError(
-                        f"a {len(data)}-byte message does not fit in frame_max {frame_max}"
-                    ),
-                )
+        box, opts = self._outbox, self.options
+        filters = opts.filter_value is not None
+        while True:
+            await self._work.wait()
+            conn = self._conn
+            room = opts.max_in_flight - box.in_flight
+            if conn is None or self._recovering is not None or room <= 0 or not box.unwritten:
+                self._work.clear()
+                self._settle()
                 continue
-            batch.append(buffer.popleft())
-            size += need
-            data_bytes += len(data)
-            taken += 1
-        self._buffer_bytes -= data_bytes
-        self._in_flight += taken
-        if not buffer:
+            frame = box.next_frame(self._publisher_id, conn.frame_max, room, filters)
+            self._room.set()
+            if frame is None:
+                self._settle()
+                continue
+            try:
+                await conn.send_encoded(frame)
+            except StreamwireError as exc:
+                logger.debug("publish on %s failed: %s", self.stream, exc)
+                self._work.clear()  # the connection listener takes it from here
+
+    def _settle(self) -> None:
+        box = self._outbox
+        if not box.unwritten:
             self._work.clear()
-        filters = [e[2] for e in batch] if v2 else None
-        return encode_publish(self._publisher_id, batch, filter_values=filters)
+        if not box.pending:
+            self._idle.set()
 
     # --- connection listener -------------------------------------------------------------
 
     def confirmed(self, publishing_ids: tuple[int, ...]) -> None:
-        pop = self._waiting.pop
-        new = tuple.__new__
-        stream = self.stream
-        done = 0
-        for pid in publishing_ids:
-            entry = pop(pid, None)
-            if entry is not None:
-                done += 1
-                future = entry[0]
-                if not future.done():
-                    future.set_result(new(Confirmation, (pid, None, stream, None)))
-        self._window_moved(done)
+        self._outbox.confirm(publishing_ids)
+        self._moved()
 
     def errored(self, errors: tuple[tuple[int, int], ...]) -> None:
-        done = 0
         for pid, code in errors:
-            if self._fail_one(
+            self._outbox.fail(
                 pid, ERRORS.from_code(code, f"publishing id {pid} on {self.stream!r}")
-            ):
-                done += 1
-        self._window_moved(done)
+            )
+        self._moved()
 
-    def _fail_one(self, pid: int, exc: BaseException) -> bool:
-        entry = self._waiting.pop(pid, None)
-        if entry is None:
-            return False
-        if self._first_failure is None:
-            self._first_failure = exc
-        if not entry[0].done():
-            entry[0].set_exception(exc)
-        return True
-
-    def _window_moved(self, done: int) -> None:
-        self._in_flight = max(0, self._in_flight - done)
-        if self._buffer:
+    def _moved(self) -> None:
+        box = self._outbox
+        if box.unwritten:
             self._work.set()
-        elif not self._waiting:
+        elif not box.pending:
             self._idle.set()
 
     def metadata_changed(self, stream: str, code: int) -> None:
@@ -477,8 +455,7 @@ class Producer:
             conn.remove_publisher(self._publisher_id)
         if self._closed or self._error is not None or self._recovering is not None:
             return
-        policy = self._client.reconnect
-        if policy is None or isinstance(exc, StreamDoesNotExist | ClosedError):
+        if self._client.reconnect is None or isinstance(exc, StreamDoesNotExist | ClosedError):
             self._fail_all(exc)
             return
         self._recovering = asyncio.create_task(
@@ -486,7 +463,7 @@ class Producer:
         )
 
     async def _recover(self, cause: StreamwireError) -> None:
-        """Re-declare and re-send every unconfirmed message with its original id."""
+        """Re-declare and re-send every unresolved message with its original id."""
         try:
             await self._client.retry(self._declare, cause, what=f"producer on {self.stream!r}")
         except StreamwireError as exc:
@@ -496,27 +473,18 @@ class Producer:
         except asyncio.CancelledError:
             self._recovering = None
             raise
-        self._buffer = deque(sorted((pid, d, fv) for pid, (_, d, fv) in self._waiting.items()))
-        self._buffer_bytes = sum(len(d) for _, d, _ in self._buffer)
-        self._in_flight = 0
+        self._outbox.rewind()
         self._recovering = None
         logger.info(
-            "producer on %s recovered; re-sending %d messages", self.stream, len(self._buffer)
+            "producer on %s recovered; re-sending %d messages", self.stream, self._outbox.unwritten
         )
         self._work.set()
 
     def _fail_all(self, exc: StreamwireError) -> None:
         self._error = exc
-        waiting, self._waiting = self._waiting, {}
-        self._buffer.clear()
-        self._buffer_bytes = 0
-        for future, _, _ in waiting.values():
-            if not future.done():
-                future.set_exception(exc)
+        self._outbox.fail_all(exc)
         self._room.set()
         self._idle.set()
-
-    # --- closing -------------------------------------------------------------------------
 
     async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
         """Flush (unless ``flush=False``), delete the publisher and stop. Idempotent.
@@ -548,7 +516,7 @@ class Producer:
                     )
                 conn.remove_publisher(self._publisher_id)
             self._conn = None
-            if self._waiting:
+            if self._outbox.pending:
                 self._fail_all(
                     ClosedError(f"producer for {self.stream!r} closed before confirmation")
                 )

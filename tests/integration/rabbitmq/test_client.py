@@ -240,3 +240,37 @@ async def test_stream_stats(client: rmq.Client, stream: str) -> None:
     stats = await client.stream_stats(stream)
     assert stats["first_chunk_id"] == 0
     assert stats["committed_chunk_id"] >= 0
+
+
+async def test_send_many_has_one_future_for_the_whole_batch(
+    client: rmq.Client, stream: str
+) -> None:
+    async with client.producer(stream, max_buffer_messages=100) as producer:
+        future = await producer.send_many([str(i).encode() for i in range(1000)])
+        confirmation = await asyncio.wait_for(future, 30)
+        assert confirmation == rmq.BatchConfirmation(1, 1000, 1000, stream)
+        empty = await producer.send_many([])
+        assert empty.result().messages == 0
+    async with client.consumer(stream) as c:
+        got = await _take(c, 1000)
+    assert [m.value for m in got] == [str(i).encode() for i in range(1000)]
+
+
+async def test_a_message_larger_than_frame_max_fails_alone(broker: BrokerInfo) -> None:
+    settings = rmq.ConnectionSettings(frame_max=4096)
+    async with await rmq.connect(broker.url, settings=settings) as client:
+        name = f"sw-big-{uuid.uuid4().hex[:8]}"
+        await client.create_stream(name)
+        try:
+            async with client.producer(name) as producer:
+                small = await producer.send(b"small")
+                big = await producer.send(b"x" * 5000)
+                after = await producer.send(b"after")
+                with pytest.raises(streamwire.errors.LocalProtocolError, match="does not fit"):
+                    await big
+                assert (await small).publishing_id == 1
+                assert (await after).publishing_id == 3
+                with pytest.raises(streamwire.errors.LocalProtocolError):
+                    await producer.flush()  # reports the failure since the last flush
+        finally:
+            await client.delete_stream(name)
