@@ -94,7 +94,11 @@ def _table(rows: list[DemoResult]) -> str:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    urls = {name: getattr(args, name) or url for name, url in DEFAULT_URLS.items()}
+    wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    unknown = set(wanted) - set(DEFAULT_URLS)
+    if unknown:
+        raise StreamwireError(f"unknown broker(s) for --brokers: {', '.join(sorted(unknown))}")
+    urls = {name: getattr(args, name) or DEFAULT_URLS[name] for name in wanted}
     rows = [await _round_trip(name, url, args.count, args.timeout) for name, url in urls.items()]
     print(_table(rows))
     if any(r.status in ("failed", "MISMATCH") for r in rows):
@@ -168,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="round trip through every reachable broker")
     for name in DEFAULT_URLS:
         demo.add_argument(f"--{name}", metavar="URL", help=f"{name} URL")
+    demo.add_argument(
+        "--brokers", default=",".join(DEFAULT_URLS), help="comma-separated (default: all)"
+    )
     demo.add_argument("--count", type=int, default=1000)
     demo.add_argument("--timeout", type=float, default=10.0)
     pub = sub.add_parser("publish", help="publish lines (or length-delimited records)")

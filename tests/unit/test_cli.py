@@ -49,6 +49,11 @@ def test_demo_reports_unreachable_brokers(capsys: pytest.CaptureFixture[str]) ->
     assert "no broker was reachable" in out.err
 
 
+def test_demo_refuses_unknown_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", "--brokers", "kafka"]) == 2
+    assert "unknown broker(s) for --brokers: kafka" in capsys.readouterr().err
+
+
 def test_usage_error_exits_2() -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["frobnicate"])

@@ -15,6 +15,12 @@ from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.producer import BatchConfirmation, Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
+from streamwire.rabbitmq.superstream import (
+    NoRouteError,
+    SuperStreamConsumer,
+    SuperStreamProducer,
+    hash_partition,
+)
 from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
@@ -25,13 +31,17 @@ __all__ = (
     "ConnectionSettings",
     "Consumer",
     "ConsumerOptions",
+    "NoRouteError",
     "Producer",
     "ProducerOptions",
     "ReconnectPolicy",
     "StreamInfo",
     "StreamsServerError",
+    "SuperStreamConsumer",
+    "SuperStreamProducer",
     "TLSOptions",
     "connect",
+    "hash_partition",
 )
 
 _UNSET: Any = object()

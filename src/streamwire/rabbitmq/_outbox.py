@@ -51,7 +51,20 @@ class Batch:
 
 
 class Group:
-    __slots__ = ("batch", "data", "filters", "first", "futures", "remaining", "states", "written")
+    """Messages with publishing ids ``first + index``. With ``entries`` each item of ``data``
+    is a complete osiris entry (a sub-batch of several messages) rather than one message."""
+
+    __slots__ = (
+        "batch",
+        "data",
+        "entries",
+        "filters",
+        "first",
+        "futures",
+        "remaining",
+        "states",
+        "written",
+    )
 
     def __init__(
         self,
@@ -60,7 +73,10 @@ class Group:
         filters: list[str | None] | None,
         futures: list[asyncio.Future[Confirmation]] | None,
         batch: Batch | None,
+        *,
+        entries: bool = False,
     ) -> None:
+        self.entries = entries
         self.first = first
         self.data = data
         self.filters = filters
@@ -128,7 +144,8 @@ class Outbox:
             i, n = group.written, len(group.data)
             data, states, fvs, first = group.data, group.states, group.filters, group.first
             full = False
-            if not filters:  # the fast path: one loop in the builder
+            fast = not filters and not group.entries
+            if fast:  # one loop in the builder
                 before = builder.size
                 i = builder.add_range(first, data, states, i, limit, max_messages)
                 written_bytes += builder.size - before
@@ -140,21 +157,25 @@ class Outbox:
                         i += 1
                         group.written = i
                         continue
-            while i < n and builder.count < max_messages and filters:
+            while i < n and builder.count < max_messages and not fast:
                 if states[i]:
                     i += 1
                     continue
                 body = data[i]
                 fv = fvs[i] if fvs is not None else None
-                if builder.size + entry_size(body, fv) > limit:
+                need = 8 + len(body) if group.entries else entry_size(body, fv)
+                if builder.size + need > limit:
                     if builder.count:
                         full = True
                         break
                     self._too_big(group, i, frame_max)
                     i += 1
                     continue
-                add(first + i, body, fv)
-                written_bytes += len(body)
+                if group.entries:
+                    builder.add_entry(first + i, body)
+                else:
+                    add(first + i, body, fv)
+                written_bytes += len(body) + (12 if not filters else 0)
                 i += 1
             group.written = i
             if i >= n:
@@ -163,7 +184,7 @@ class Outbox:
                 break
         if not builder.count:
             return None
-        if not filters:  # add_range measured frame bytes: take the entry overhead off
+        if not filters:  # counted with the 12-byte entry overhead: take it off
             written_bytes -= 12 * builder.count
         self.unwritten -= builder.count
         self.unwritten_bytes -= written_bytes

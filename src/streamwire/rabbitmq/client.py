@@ -16,7 +16,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
@@ -35,10 +35,15 @@ from streamwire.rabbitmq.protocol.streams import (
     DeleteSuperStreamRequest,
     MetadataRequest,
     MetadataResponse,
+    PartitionsRequest,
+    PartitionsResponse,
+    RouteRequest,
+    RouteResponse,
     StreamMetadata,
     StreamStatsRequest,
     StreamStatsResponse,
 )
+from streamwire.rabbitmq.superstream import SuperStreamConsumer, SuperStreamProducer
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.tls import TLSConfig
 
@@ -99,7 +104,7 @@ class Client:
         self._conns: dict[tuple[str, int], Connection] = {}
         self._locator: Connection | None = None
         self._opening: dict[tuple[str, int], asyncio.Task[Connection]] = {}
-        self._children: set[Producer | Consumer] = set()
+        self._children: set[Producer | Consumer | SuperStreamProducer | SuperStreamConsumer] = set()
         self._closed = False
 
     # --- connections ---------------------------------------------------------------------
@@ -282,7 +287,57 @@ class Client:
         resp = await conn.request(lambda corr: StreamStatsRequest(corr, name), StreamStatsResponse)
         return dict(resp.stats)
 
+    async def partitions(self, super_stream: str) -> list[str]:
+        """The partition streams of a super stream, in partition order."""
+        conn = await self._locator_connection()
+        resp = await conn.request(
+            lambda corr: PartitionsRequest(corr, super_stream), PartitionsResponse
+        )
+        return list(resp.streams)
+
+    async def route(self, routing_key: str, super_stream: str) -> list[str]:
+        """The partitions bound to ``routing_key`` (empty when none is)."""
+        conn = await self._locator_connection()
+        resp = await conn.request(
+            lambda corr: RouteRequest(corr, routing_key, super_stream), RouteResponse
+        )
+        return list(resp.streams)
+
     # --- producers and consumers ---------------------------------------------------------
+
+    def super_stream_producer(
+        self,
+        super_stream: str,
+        *,
+        routing: Literal["hash", "key"] = "hash",
+        name: str | None = None,
+        **options: Any,
+    ) -> SuperStreamProducer:
+        """A producer routing by message key to the partitions of ``super_stream``."""
+        self._check()
+        ProducerOptions(**options)  # validate now
+        producer = SuperStreamProducer(
+            self, super_stream, routing=routing, name=name, options=options
+        )
+        self._children.add(producer)
+        return producer
+
+    def super_stream_consumer(
+        self,
+        super_stream: str,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        **options: Any,
+    ) -> SuperStreamConsumer:
+        """A consumer of every partition of ``super_stream``."""
+        self._check()
+        ConsumerOptions(**options)
+        consumer = SuperStreamConsumer(
+            self, super_stream, offset=offset, name=name, options=options
+        )
+        self._children.add(consumer)
+        return consumer
 
     def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
         """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.

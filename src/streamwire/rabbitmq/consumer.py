@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -29,7 +29,7 @@ from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
-from streamwire.rabbitmq.protocol.constants import OffsetType
+from streamwire.rabbitmq.protocol.constants import CommandKey, OffsetType
 from streamwire.rabbitmq.protocol.consuming import (
     Credit,
     QueryOffsetRequest,
@@ -63,11 +63,46 @@ class ConsumerOptions:
     auto_commit_interval: float | None = None
     """With a name: store the offset at most this many seconds after a message."""
     properties: dict[str, str] = field(default_factory=dict)
-    """Extra subscription properties (filters, single active consumer...)."""
+    """Extra subscription properties, passed as they are."""
+    single_active: bool = False
+    """Single active consumer (3.11+): of the consumers sharing the name on a stream, one
+    gets messages; the next takes over, after the last stored offset, when it leaves."""
+    super_stream: str | None = None
+    """For a partition of a super stream: with ``single_active``, partitions are spread
+    over the group's consumers."""
+    filter_values: tuple[str, ...] = ()
+    """Server-side filtering (3.13+): only chunks that may hold these filter values."""
+    match_unfiltered: bool = False
+    """With ``filter_values``: also chunks of messages published without a filter value."""
+    post_filter: Callable[[Message], bool] | None = None
+    """Client-side check per message. Server-side filtering works per chunk (Bloom filters
+    have false positives), so a filtered consumer sees other messages unless it checks."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.initial_credit <= 32767:
             raise ConfigurationError("initial_credit must be between 1 and 32767")
+        values: object = self.filter_values
+        if isinstance(values, str) or not all(isinstance(v, str) for v in self.filter_values):
+            raise ConfigurationError("filter_values is a sequence of strings")
+        object.__setattr__(self, "filter_values", tuple(self.filter_values))
+        if self.match_unfiltered and not self.filter_values:
+            raise ConfigurationError("match_unfiltered goes with filter_values")
+
+    def subscription_properties(self, name: str | None) -> dict[str, str]:
+        props = dict(self.properties)
+        if name:
+            props.setdefault("name", name)
+        if self.single_active:
+            if not name:
+                raise ConfigurationError("a single active consumer needs a name")
+            props["single-active-consumer"] = "true"
+        if self.super_stream:
+            props["super-stream"] = self.super_stream
+        for i, value in enumerate(self.filter_values):
+            props[f"filter.{i}"] = value
+        if self.match_unfiltered:
+            props["match-unfiltered"] = "true"
+        return props
 
 
 class Consumer:
@@ -106,6 +141,10 @@ class Consumer:
         self._closed = False
         self._started = False
         self._recovering: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._initial: tuple[int, int | None] = (OffsetType.FIRST, None)
+        self.active = not options.single_active
+        """False while a single active consumer waits for its turn."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -163,11 +202,15 @@ class Consumer:
         conn = await self._client._consumer_connection(self.stream)
         offset_type, value = await self._resolve(conn, offset)
         self._skip_below = value if offset_type == OffsetType.OFFSET and value is not None else 0
-        props = dict(self.options.properties)
-        if self.name:
-            props.setdefault("name", self.name)
+        props = self.options.subscription_properties(self.name)
+        if self.options.filter_values and not conn.machine.supports(CommandKey.PUBLISH, 2):
+            raise ConfigurationError("this broker cannot filter (needs 3.13+ with filtering)")
+        if self.options.single_active and conn.machine.server_version() < (3, 11):
+            raise ConfigurationError("single active consumer needs RabbitMQ 3.11+")
         sid = conn.free_subscription_id()
         conn.add_subscriber(sid, self)
+        # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.
+        self._conn, self._sid, self._initial = conn, sid, (offset_type, value)
         try:
             await conn.request(
                 lambda corr: SubscribeRequest(
@@ -177,8 +220,8 @@ class Consumer:
             )
         except BaseException:
             conn.remove_subscriber(sid)
+            self._conn = None
             raise
-        self._conn, self._sid = conn, sid
 
     # --- consuming -----------------------------------------------------------------------
 
@@ -266,7 +309,8 @@ class Consumer:
             verify_crc=self.options.verify_crc,
             amqp=self.options.amqp,
         )
-        self._ready.extend(msgs)
+        post_filter = self.options.post_filter
+        self._ready.extend(msgs if post_filter is None else [m for m in msgs if post_filter(m)])
         header = parse_chunk_header(chunk)
         self._next_offset = header.chunk_id + header.num_records
 
@@ -338,9 +382,40 @@ class Consumer:
         logger.debug("credit for %s refused with code %#x", self.stream, code)
 
     def consumer_update(self, event: ev.ConsumerUpdateRequested) -> None:
+        """Single active consumer: the broker activates or deactivates this subscription and
+        waits for the answer (it gives up after 60 s)."""
+        self.active = event.active
+        task = asyncio.create_task(
+            self._answer_update(event), name=f"streamwire-consumer-update {self.stream}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer_update(self, event: ev.ConsumerUpdateRequested) -> None:
         conn = self._conn
-        if conn is not None and conn.is_open:
-            conn.machine.answer_consumer_update(event.correlation_id)
+        if conn is None or not conn.is_open:
+            return
+        try:
+            if event.active:
+                # resume after the group's stored offset, else from the initial spec
+                stored = await self._query_offset(conn) if self.name else None
+                offset_type, value = (
+                    (OffsetType.OFFSET, stored + 1) if stored is not None else self._initial
+                )
+                self._chunks.clear()
+                self._ready.clear()
+                self._skip_below = value if offset_type == OffsetType.OFFSET and value else 0
+            else:
+                # stepping down: store what was handed out so the next one resumes after it
+                if self.name and self._last_offset is not None:
+                    conn.send_nowait(StoreOffset(self.name, self.stream, self._last_offset))
+                self._chunks.clear()
+                self._ready.clear()
+                offset_type, value = OffsetType.NONE, None
+            conn.machine.answer_consumer_update(event.correlation_id, offset_type, value)
+            await conn.flush()
+        except StreamwireError as exc:
+            logger.debug("answering ConsumerUpdate on %s failed: %s", self.stream, exc)
 
     def metadata_changed(self, stream: str, code: int) -> None:
         if stream == self.stream:
@@ -389,6 +464,8 @@ class Consumer:
             return
         self._closed = True
         self._arrived.set()
+        for task in list(self._tasks):
+            task.cancel()
         if self._recovering is not None:
             self._recovering.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -34,12 +34,16 @@ from streamwire.errors import (
 from streamwire.rabbitmq._amqp_map import encode_message
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
+from streamwire.rabbitmq.protocol.constants import CommandKey
 from streamwire.rabbitmq.protocol.errors import ERRORS, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.publishing import (
+    MAX_SUB_BATCH_RECORDS,
+    SUB_BATCH_CODECS,
     DeclarePublisherRequest,
     DeletePublisherRequest,
     QueryPublisherSequenceRequest,
     QueryPublisherSequenceResponse,
+    encode_sub_batch,
     validate_reference,
 )
 
@@ -70,11 +74,24 @@ class ProducerOptions:
     raw bytes as they are."""
     filter_value: Callable[[Message], str | None] | None = None
     """Extract a filter value per message (RabbitMQ 3.13+ filtering: Publish v2)."""
+    sub_batch_size: int = 0
+    """With ``send_batch``/``send_many``, pack up to this many messages into one sub-batch
+    entry stored under a single publishing id (0: off). ``send`` always sends one entry."""
+    compression: str = "none"
+    """Sub-batch compression: none, gzip, snappy, lz4 or zstd (every consumer must know it)."""
 
     def __post_init__(self) -> None:
         for name in ("max_buffer_messages", "max_buffer_bytes", "max_in_flight"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
+        if not 0 <= self.sub_batch_size <= MAX_SUB_BATCH_RECORDS:
+            raise ConfigurationError("sub_batch_size must be between 0 and 65535")
+        if self.compression not in SUB_BATCH_CODECS:
+            raise ConfigurationError(f"unknown compression {self.compression!r}")
+        if self.compression != "none" and not self.sub_batch_size:
+            raise ConfigurationError("compression applies to sub-batches: set sub_batch_size")
+        if self.sub_batch_size and self.filter_value is not None:
+            raise ConfigurationError("filtered publishing (Publish v2) cannot use sub-batches")
 
 
 class Producer:
@@ -138,6 +155,10 @@ class Producer:
 
     async def _declare(self) -> None:
         conn = await self._client._leader_connection(self.stream)
+        if self.options.filter_value is not None and not conn.machine.supports(
+            CommandKey.PUBLISH, 2
+        ):
+            raise ConfigurationError("this broker cannot filter (needs 3.13+ with filtering)")
         pid = conn.free_publisher_id()
         conn.add_publisher(pid, self)
         try:
@@ -227,6 +248,7 @@ class Producer:
         futures: bool,
         batch: Batch | None = None,
         first: int | None = None,
+        entries: bool = False,
     ) -> Group:
         create = self._loop.create_future
         first = self._next_id if first is None else first
@@ -238,6 +260,7 @@ class Producer:
             filters if self.options.filter_value is not None else None,
             [create() for _ in data] if futures else None,
             batch,
+            entries=entries,
         )
         self._outbox.add(group)
         self._next_id = max(self._next_id, first + len(data))
@@ -309,6 +332,8 @@ class Producer:
     ) -> list[Group]:
         """Encode and accept ``values`` as groups that fit the buffer, waiting for room."""
         opts = self.options
+        if opts.sub_batch_size:
+            return (await self._accept_entries(values, timeout, futures=futures, batch=batch))[0]
         encode = self._encode
         fast = opts.filter_value is None
         groups: list[Group] = []
@@ -339,6 +364,30 @@ class Producer:
             groups.append(self._add(data, filters, futures=futures, batch=batch))
         return groups
 
+    async def _accept_entries(
+        self,
+        values: Iterable[bytes | Message],
+        timeout: float | None,
+        *,
+        futures: bool,
+        batch: Batch | None,
+    ) -> tuple[list[Group], list[int]]:
+        """Accept ``values`` packed into sub-batch entries of ``sub_batch_size`` messages;
+        returns the groups and how many messages each entry holds."""
+        opts = self.options
+        size, codec = opts.sub_batch_size, opts.compression
+        encoded = [self._encode(v)[0] for v in values]
+        entries = [
+            encode_sub_batch(encoded[i : i + size], codec) for i in range(0, len(encoded), size)
+        ]
+        counts = [min(size, len(encoded) - i) for i in range(0, len(encoded), size)]
+        groups: list[Group] = []
+        for entry in entries:
+            await self._wait_for_room(len(entry), timeout)
+            self._check()
+            groups.append(self._add([entry], None, futures=futures, batch=batch, entries=True))
+        return groups, counts
+
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
     ) -> list[asyncio.Future[Confirmation]]:
@@ -349,6 +398,9 @@ class Producer:
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
         self._check()
+        if self.options.sub_batch_size:  # one future per entry, shared by its messages
+            entries, counts = await self._accept_entries(values, timeout, futures=True, batch=None)
+            return [f for g, n in zip(entries, counts, strict=True) for f in (g.futures or ()) * n]
         groups = await self._accept_many(values, timeout, futures=True, batch=None)
         return [f for g in groups for f in (g.futures or ())]
 

@@ -44,7 +44,7 @@ def test_publish_then_consume_with_offsets(broker: BrokerInfo) -> None:
 
 
 def test_demo_round_trip(broker: BrokerInfo) -> None:
-    result = run("demo", "--rabbitmq", broker.url, "--count", "200")
+    result = run("demo", "--brokers", "rabbitmq", "--rabbitmq", broker.url, "--count", "200")
     assert result.returncode == 0, result.stdout + result.stderr
     row = next(line for line in result.stdout.decode().splitlines() if line.startswith("rabbitmq"))
     assert " ok " in row

@@ -15,10 +15,10 @@ u16, uncompressed u32, size u32, body of ``records × (size u32, message)``).
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Final
 
+from streamwire.codec import compression
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.checksums import crc32
 from streamwire.errors import ChecksumMismatchError, DecodeError
@@ -85,23 +85,19 @@ def parse_chunk_header(chunk: BytesLike) -> ChunkHeader:
     return ChunkHeader(ctype, entries, records, ts, epoch, cid, crc, dlen, tlen, bloom)
 
 
+_CODEC_NAMES: Final = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 def decompress(codec: int, data: BytesLike, uncompressed: int) -> bytes:
     """Decompress a sub-batch body, never producing more than ``uncompressed`` bytes."""
     if uncompressed > MAX_UNCOMPRESSED_SUB_BATCH:
         raise DecodeError(f"sub-batch of {uncompressed} uncompressed bytes", frame="Deliver")
-    if codec == Compression.GZIP:
-        d = zlib.decompressobj(wbits=31)
-        try:
-            out = d.decompress(data, uncompressed + 1)
-        except zlib.error as exc:
-            raise DecodeError(f"gzip sub-batch: {exc}", frame="Deliver") from None
-        if len(out) != uncompressed or not d.eof or d.unused_data:
-            raise DecodeError("gzip sub-batch size does not match its header", frame="Deliver")
-        return out
-    raise DecodeError(
-        f"sub-batch compression {codec} is not supported by this streamwire build",
-        frame="Deliver",
-    )
+    if not 0 <= codec < len(_CODEC_NAMES):
+        raise DecodeError(f"sub-batch compression {codec}", frame="Deliver")
+    try:
+        return compression.decompress(_CODEC_NAMES[codec], data, uncompressed)
+    except DecodeError as exc:
+        raise DecodeError(f"sub-batch: {exc.what}", frame="Deliver") from None
 
 
 def expand_sub_batch(

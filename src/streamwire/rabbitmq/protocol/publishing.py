@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, Self
 
+from streamwire.codec import compression as codecs
 from streamwire.codec._structs import I16, I32
 from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
@@ -28,7 +29,10 @@ __all__ = (
     "PublishError",
     "QueryPublisherSequenceRequest",
     "QueryPublisherSequenceResponse",
+    "MAX_SUB_BATCH_RECORDS",
+    "SUB_BATCH_CODECS",
     "encode_publish",
+    "encode_sub_batch",
     "publish_header_size",
     "validate_reference",
 )
@@ -227,6 +231,18 @@ class PublishBuilder:
         self.size += 12 + n
         self.count += 1
 
+    def add_entry(self, publishing_id: int, entry: bytes) -> None:
+        """Add a complete osiris entry (a sub-batch from :func:`encode_sub_batch`); v1 only."""
+        if self.filters:
+            raise LocalProtocolError("sub-batch entries cannot go in a v2 (filtered) Publish")
+        try:
+            self._parts.append(_ID.pack(publishing_id))
+        except struct.error as exc:
+            raise LocalProtocolError(f"cannot encode publishing id {publishing_id}: {exc}") from exc
+        self._parts.append(entry)
+        self.size += 8 + len(entry)
+        self.count += 1
+
     def add_range(
         self,
         first: int,
@@ -274,6 +290,29 @@ class PublishBuilder:
             self.size - 4, _K.PUBLISH, version, self.publisher_id, self.count
         )
         return b"".join(self._parts)
+
+
+_SUB_BATCH: Final = struct.Struct(">BHII")
+SUB_BATCH_CODECS: Final = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+MAX_SUB_BATCH_RECORDS: Final = 0xFFFF
+
+
+def encode_sub_batch(messages: Sequence[bytes], compression: str = "none") -> bytes:
+    """One osiris sub-batch entry holding ``messages`` (stored under a single publishing id):
+    ``1|codec:3|0000`` records u16, uncompressed u32, size u32, then the (compressed)
+    ``records × (size u32, message)``."""
+    if not 0 < len(messages) <= MAX_SUB_BATCH_RECORDS:
+        raise LocalProtocolError(f"a sub-batch holds 1 to 65535 messages, not {len(messages)}")
+    codec = SUB_BATCH_CODECS.get(compression)
+    if codec is None:
+        raise LocalProtocolError(f"unknown sub-batch compression {compression!r}")
+    parts: list[bytes] = []
+    for message in messages:
+        parts.append(_SIZE.pack(len(message)))
+        parts.append(message)
+    raw = b"".join(parts)
+    stored = codecs.compress(compression, raw)
+    return _SUB_BATCH.pack(0x80 | (codec << 4), len(messages), len(raw), len(stored)) + stored
 
 
 def encode_publish(
