@@ -39,8 +39,12 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 
 class FaultProxy:
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
+    def __init__(self, upstream_host: str, upstream_port: int, *more: tuple[str, int]) -> None:
+        """Relay to ``upstream_host:upstream_port``; with ``more`` upstreams, new
+        connections go to each in turn (a round-robin load balancer)."""
+        self.upstreams = [(upstream_host, upstream_port), *more]
+        self.upstream = self.upstreams[0]
+        self._turn = 0
         self.latency = 0.0
         self.bandwidth: int | None = None
         self._blackhole = asyncio.Event()
@@ -96,8 +100,10 @@ class FaultProxy:
         if self._refuse:
             _reset(writer)
             return
+        target = self.upstreams[self._turn % len(self.upstreams)]
+        self._turn += 1
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+            up_reader, up_writer = await asyncio.open_connection(*target)
         except OSError:
             _reset(writer)
             return

@@ -6,7 +6,8 @@ Protocol clients live in ``streamwire.rabbitmq``, ``streamwire.liftbridge`` and
 
 from __future__ import annotations
 
-from streamwire._connect import Client, ConnectHandle, connect
+from streamwire._api import Client, Consumer, Producer
+from streamwire._connect import ConnectHandle, connect
 from streamwire._url import BrokerURL, parse_url
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Confirmation, Message
@@ -43,12 +44,14 @@ __all__ = (
     "ConnectHandle",
     "ConnectionClosed",
     "ConnectionClosedError",
+    "Consumer",
     "DecodeError",
     "HeaderKind",
     "HeaderValue",
     "Message",
     "Offset",
     "OffsetKind",
+    "Producer",
     "ProtocolError",
     "ServerError",
     "StreamwireError",

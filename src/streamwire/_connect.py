@@ -5,27 +5,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Generator
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any
 
+from streamwire._api import Client
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 
 __all__ = ("Client", "ConnectHandle", "connect")
-
-
-class Client(Protocol):
-    """What every protocol client offers (see API.md)."""
-
-    async def close(self) -> None: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
 
 class ConnectHandle:

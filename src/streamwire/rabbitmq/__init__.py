@@ -59,6 +59,7 @@ async def connect(
     timeout: float | None = 30.0,
     reconnect: ReconnectPolicy | None = _UNSET,
     address_resolver: AddressResolver | None = None,
+    load_balancer: bool = False,
     settings: ConnectionSettings | None = None,
 ) -> Client:
     """Connect to a RabbitMQ Streams broker, from a URL and/or keyword arguments.
@@ -66,7 +67,9 @@ async def connect(
     ``timeout`` is one budget for TCP, TLS, the handshake and authentication. Explicit
     arguments override the URL; ``settings`` carries the less common connection options
     (mechanism, heartbeat, frame_max, connection name, inbound frame bound). ``reconnect``
-    defaults to :class:`ReconnectPolicy` ``()``; ``None`` turns recovery off.
+    defaults to :class:`ReconnectPolicy` ``()``; ``None`` turns recovery off. With
+    ``load_balancer=True`` every connection goes to the URL's address, re-dialled until the
+    node behind it advertises the node wanted (leader for producers).
 
     Cancellation: nothing is left open.
     """
@@ -106,6 +109,7 @@ async def connect(
         timeout=timeout,
         reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
         address_resolver=address_resolver,
+        load_balancer=load_balancer,
     )
     return await client._open()
 

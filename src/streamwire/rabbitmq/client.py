@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 from streamwire.codec.offset import OffsetLike
-from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.errors import ClosedError, ConfigurationError, ConnectError, StreamwireError
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
@@ -93,6 +93,7 @@ class Client:
         timeout: float | None = 30.0,
         reconnect: ReconnectPolicy | None = None,
         address_resolver: AddressResolver | None = None,
+        load_balancer: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -101,6 +102,11 @@ class Client:
         self.timeout = timeout
         self.reconnect = reconnect
         self._resolve = address_resolver or (lambda h, p: (h, p))
+        self.load_balancer = load_balancer
+        self.load_balancer_attempts = 20
+        self.load_balancer_delay = 0.2
+        if load_balancer and address_resolver is not None:
+            raise ConfigurationError("use either load_balancer or address_resolver, not both")
         self._conns: dict[tuple[str, int], Connection] = {}
         self._locator: Connection | None = None
         self._opening: dict[tuple[str, int], asyncio.Task[Connection]] = {}
@@ -115,15 +121,33 @@ class Client:
 
     async def _dial(self, host: str, port: int) -> Connection:
         conn = await Connection.open(host, port, self.settings, tls=self.tls, timeout=self.timeout)
-        props = conn.opened.connection_properties if conn.opened else {}
-        advertised = (
-            props.get("advertised_host", host),
-            int(props.get("advertised_port", port) or port),
-        )
-        for key in {advertised, (host, port)}:
+        self._register(conn, {_advertised(conn, host, port), (host, port)})
+        return conn
+
+    def _register(self, conn: Connection, keys: set[tuple[str, int]]) -> None:
+        for key in keys:
             self._conns[key] = conn
         conn.on_lost.append(lambda exc: self._forget(conn))
-        return conn
+
+    async def _dial_through_balancer(self, wanted: tuple[str, int]) -> Connection:
+        """Load-balancer mode: dial the configured address until the node behind it
+        advertises ``wanted`` (the Java client's approach); other connections are closed."""
+        seen: list[tuple[str, int]] = []
+        for _attempt in range(self.load_balancer_attempts):
+            conn = await Connection.open(
+                self.host, self.port, self.settings, tls=self.tls, timeout=self.timeout
+            )
+            advertised = _advertised(conn, self.host, self.port)
+            if advertised == wanted:
+                self._register(conn, {wanted})
+                return conn
+            seen.append(advertised)
+            await conn.close()
+            await asyncio.sleep(self.load_balancer_delay)
+        raise ConnectError(
+            f"the load balancer at {self.host}:{self.port} never led to {wanted[0]}:{wanted[1]}"
+            f" in {len(seen)} attempts (reached {sorted(set(seen))})"
+        )
 
     def _forget(self, conn: Connection) -> None:
         for key in [k for k, c in self._conns.items() if c is conn]:
@@ -153,8 +177,11 @@ class Client:
             return conn
         task = self._opening.get(key)
         if task is None:
-            target = dial or self._resolve(host, port)
-            task = asyncio.ensure_future(self._dial(*target))
+            if dial is None and self.load_balancer:
+                task = asyncio.ensure_future(self._dial_through_balancer(key))
+            else:
+                target = dial or self._resolve(host, port)
+                task = asyncio.ensure_future(self._dial(*target))
             self._opening[key] = task
             task.add_done_callback(lambda _: self._opening.pop(key, None))
         return await asyncio.shield(task)
@@ -390,3 +417,13 @@ class Client:
         if self._locator is not None:
             await self._locator.close()
         self._conns.clear()
+
+
+def _advertised(conn: Connection, host: str, port: int) -> tuple[str, int]:
+    """The (host, port) a connection's node advertises in its Open response."""
+    props = conn.opened.connection_properties if conn.opened else {}
+    advertised_port = props.get("advertised_port", "")
+    return (
+        props.get("advertised_host", host),
+        int(advertised_port) if advertised_port.isdigit() else port,
+    )
