@@ -28,6 +28,7 @@ from streamwire.errors import (
     TimeoutError,
     TransportError,
 )
+from streamwire.transport.portal import SyncBridge
 
 __version__ = "0.1.0.dev0"
 
@@ -55,6 +56,7 @@ __all__ = (
     "ProtocolError",
     "ServerError",
     "StreamwireError",
+    "SyncBridge",
     "TimeoutError",
     "TransportError",
     "__version__",
