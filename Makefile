@@ -5,11 +5,11 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,cli
+EXTRAS ?= dev,cli,spark
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv brokers brokers-down test unit lint format demo bench fuzz clean
+.PHONY: help venv brokers brokers-down test unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint    ruff + mypy --strict on src and tests"
 	@echo "make unit    unit and property tests only (no brokers)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
+	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
 	@echo "make brokers / brokers-down   start / stop the test brokers (integration/brokers.sh)"
 
 $(VENV)/.installed: pyproject.toml
@@ -42,19 +43,23 @@ unit: venv
 	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
-	$(VENV)/bin/mypy --strict src tests bench examples
+	$(VENV)/bin/ruff check src tests bench examples fuzz
+	$(VENV)/bin/ruff format --check src tests bench examples fuzz
+	$(VENV)/bin/mypy --strict src tests bench examples fuzz
 
 format: venv
-	$(VENV)/bin/ruff format src tests bench examples
-	$(VENV)/bin/ruff check --fix src tests bench examples
+	$(VENV)/bin/ruff format src tests bench examples fuzz
+	$(VENV)/bin/ruff check --fix src tests bench examples fuzz
 
 demo: venv brokers
 	$(VENV)/bin/streamwire demo
 
 bench: venv brokers
 	$(PY) -m bench
+
+FUZZ_SECONDS ?= 60
+fuzz: venv
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

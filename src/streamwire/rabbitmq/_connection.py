@@ -353,7 +353,8 @@ class Connection:
             exc.__cause__ = cause
         self._error = exc
         logger.debug("connection to %s ended: %s", self.address, exc)
-        self._inflight.close(lambda: ConnectionClosed(str(exc)), cause=exc)
+        # each waiter gets its own ConnectionClosed, chained to the root cause
+        self._inflight.close(lambda: ConnectionClosed(str(exc)), cause=exc.__cause__ or exc)
         for listener in [*self._publishers.values(), *self._subscribers.values()]:
             listener.connection_lost(exc)
         for callback in self.on_lost:

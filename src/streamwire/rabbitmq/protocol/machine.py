@@ -313,7 +313,8 @@ class StreamsConnection:
         events.append(ev.HandshakeFailed(error))
 
     def _expect(self, frame: Frame, cls: type[_R]) -> _R:
-        if not isinstance(frame, cls) or frame.correlation_id != self._handshake_id:
+        # exact type: OpenResponse subclasses PeerPropertiesResponse (same layout)
+        if type(frame) is not cls or frame.correlation_id != self._handshake_id:
             raise RemoteProtocolError(
                 f"expected {cls.__name__} during {self.state.value}, got {type(frame).__name__}"
             )
