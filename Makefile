@@ -18,6 +18,7 @@ help:
 	@echo "make unit    unit and property tests only (no brokers)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
+	@echo "make soak    bounded mixed publish/consume load, RSS over time (SOAK_SECONDS)"
 	@echo "make brokers / brokers-down   start / stop the test brokers (integration/brokers.sh)"
 
 $(VENV)/.installed: pyproject.toml
@@ -56,6 +57,10 @@ demo: venv brokers
 
 bench: venv brokers
 	$(PY) -m bench
+
+SOAK_SECONDS ?= 300
+soak: venv brokers
+	$(PY) -m bench.soak --seconds $(SOAK_SECONDS)
 
 FUZZ_SECONDS ?= 60
 fuzz: venv

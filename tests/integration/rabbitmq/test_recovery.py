@@ -146,3 +146,22 @@ async def test_recovery_gives_up_when_the_broker_stays_away(
             await asyncio.wait_for(future, 10)
     finally:
         await pc.close()
+
+
+async def test_a_slow_consumer_holds_at_most_initial_credit_chunks(
+    client: rmq.Client, stream: str
+) -> None:
+    async with client.producer(stream) as producer:
+        for _ in range(20):  # 20 separate chunks
+            await producer.send_batch([b"x" * 1000] * 50)
+            await producer.flush()
+    async with client.consumer(stream, initial_credit=3) as consumer:
+        await asyncio.sleep(1.0)  # the application is busy: nothing is taken
+        assert len(consumer._chunks) <= 3  # credits bound the local queue, not the broker
+        got = 0
+        while got < 1000:
+            batch = await consumer.next_batch(1000, timeout=5)
+            assert batch
+            got += len(batch)
+            assert len(consumer._chunks) <= 3
+    assert got == 1000
