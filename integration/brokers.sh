@@ -14,6 +14,14 @@
 #   liftbridge   built with the Go toolchain from the Go module proxy (cached)
 #   iggy         not available natively (needs the apache/iggy image and a Docker engine)
 #
+# TLS (native backend): a throwaway CA plus server (localhost, 127.0.0.1) and client
+# (CN=streamwire-client) certificates are generated once with openssl into .brokers/tls/.
+# rabbitmq gets a stream TLS listener on 127.0.0.1:5551 with SASL EXTERNAL (user
+# streamwire-client); nats gets a second, TLS-only nats-server on 127.0.0.1:4443. The env files
+# record them as TLS_* (and EXTERNAL_USER, NATS_TLS_URL). A TLS problem never stops the plain
+# listeners; the TLS facts are then simply missing. A running node whose configuration changed
+# is restarted by `up`.
+#
 # For every broker that comes up, .brokers/<name>.env records how to reach it (tests/brokers.py
 # reads it). A broker that cannot be started gets .brokers/<name>.unavailable with the reason and
 # the last lines of its log. `up all` exits 0 even when some broker is unavailable (tests then
@@ -54,6 +62,8 @@ RMQ_AMQP_PORT=5672
 RMQ_DIST_PORT=25672
 RMQ_EPMD_PORT=4369
 RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/rabbitmq is bind-mounted inside the chroot
+RMQ_TLS_PORT=5551                # stream over TLS (server cert for localhost, client certs optional)
+RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
 
 # RabbitMQ 3.10 (bookworm, host install)
 R310_NODE="rabbit310@localhost"
@@ -63,6 +73,12 @@ R310_DIST_PORT=25673
 R310_EPMD_PORT=4370   # own epmd, so stopping one broker never disturbs the other
 
 NATS_PORT=4222
+NATS_TLS_PORT=4443   # a second nats-server, TLS only (4222 stays plain: Liftbridge uses it)
+
+# Throwaway TLS material (generated once with openssl, kept in $STATE/tls): a CA, a server
+# certificate for localhost/127.0.0.1 and a client certificate whose CN is the user that SASL
+# EXTERNAL logs in as.
+TLS_CLIENT_CN=streamwire-client
 
 # Liftbridge. The preferred pin is master commit 50ac358b; the Go module proxy reachable here
 # refuses that pseudo-version (403 "This module version is not available"), so the harness falls
@@ -365,6 +381,94 @@ chroot_pids() {
 }
 
 # ----------------------------------------------------------------------------------------------
+# Throwaway TLS material, shared by the RabbitMQ and NATS TLS listeners
+
+tls_dir() { printf '%s' "$STATE/tls"; }
+
+# tls_valid: every file is there, both leaf certificates chain to the CA, and none of the three
+# expires within a day.
+tls_valid() {
+  local d f
+  d="$(tls_dir)"
+  for f in ca.pem ca.key server.pem server.key client.pem client.key; do
+    [[ -s "$d/$f" ]] || return 1
+  done
+  openssl verify -CAfile "$d/ca.pem" "$d/server.pem" "$d/client.pem" >/dev/null 2>&1 || return 1
+  for f in ca.pem server.pem client.pem; do
+    openssl x509 -noout -checkend 86400 -in "$d/$f" >/dev/null 2>&1 || return 1
+  done
+}
+
+# tls_ensure: generate the CA and both certificates once (RSA 2048, SHA-256) into $STATE/tls.
+# Returns 1 (and says why) if openssl is missing or fails; brokers then run without TLS.
+tls_ensure() {
+  local d tmp
+  d="$(tls_dir)"
+  tls_valid && return 0
+  if ! command -v openssl >/dev/null 2>&1; then
+    say "tls: openssl not found: no TLS listeners"
+    return 1
+  fi
+  mkdir -p "$STATE"
+  rm -rf --one-file-system "$STATE"/tls.tmp.* # left by an earlier failed attempt
+  tmp="$(mktemp -d "$STATE/tls.tmp.XXXXXX")"
+  [[ -n "$tmp" && -d "$tmp" ]] || return 1
+  cat >"$tmp/openssl.cnf" <<'CNF'
+# written by integration/brokers.sh: throwaway test PKI, loopback only
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = streamwire throwaway test CA
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+CNF
+  say "tls: generating a throwaway CA, a server certificate (localhost, 127.0.0.1) and a client certificate (CN=$TLS_CLIENT_CN) in $d"
+  if ! (
+    cd "$tmp" &&
+      openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 3650 -config openssl.cnf \
+        -extensions ca -subj "/CN=streamwire throwaway test CA" -keyout ca.key -out ca.pem &&
+      openssl req -new -newkey rsa:2048 -nodes -sha256 -config openssl.cnf \
+        -subj "/CN=localhost" -keyout server.key -out server.csr &&
+      openssl x509 -req -sha256 -days 825 -in server.csr -CA ca.pem -CAkey ca.key \
+        -CAcreateserial -CAserial ca.srl -extfile openssl.cnf -extensions server -out server.pem &&
+      openssl req -new -newkey rsa:2048 -nodes -sha256 -config openssl.cnf \
+        -subj "/CN=$TLS_CLIENT_CN" -keyout client.key -out client.csr &&
+      openssl x509 -req -sha256 -days 825 -in client.csr -CA ca.pem -CAkey ca.key \
+        -CAserial ca.srl -extfile openssl.cnf -extensions client -out client.pem &&
+      chmod 0600 ca.key server.key client.key &&
+      chmod 0644 ca.pem server.pem client.pem &&
+      rm -f server.csr client.csr
+  ) >>"$tmp/openssl.log" 2>&1; then
+    say "tls: openssl failed (see $tmp/openssl.log): no TLS listeners"
+    return 1
+  fi
+  chmod 0755 "$tmp"
+  rm -rf --one-file-system "$d"
+  mv -T "$tmp" "$d"
+  if ! tls_valid; then
+    say "tls: the generated certificates in $d do not verify: no TLS listeners"
+    return 1
+  fi
+}
+
+# ----------------------------------------------------------------------------------------------
 # RabbitMQ 4.x in a Debian trixie chroot
 
 rmq_env() {
@@ -426,10 +530,24 @@ rmq_build_rootfs() {
   say "rabbitmq: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
 }
 
+# rmq_install_tls: copy the CA, the server certificate and its key into the chroot, readable by
+# the broker's rabbitmq user only where it matters (the key).
+rmq_install_tls() {
+  local src dst="$RMQ_ROOTFS$RMQ_TLS_ETC" gid
+  src="$(tls_dir)"
+  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
+  install -d -m 0755 "$dst"
+  install -m 0644 "$src/ca.pem" "$dst/ca.pem"
+  install -m 0644 "$src/server.pem" "$dst/server.pem"
+  install -m 0640 -g "$gid" "$src/server.key" "$dst/server.key"
+}
+
+# rmq_write_config TLS: TLS=1 adds the stream TLS listener and ssl_options (rmq_install_tls first).
 rmq_write_config() {
-  local etc="$RMQ_ROOTFS/etc/rabbitmq"
+  local etc="$RMQ_ROOTFS/etc/rabbitmq" with_tls="$1"
   mkdir -p "$etc"
-  cat >"$etc/rabbitmq.conf" <<EOF
+  {
+    cat <<EOF
 # written by integration/brokers.sh; loopback only
 listeners.tcp.1 = $LOOPBACK:$RMQ_AMQP_PORT
 stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT
@@ -438,7 +556,28 @@ stream.advertised_port = $RMQ_STREAM_PORT
 distribution.listener.interface = $LOOPBACK
 distribution.listener.port_range.min = $RMQ_DIST_PORT
 distribution.listener.port_range.max = $RMQ_DIST_PORT
+# 4.0's default mechanisms plus EXTERNAL (rabbitmq_auth_mechanism_ssl). The broker offers
+# EXTERNAL on TLS connections only; the user is the client certificate's CN.
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = ANONYMOUS
+auth_mechanisms.4 = EXTERNAL
+ssl_cert_login_from = common_name
 EOF
+    if ((with_tls)); then
+      cat <<EOF
+# stream over TLS; client certificates are checked when sent, but not required
+stream.listeners.ssl.1 = $LOOPBACK:$RMQ_TLS_PORT
+stream.advertised_tls_host = localhost
+stream.advertised_tls_port = $RMQ_TLS_PORT
+ssl_options.cacertfile = $RMQ_TLS_ETC/ca.pem
+ssl_options.certfile = $RMQ_TLS_ETC/server.pem
+ssl_options.keyfile = $RMQ_TLS_ETC/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
+  } >"$etc/rabbitmq.conf"
   cat >"$etc/rabbitmq-env.conf" <<EOF
 # written by integration/brokers.sh
 NODENAME=$RMQ_NODE
@@ -446,9 +585,12 @@ USE_LONGNAME=false
 MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
 LOG_BASE=$RMQ_MOUNT_DATA/log
 EOF
-  if ! grep -q rabbitmq_stream "$etc/enabled_plugins" 2>/dev/null; then
-    rmq_chroot rabbitmq-plugins enable --offline rabbitmq_stream >/dev/null
-  fi
+  local plugin
+  for plugin in rabbitmq_stream rabbitmq_auth_mechanism_ssl; do
+    if ! grep -qw "$plugin" "$etc/enabled_plugins" 2>/dev/null; then
+      rmq_chroot rabbitmq-plugins enable --offline "$plugin" >/dev/null
+    fi
+  done
   # The Debian wrapper starts the node through `su rabbitmq`, whose pam_limits would cut the
   # open-file limit back to 1024 (RabbitMQ warns about that); allow what the harness has.
   mkdir -p "$RMQ_ROOTFS/etc/security/limits.d"
@@ -498,8 +640,81 @@ rmq_beam_running() {
 
 rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
 
+# rmq_config_digest: a hash of everything the node reads at start (config, plugins, limits and
+# the TLS files in the chroot). up_rabbitmq records it when it starts the node and restarts a
+# running node whose digest differs, so a config change never waits for a `down`.
+rmq_config_digest() {
+  local f
+  for f in "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq.conf" "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq-env.conf" \
+    "$RMQ_ROOTFS/etc/rabbitmq/enabled_plugins" \
+    "$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf" \
+    "$RMQ_ROOTFS$RMQ_TLS_ETC/ca.pem" "$RMQ_ROOTFS$RMQ_TLS_ETC/server.pem" \
+    "$RMQ_ROOTFS$RMQ_TLS_ETC/server.key"; do
+    if [[ -f "$f" ]]; then
+      printf '%s ' "${f#"$RMQ_ROOTFS"}"
+      sha256sum <"$f"
+    fi
+  done | sha256sum | cut -d' ' -f1
+}
+
+# rmq_stop_node LOG: stop the VM only (epmd and the mounts stay), for a restart.
+rmq_stop_node() {
+  local log="$1" i p
+  rmq_ctl stop >>"$log" 2>&1 || true
+  for ((i = 0; i < 60; i++)); do
+    rmq_beam_running || return 0
+    sleep 0.5
+  done
+  say "rabbitmq: the VM did not stop within 30 s; killing it"
+  for p in $(chroot_pids "$RMQ_ROOTFS"); do
+    if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  sleep 0.5
+}
+
+# rmq_ensure_external_user LOG: the user SASL EXTERNAL logs in as (the client certificate's CN),
+# without a password (so PLAIN cannot log in as it), with full permissions on vhost /.
+# Idempotent; the user lives in mnesia, so it survives restarts. One rabbitmqctl call when done.
+rmq_ensure_external_user() {
+  local log="$1"
+  if rmq_ctl -q list_user_permissions --no-table-headers "$TLS_CLIENT_CN" 2>/dev/null |
+    grep -qxF $'/\t.*\t.*\t.*'; then
+    return 0
+  fi
+  if ! rmq_ctl -q list_users --no-table-headers 2>/dev/null | cut -f1 | grep -qxF "$TLS_CLIENT_CN"; then
+    # add_user wants a password: give a random one and clear it at once.
+    rmq_ctl add_user "$TLS_CLIENT_CN" "$(openssl rand -hex 24)" >>"$log" 2>&1 || return 1
+    rmq_ctl clear_password "$TLS_CLIENT_CN" >>"$log" 2>&1 || return 1
+  fi
+  rmq_ctl set_permissions -p / "$TLS_CLIENT_CN" '.*' '.*' '.*' >>"$log" 2>&1
+}
+
+# rmq_write_ctl: $STATE/rabbitmq/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
+# (so it needs root). RABBITMQ_PLUGINS_DIR makes the plugins' commands (list_stream_connections,
+# ...) available: without it the CLI in the chroot finds none of them.
+rmq_write_ctl() {
+  local out="$STATE/rabbitmq/rabbitmqctl" plugins
+  plugins="$(find "$RMQ_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
+    sort | tail -n1)"
+  plugins="${plugins#"$RMQ_ROOTFS"}"
+  local -a envv
+  mapfile -t envv < <(rmq_env)
+  {
+    printf '#!/usr/bin/env bash\n'
+    printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$RMQ_NODE"
+    printf 'exec chroot %q' "$RMQ_ROOTFS"
+    printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$RMQ_NODE"
+    printf ' "$@"\n'
+  } >"$out.tmp"
+  chmod 0755 "$out.tmp"
+  mv -f "$out.tmp" "$out"
+}
+
 up_rabbitmq() {
-  local dir="$STATE/rabbitmq" log t0 rc=0 version
+  local dir="$STATE/rabbitmq" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
+  local -a tls_facts=()
   mkdir -p "$dir"
   log="$dir/harness.log"
   : >"$log"
@@ -509,21 +724,44 @@ up_rabbitmq() {
       "$dir/build.log"
     return 1
   fi
-  rmq_write_config
+  if tls_ensure; then
+    rmq_install_tls
+    with_tls=1
+  fi
+  rmq_write_config "$with_tls"
   rmq_mount
+  digest="$(rmq_config_digest)"
   t0=$(now)
+  # A node started from an older configuration (or one whose TLS listener is missing) is
+  # restarted, once, so that `up` always leaves the configuration written above running.
+  if rmq_beam_running; then
+    if [[ "$(cat "$dir/config.sha256" 2>/dev/null)" != "$digest" ]]; then
+      say "rabbitmq: running with an older configuration; restarting it to apply the current one"
+      rmq_stop_node "$log"
+    elif ((with_tls)) && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" &&
+      ! port_open "$LOOPBACK" "$RMQ_TLS_PORT" && rmq_node_ok; then
+      say "rabbitmq: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
+      rmq_stop_node "$log"
+    fi
+  fi
   if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
     say "rabbitmq: already running"
   else
     if ! rmq_beam_running; then
-      if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT"; then
-        mark_unavailable rabbitmq "port $RMQ_STREAM_PORT or $RMQ_AMQP_PORT is in use by a process outside the harness"
+      if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT" ||
+        { ((with_tls)) && port_open "$LOOPBACK" "$RMQ_TLS_PORT"; }; then
+        mark_unavailable rabbitmq "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
         return 1
       fi
       # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
       # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
       rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
-      say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+      if ((with_tls)); then
+        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+      else
+        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
+      fi
+      printf '%s\n' "$digest" >"$dir/config.sha256"
       if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
         mark_unavailable rabbitmq "rabbitmq-server -detached failed" "$log" "$nodelog"
         return 1
@@ -544,19 +782,45 @@ up_rabbitmq() {
     fi
     say "rabbitmq: ready after $(($(now) - t0)) s"
   fi
+  # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a TLS
+  # problem never takes the plain listeners down (tests needing TLS then skip).
+  if ((with_tls)); then
+    port_open "$LOOPBACK" "$RMQ_TLS_PORT" && tls_up=1
+    if ((tls_up)); then
+      if rmq_ensure_external_user "$log"; then
+        ext_user=1
+      else
+        say "rabbitmq: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
+      fi
+      tls_facts=("PORT_STREAM_TLS=$RMQ_TLS_PORT" "TLS_PORT=$RMQ_TLS_PORT"
+        "TLS_URL=rabbitmq-stream+tls://guest:guest@localhost:$RMQ_TLS_PORT/"
+        "TLS_CA=$(tls_dir)/ca.pem" "TLS_CLIENT_CERT=$(tls_dir)/client.pem"
+        "TLS_CLIENT_KEY=$(tls_dir)/client.key" "ADVERTISED_TLS_HOST=localhost"
+        "ADVERTISED_TLS_PORT=$RMQ_TLS_PORT")
+      ((ext_user)) && tls_facts+=("EXTERNAL_USER=$TLS_CLIENT_CN")
+    else
+      say "rabbitmq: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
+    fi
+  fi
+  rmq_write_ctl
   version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
   write_env rabbitmq "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
     "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
     "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
     "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
     "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$RMQ_NODE" \
-    "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS"
-  say "rabbitmq: up, version ${version:-unknown}"
+    "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS" "CTL=$dir/rabbitmqctl" \
+    "${tls_facts[@]}"
+  if ((tls_up)); then
+    say "rabbitmq: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
+  else
+    say "rabbitmq: up, version ${version:-unknown} (no TLS)"
+  fi
 }
 
 down_rabbitmq() {
   local p i
-  rm -f "$STATE/rabbitmq.env"
+  rm -f "$STATE/rabbitmq.env" "$STATE/rabbitmq/config.sha256"
   [[ -d "$RMQ_ROOTFS" ]] || return 0
   if rmq_beam_running; then
     say "rabbitmq: stopping $RMQ_NODE"
@@ -736,6 +1000,41 @@ down_rabbitmq310() {
 
 nats_bin() { printf '%s' "$VENV/bin/nats-server"; }
 
+# nats_tls_up DIR BIN: a second nats-server, TLS only, on NATS_TLS_PORT with the harness's server
+# certificate (clients verify it with the harness CA; no client certificates). Restarted when the
+# certificate changed. Returns 1 (the plain server is unaffected) when it cannot be started.
+nats_tls_up() {
+  local dir="$1" bin="$2" rc=0 pidf="$1/nats-tls.pid" fp
+  tls_ensure || return 1
+  fp="$(cat "$(tls_dir)/server.pem" "$(tls_dir)/server.key" | sha256sum | cut -d' ' -f1)"
+  if pid_alive "$pidf" "$bin" && port_open "$LOOPBACK" "$NATS_TLS_PORT"; then
+    if [[ "$(cat "$dir/nats-tls.cert.sha256" 2>/dev/null)" == "$fp" ]]; then
+      say "nats: TLS server already running"
+      return 0
+    fi
+    say "nats: the TLS certificate changed; restarting the TLS server"
+  fi
+  stop_pid nats-tls "$pidf" "$bin"
+  if port_open "$LOOPBACK" "$NATS_TLS_PORT"; then
+    say "nats: port $NATS_TLS_PORT is in use by a process outside the harness; no NATS TLS"
+    return 1
+  fi
+  : >"$dir/nats-tls.log"
+  say "nats: starting a TLS nats-server on $LOOPBACK:$NATS_TLS_PORT"
+  setsid "$bin" -a "$LOOPBACK" -p "$NATS_TLS_PORT" -n streamwire-nats-tls \
+    --tls --tlscert "$(tls_dir)/server.pem" --tlskey "$(tls_dir)/server.key" \
+    -P "$pidf" -l "$dir/nats-tls.log" </dev/null >>"$dir/nats-tls.stdout" 2>&1 9>&- &
+  printf '%s\n' "$!" >"$pidf"
+  printf '%s\n' "$fp" >"$dir/nats-tls.cert.sha256"
+  wait_until nats-tls "$(ready_timeout 20)" "pid_alive $(printf %q "$pidf")" \
+    "port_open $LOOPBACK $NATS_TLS_PORT" || rc=$?
+  if ((rc != 0)); then
+    stop_pid nats-tls "$pidf" "$bin"
+    say "nats: the TLS server did not answer on $LOOPBACK:$NATS_TLS_PORT (see $dir/nats-tls.log); no NATS TLS"
+    return 1
+  fi
+}
+
 up_nats() {
   local dir="$STATE/nats" bin rc=0 version
   bin="$(nats_bin)"
@@ -767,10 +1066,20 @@ up_nats() {
       return 1
     fi
   fi
+  local -a tls_facts=()
+  if nats_tls_up "$dir" "$bin"; then
+    tls_facts=("PORT_TLS=$NATS_TLS_PORT" "TLS_PORT=$NATS_TLS_PORT"
+      "NATS_TLS_URL=tls://localhost:$NATS_TLS_PORT" "TLS_CA=$(tls_dir)/ca.pem"
+      "TLS_PID_FILE=$dir/nats-tls.pid" "TLS_LOG=$dir/nats-tls.log")
+  fi
   write_env nats "HOST=$LOOPBACK" "PORT=$NATS_PORT" "PORT_CLIENT=$NATS_PORT" \
     "URL=nats://$LOOPBACK:$NATS_PORT" "VERSION=${version:-unknown}" "BACKEND=native" \
-    "PID_FILE=$dir/nats.pid" "LOG=$dir/nats.log" "BINARY=$bin"
-  say "nats: up, version ${version:-unknown}"
+    "PID_FILE=$dir/nats.pid" "LOG=$dir/nats.log" "BINARY=$bin" "${tls_facts[@]}"
+  if ((${#tls_facts[@]})); then
+    say "nats: up, version ${version:-unknown} (TLS on $LOOPBACK:$NATS_TLS_PORT)"
+  else
+    say "nats: up, version ${version:-unknown} (no TLS)"
+  fi
 }
 
 down_nats() {
@@ -779,6 +1088,8 @@ down_nats() {
     say "nats: stopping"
   fi
   stop_pid nats "$STATE/nats/nats.pid" "$(nats_bin)"
+  stop_pid nats-tls "$STATE/nats/nats-tls.pid" "$(nats_bin)"
+  rm -f "$STATE/nats/nats-tls.cert.sha256"
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -952,14 +1263,22 @@ down_iggy() { rm -f "$STATE/iggy.env"; }
 # status
 
 status_one() {
-  local name="$1" envf="$STATE/$1.env" state version="-" detail="" host port
+  local name="$1" envf="$STATE/$1.env" state version="-" detail="" host port tls_port
   if [[ -f "$envf" ]]; then
     host="$(sed -n 's/^HOST=//p' "$envf" | tail -n1)"
     port="$(sed -n 's/^PORT=//p' "$envf" | tail -n1)"
     version="$(sed -n 's/^VERSION=//p' "$envf" | tail -n1)"
     detail="$(sed -n 's/^URL=//p' "$envf" | tail -n1)"
+    tls_port="$(sed -n 's/^TLS_PORT=//p' "$envf" | tail -n1)"
     if port_open "$host" "$port"; then
       state=up
+      if [[ -n "$tls_port" ]]; then
+        if port_open "$host" "$tls_port"; then
+          detail+=" + TLS on port $tls_port"
+        else
+          detail+=" (TLS port $tls_port: nothing answers)"
+        fi
+      fi
     else
       state=down
       detail="stale $envf: nothing answers on $host:$port"

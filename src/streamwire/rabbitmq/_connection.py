@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 
 from streamwire.errors import (
     ClosedError,
+    ConnectError,
     ConnectionClosed,
     ConnectTimeout,
     RemoteProtocolError,
@@ -120,10 +121,16 @@ class Connection:
     async def _handshake(self) -> None:
         machine = self._machine
         machine.start(self._loop.time())
+        first = True
         while True:
             self._stream.write(machine.data_to_send())
             await self._stream.drain()
             data = await self._stream.read()
+            if first and data[:1] in (b"\x15", b"\x16") and data[1:2] == b"\x03":
+                raise ConnectError(
+                    f"{self.address} answered with TLS: use rabbitmq-stream+tls:// or tls="
+                )
+            first = False
             for event in machine.receive_data(data, self._loop.time()):
                 if isinstance(event, ev.ConnectionOpened):
                     self.opened = event
@@ -203,11 +210,20 @@ class Connection:
                 raise
         await self._stream.drain()
 
-    def send_nowait(self, frame: Frame) -> None:
-        """Queue a one-way frame; it goes out with the next flush."""
+    def send_nowait(self, frame: Frame | bytes) -> None:
+        """Write a small one-way frame (Credit, StoreOffset) now, without waiting for flow
+        control; ``bytes`` are a frame encoded in advance. Whatever else the machine had
+        queued goes out with it, in order."""
         self.check()
-        self._machine.send(frame)
-        self._wakeup.set()
+        if isinstance(frame, bytes):
+            self._machine.send_encoded(frame)
+        else:
+            self._machine.send(frame)
+        try:
+            self._stream.write(self._machine.data_to_send())
+        except StreamwireError as exc:
+            self._fail(exc)
+            raise
 
     async def send(self, frame: Frame) -> None:
         """Send a one-way frame (Credit, StoreOffset...).

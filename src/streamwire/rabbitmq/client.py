@@ -107,29 +107,35 @@ class Client:
         self.load_balancer_delay = 0.2
         if load_balancer and address_resolver is not None:
             raise ConfigurationError("use either load_balancer or address_resolver, not both")
-        self._conns: dict[tuple[str, int], Connection] = {}
+        self._conns: dict[tuple[str, str, int], Connection] = {}
         self._locator: Connection | None = None
-        self._opening: dict[tuple[str, int], asyncio.Task[Connection]] = {}
+        self._opening: dict[tuple[str, str, int], asyncio.Task[Connection]] = {}
         self._children: set[Producer | Consumer | SuperStreamProducer | SuperStreamConsumer] = set()
         self._closed = False
 
     # --- connections ---------------------------------------------------------------------
 
+    # Connections are shared per (role, advertised host, advertised port). Producers and
+    # consumers never share one: on a connection that also carries Deliver frames (which the
+    # broker writes with sendfile) publish confirms were measured ~50 ms late instead of
+    # ~0.5 ms. The locator connection carries management and metadata requests.
+
     async def _open(self) -> Self:
-        self._locator = await self._dial(self.host, self.port)
+        self._locator = await self._dial("locator", self.host, self.port)
         return self
 
-    async def _dial(self, host: str, port: int) -> Connection:
+    async def _dial(self, role: str, host: str, port: int) -> Connection:
         conn = await Connection.open(host, port, self.settings, tls=self.tls, timeout=self.timeout)
-        self._register(conn, {_advertised(conn, host, port), (host, port)})
+        advertised = _advertised(conn, host, port)
+        self._register(conn, {(role, *advertised), (role, host, port)})
         return conn
 
-    def _register(self, conn: Connection, keys: set[tuple[str, int]]) -> None:
+    def _register(self, conn: Connection, keys: set[tuple[str, str, int]]) -> None:
         for key in keys:
             self._conns[key] = conn
         conn.on_lost.append(lambda exc: self._forget(conn))
 
-    async def _dial_through_balancer(self, wanted: tuple[str, int]) -> Connection:
+    async def _dial_through_balancer(self, role: str, wanted: tuple[str, int]) -> Connection:
         """Load-balancer mode: dial the configured address until the node behind it
         advertises ``wanted`` (the Java client's approach); other connections are closed."""
         seen: list[tuple[str, int]] = []
@@ -139,7 +145,7 @@ class Client:
             )
             advertised = _advertised(conn, self.host, self.port)
             if advertised == wanted:
-                self._register(conn, {wanted})
+                self._register(conn, {(role, *wanted)})
                 return conn
             seen.append(advertised)
             await conn.close()
@@ -164,24 +170,26 @@ class Client:
         conn = self._locator
         if conn is not None and conn.is_open:
             return conn
-        self._locator = await self._connection_to(self.host, self.port, dial=(self.host, self.port))
+        self._locator = await self._connection_to(
+            self.host, self.port, role="locator", dial=(self.host, self.port)
+        )
         return self._locator
 
     async def _connection_to(
-        self, host: str, port: int, *, dial: tuple[str, int] | None = None
+        self, host: str, port: int, *, role: str, dial: tuple[str, int] | None = None
     ) -> Connection:
-        """A shared open connection to the node advertised as ``host:port``."""
-        key = (host, port)
+        """A shared open ``role`` connection to the node advertised as ``host:port``."""
+        key = (role, host, port)
         conn = self._conns.get(key)
         if conn is not None and conn.is_open:
             return conn
         task = self._opening.get(key)
         if task is None:
             if dial is None and self.load_balancer:
-                task = asyncio.ensure_future(self._dial_through_balancer(key))
+                task = asyncio.ensure_future(self._dial_through_balancer(role, (host, port)))
             else:
                 target = dial or self._resolve(host, port)
-                task = asyncio.ensure_future(self._dial(*target))
+                task = asyncio.ensure_future(self._dial(role, *target))
             self._opening[key] = task
             task.add_done_callback(lambda _: self._opening.pop(key, None))
         return await asyncio.shield(task)
@@ -209,13 +217,13 @@ class Client:
 
     async def _leader_connection(self, stream: str) -> Connection:
         info = await self.stream_info(stream)
-        return await self._connection_to(*info.leader)
+        return await self._connection_to(*info.leader, role="producer")
 
     async def _consumer_connection(self, stream: str, *, replica: bool = False) -> Connection:
         info = await self.stream_info(stream)
         if replica and info.replicas:
-            return await self._connection_to(*random.choice(info.replicas))
-        return await self._connection_to(*info.leader)
+            return await self._connection_to(*random.choice(info.replicas), role="consumer")
+        return await self._connection_to(*info.leader, role="consumer")
 
     async def retry(
         self, attempt: Callable[[], Awaitable[T]], cause: BaseException, *, what: str

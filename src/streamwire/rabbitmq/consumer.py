@@ -39,6 +39,7 @@ from streamwire.rabbitmq.protocol.consuming import (
     UnsubscribeRequest,
 )
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
+from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class Consumer:
         self._started = False
         self._recovering: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._credit_frame: bytes | None = None
         self._initial: tuple[int, int | None] = (OffsetType.FIRST, None)
         self.active = not options.single_active
         """False while a single active consumer waits for its turn."""
@@ -211,6 +213,7 @@ class Consumer:
         conn.add_subscriber(sid, self)
         # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.
         self._conn, self._sid, self._initial = conn, sid, (offset_type, value)
+        self._credit_frame = None
         try:
             await conn.request(
                 lambda corr: SubscribeRequest(
@@ -300,7 +303,9 @@ class Consumer:
         event = self._chunks.popleft()
         conn = self._conn
         if conn is not None and conn.is_open:
-            conn.send_nowait(Credit(self._sid, 1))
+            if self._credit_frame is None:
+                self._credit_frame = encode_frame(Credit(self._sid, 1))
+            conn.send_nowait(self._credit_frame)
         chunk = event.chunk if isinstance(event.chunk, bytes) else bytes(event.chunk)
         msgs = decode_chunk(
             chunk,

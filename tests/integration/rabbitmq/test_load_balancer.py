@@ -27,11 +27,11 @@ async def test_redials_until_the_wanted_node_answers() -> None:
         )  # the locator lands on the 3.10 broker (the proxy's first upstream)
         try:
             assert lb.server_version[:2] == (3, 10)
-            conn = await lb._connection_to("localhost", new.port)
+            conn = await lb._connection_to("localhost", new.port, role="producer")
             assert conn.machine.server_version() >= (4, 0)
             # the locator on 3.10, one dial refused (3.10 again), then the 4.x node
             assert balancer.connections_made == 3
-            again = await lb._connection_to("localhost", new.port)
+            again = await lb._connection_to("localhost", new.port, role="producer")
             assert again is conn  # shared afterwards
         finally:
             await lb.close()
@@ -70,7 +70,7 @@ async def test_a_balancer_that_never_reaches_the_node_fails_clearly() -> None:
         lb.load_balancer_attempts, lb.load_balancer_delay = 3, 0.01
         try:
             with pytest.raises(ConnectError, match=r"never led to localhost:5552 in 3 attempts"):
-                await lb._connection_to("localhost", 5552)
+                await lb._connection_to("localhost", 5552, role="producer")
         finally:
             await lb.close()
 
