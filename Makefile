@@ -56,6 +56,7 @@ demo: venv brokers
 	$(VENV)/bin/streamwire demo
 
 bench: venv brokers
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m bench
 
 SOAK_SECONDS ?= 300

@@ -22,6 +22,8 @@ from typing import Any
 
 import streamwire.rabbitmq as rmq
 from bench import rabbitmq
+from bench.latency import percentiles, rabbitmq_latency
+from bench.plots import plot_latency, plot_throughput
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -98,20 +100,41 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--rate", type=int, default=5000, help="messages/s for latency")
+    parser.add_argument(
+        "--plots",
+        type=lambda value: Path(value) if value else None,
+        default=Path(__file__).resolve().parent.parent / "docs" / "img",
+        help="where to write PNG plots ('' to skip)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.time()
     results = asyncio.run(run_rabbitmq(args.rabbitmq, args.rounds, args.messages, sizes))
+    latency = asyncio.run(rabbitmq_latency(args.rabbitmq, rate=args.rate, seconds=5.0))
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "messages": args.messages,
         "rounds": args.rounds,
         "rabbitmq": results,
+        "rabbitmq_latency": {
+            "rate_per_s": args.rate,
+            **{name: percentiles(samples) for name, samples in latency.items()},
+        },
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=2))
     print(table(results))
+    lat = report["rabbitmq_latency"]
+    print(
+        f"\nlatency at {args.rate} msg/s (ms): publish→confirm {lat['confirm_ms']}, "
+        f"publish→consume {lat['end_to_end_ms']}"
+    )
+    if args.plots:
+        plot_throughput(results, args.plots / "rabbitmq-throughput.png")
+        plot_latency(latency, args.rate, args.plots / "rabbitmq-latency-cdf.png")
+        print(f"plots written to {args.plots}")
     return 0
 
 

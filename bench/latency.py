@@ -8,6 +8,7 @@ CDF plot.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import time
 import uuid
@@ -37,9 +38,7 @@ async def rabbitmq_latency(
                         if not batch:
                             raise RuntimeError("consumer stalled")
                         now = time.perf_counter_ns()
-                        e2e_ms.extend(
-                            (now - _STAMP.unpack_from(m.value)[0]) / 1e6 for m in batch
-                        )
+                        e2e_ms.extend((now - _STAMP.unpack_from(m.value)[0]) / 1e6 for m in batch)
 
                 reader = asyncio.create_task(consume())
                 async with client.producer(stream) as producer:
@@ -52,16 +51,16 @@ async def rabbitmq_latency(
                             await asyncio.sleep(delay)
                         sent = time.perf_counter_ns()
                         future = await producer.send(_STAMP.pack(sent) + pad)
-                        future.add_done_callback(
-                            lambda f, sent=sent: confirm_ms.append(
-                                (time.perf_counter_ns() - sent) / 1e6
-                            )
-                        )
+                        future.add_done_callback(functools.partial(_record, confirm_ms, sent))
                     await producer.flush()
                 await reader
         finally:
             await client.delete_stream(stream)
     return {"confirm_ms": confirm_ms, "end_to_end_ms": e2e_ms}
+
+
+def _record(samples: list[float], sent_ns: int, _future: object) -> None:
+    samples.append((time.perf_counter_ns() - sent_ns) / 1e6)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:

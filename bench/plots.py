@@ -1,0 +1,59 @@
+"""PNG plots for docs/benchmarks.md (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_throughput(results: dict[str, Any], path: Path) -> None:
+    """Median msg/s per client against message size, publish and consume side by side."""
+    plt = _pyplot()
+    sizes = sorted(int(s) for s in results)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, direction in zip(axes, ("publish", "consume"), strict=True):
+        clients = sorted({c for s in sizes for c in results[str(s)][direction]})
+        for client in clients:
+            ys = [results[str(s)][direction].get(client) for s in sizes]
+            ax.plot(sizes, ys, marker="o", label=client)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("messages / s (median)")
+        ax.set_title(f"RabbitMQ Streams: {direction}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(samples: dict[str, list[float]], rate: int, path: Path) -> None:
+    """Cumulative distribution of the latency samples."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, values in samples.items():
+        ordered = sorted(values)
+        n = len(ordered)
+        if n:
+            ax.plot(ordered, [(i + 1) / n for i in range(n)], label=name.replace("_ms", ""))
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("fraction of messages")
+    ax.set_title(f"streamwire on RabbitMQ Streams, {rate} msg/s")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
