@@ -1,4 +1,5 @@
-"""The ``streamwire`` command: ``demo``, ``publish`` and ``consume`` over the unified API.
+"""The ``streamwire`` command: ``demo``, ``publish``, ``consume`` and ``bench`` over the
+unified API.
 
 Errors print one line (``streamwire: error: ...``) and exit non-zero; no tracebacks.
 """
@@ -166,6 +167,73 @@ async def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """One self-overwriting progress line on stderr (only when it is a terminal or forced)."""
+
+    def __init__(self, label: str, total: int, *, enabled: bool) -> None:
+        self.label, self.total, self.enabled = label, total, enabled
+        self.started = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, done: int, *, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not self.enabled or (not final and now - self._last < 0.2):
+            return
+        self._last = now
+        width = 30
+        filled = int(width * done / self.total) if self.total else width
+        rate = done / max(now - self.started, 1e-9)
+        bar = "#" * filled + "." * (width - filled)
+        end = "\n" if final else ""
+        print(
+            f"\r{self.label:<8} [{bar}] {done:>10,}/{self.total:,} {rate:>12,.0f} msg/s",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+async def _bench(args: argparse.Namespace) -> int:
+    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    body = b"b" * args.size
+    show = args.progress or sys.stderr.isatty()
+    try:
+        await client.create_stream(args.stream, exist_ok=True)
+        progress = _Progress("publish", args.count, enabled=show)
+        async with client.producer(args.stream) as producer:
+            sent = 0
+            while sent < args.count:
+                n = min(args.batch, args.count - sent)
+                await producer.send_batch([body] * n)
+                sent += n
+                progress.update(sent)
+            await producer.flush(timeout=args.timeout)
+        publish_s = time.perf_counter() - progress.started
+        progress.update(args.count, final=True)
+        progress = _Progress("consume", args.count, enabled=show)
+        got = 0
+        async with client.consumer(args.stream, offset="first") as consumer:
+            while got < args.count:
+                batch = await consumer.next_batch(10_000, timeout=args.timeout)
+                if not batch:
+                    raise StreamwireError(f"consumer stalled after {got} messages")
+                got += len(batch)
+                progress.update(got)
+        consume_s = time.perf_counter() - progress.started
+        progress.update(got, final=True)
+    finally:
+        await client.close()
+    print(
+        f"{'direction':<10} {'messages':>10} {'bytes':>8} {'seconds':>8} {'msg/s':>12} {'MB/s':>8}"
+    )
+    for direction, n, secs in (("publish", args.count, publish_s), ("consume", got, consume_s)):
+        print(
+            f"{direction:<10} {n:>10,} {args.size:>8} {secs:>8.2f} {n / secs:>12,.0f} "
+            f"{n * args.size / secs / 1e6:>8.1f}"
+        )
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamwire", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,12 +258,22 @@ def _parser() -> argparse.ArgumentParser:
     con.add_argument("--count", type=int)
     con.add_argument("--with-offsets", action="store_true")
     con.add_argument("--timeout", type=float, default=5.0)
+    ben = sub.add_parser("bench", help="publish then consume COUNT messages, with progress")
+    ben.add_argument("url")
+    ben.add_argument("stream")
+    ben.add_argument("--count", type=int, default=100_000)
+    ben.add_argument("--size", type=int, default=100)
+    ben.add_argument("--batch", type=int, default=1000)
+    ben.add_argument("--progress", action="store_true", help="show progress even if not a tty")
+    ben.add_argument("--timeout", type=float, default=30.0)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"demo": _demo, "publish": _publish, "consume": _consume}[args.command]
+    handler = {"demo": _demo, "publish": _publish, "consume": _consume, "bench": _bench}[
+        args.command
+    ]
     try:
         return asyncio.run(handler(args))
     except StreamwireError as exc:

@@ -49,3 +49,22 @@ def test_demo_round_trip(broker: BrokerInfo) -> None:
     row = next(line for line in result.stdout.decode().splitlines() if line.startswith("rabbitmq"))
     assert " ok " in row
     assert "200" in row
+
+
+def test_bench_prints_progress_and_a_table(broker: BrokerInfo) -> None:
+    stream = f"sw-cli-bench-{uuid.uuid4().hex[:8]}"
+    result = run("bench", broker.url, stream, "--count", "3000", "--batch", "500", "--progress")
+    assert result.returncode == 0, result.stderr
+    err = result.stderr.decode()
+    assert "publish  [##############################]      3,000/3,000" in err
+    assert "consume  [##############################]      3,000/3,000" in err
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].split() == ["direction", "messages", "bytes", "seconds", "msg/s", "MB/s"]
+    assert lines[1].split()[:3] == ["publish", "3,000", "100"]
+    assert lines[2].split()[:2] == ["consume", "3,000"]
+
+    async def drop() -> None:
+        async with await rmq.connect(broker.url) as c:
+            await c.delete_stream(stream)
+
+    asyncio.run(drop())
