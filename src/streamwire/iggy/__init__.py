@@ -1,0 +1,127 @@
+"""Apache Iggy over its binary TCP protocol (server 0.9.x, binary protocol 0.11.0).
+
+``await streamwire.iggy.connect("iggy://iggy:iggy@localhost:8090")`` returns a
+:class:`Client`; see ``docs/iggy.md``. Addresses are ``"stream/topic"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamwire._url import parse_url
+from streamwire.errors import ConfigurationError
+from streamwire.iggy._connection import Connection, Credentials
+from streamwire.iggy.client import Client
+from streamwire.iggy.consumer import Consumer
+from streamwire.iggy.options import ConsumerOptions, ProducerOptions
+from streamwire.iggy.producer import Producer
+from streamwire.iggy.protocol.batch import StoredMessage
+from streamwire.iggy.protocol.constants import PROTOCOL_VERSION, PROTOCOL_VERSION_TEXT, AckLevel
+from streamwire.iggy.protocol.errors import (
+    ERRORS,
+    EvictionReason,
+    IggyServerError,
+    UnknownIggyServerError,
+    error_class,
+)
+from streamwire.iggy.protocol.machine import MachineSettings
+from streamwire.iggy.protocol.mapping import KEY_HEADER
+from streamwire.iggy.protocol.users import (
+    GlobalPermissions,
+    Permissions,
+    StreamPermissions,
+    TopicPermissions,
+)
+from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tls import TLSConfig, TLSOptions
+
+__all__ = (
+    "ERRORS",
+    "KEY_HEADER",
+    "PROTOCOL_VERSION",
+    "PROTOCOL_VERSION_TEXT",
+    "AckLevel",
+    "Client",
+    "Connection",
+    "Consumer",
+    "ConsumerOptions",
+    "Credentials",
+    "EvictionReason",
+    "GlobalPermissions",
+    "IggyServerError",
+    "MachineSettings",
+    "Permissions",
+    "Producer",
+    "ProducerOptions",
+    "ReconnectPolicy",
+    "StoredMessage",
+    "StreamPermissions",
+    "TLSOptions",
+    "TopicPermissions",
+    "UnknownIggyServerError",
+    "connect",
+    "error_class",
+)
+
+_UNSET: Any = object()
+
+
+async def connect(
+    url: str | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    tls: TLSConfig | bool | None = None,
+    timeout: float | None = 30.0,
+    request_timeout: float = 30.0,
+    heartbeat_interval: float | None = 5.0,
+    reconnect: ReconnectPolicy | None = _UNSET,
+    settings: MachineSettings | None = None,
+) -> Client:
+    """Connect to an Iggy 0.9 server and log in, from a URL and/or keyword arguments.
+
+    ``iggy://user:pass@host:8090`` (``iggy+tls://`` for TLS; ``?token=...`` or ``token=``
+    logs in with a personal access token instead). Explicit arguments override the URL.
+    ``timeout`` is one budget for TCP, TLS and the login; ``request_timeout`` bounds each
+    reply afterwards (the server drops malformed requests silently, so this is how a
+    stalled request ends); ``heartbeat_interval`` pings an idle connection. ``reconnect``
+    (default :class:`ReconnectPolicy` ``()``; ``None`` turns it off) re-dials lost
+    connections on their next use. Credentials default to ``iggy``/``iggy``.
+
+    Cancellation: nothing is left open.
+    """
+    use_tls: TLSConfig | None = None
+    if url is not None:
+        parsed = parse_url(url)
+        if parsed.protocol != "iggy":
+            raise ConfigurationError(f"not an Iggy URL: {parsed}")
+        host = host or parsed.host
+        port = port or parsed.port
+        username = username if username is not None else parsed.username
+        password = password if password is not None else parsed.password
+        token = token if token is not None else parsed.param("token")
+        if parsed.tls and tls is None:
+            tls = True
+    if tls is True:
+        use_tls = TLSOptions()
+    elif tls not in (None, False):
+        use_tls = tls  # type: ignore[assignment]
+    if token is None and username is None:
+        username, password = "iggy", password if password is not None else "iggy"
+    credentials = Credentials(username=username, password=password or "", token=token)
+    machine = settings or MachineSettings(
+        request_timeout=request_timeout, heartbeat_interval=heartbeat_interval
+    )
+    client = Client(
+        host or "localhost",
+        port or 8090,
+        credentials,
+        tls=use_tls,
+        timeout=timeout,
+        settings=machine,
+        reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
+    )
+    return await client._open()

@@ -1,0 +1,317 @@
+"""Iggy client: management API over one connection, plus producers and consumers that each
+open their own connection (Iggy is one request at a time per connection, and consumer-group
+membership belongs to a connection's session).
+
+Addresses are ``"stream/topic"``; ``create_stream("s/t", partitions=N)`` creates the stream
+(if missing) and the topic. A lost management connection is re-dialled on the next call,
+under the client's reconnect policy (a new login, hence a new client id and session).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from streamwire.codec.headers import HeaderValue
+from streamwire.codec.message import Confirmation, Message
+from streamwire.codec.offset import OffsetLike
+from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.iggy._admin import AdminMixin, topic_of
+from streamwire.iggy._connection import Connection, Credentials
+from streamwire.iggy._options import parse_address, topic_options
+from streamwire.iggy.consumer import Consumer
+from streamwire.iggy.options import ConsumerOptions, ProducerOptions
+from streamwire.iggy.producer import Producer
+from streamwire.iggy.protocol import streams as st
+from streamwire.iggy.protocol import system as sy
+from streamwire.iggy.protocol._wire import RequestPayload
+from streamwire.iggy.protocol.errors import (
+    StreamNameAlreadyExists,
+    StreamNameNotFound,
+    TopicNameAlreadyExists,
+    TopicNameNotFound,
+)
+from streamwire.iggy.protocol.machine import MachineSettings
+from streamwire.transport.reconnect import ReconnectPolicy, retry
+from streamwire.transport.tls import TLSConfig
+
+__all__ = ("Client",)
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+class Client(AdminMixin):
+    """An Iggy client. Create with :func:`streamwire.iggy.connect`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        credentials: Credentials,
+        *,
+        tls: TLSConfig | None = None,
+        timeout: float | None = 30.0,
+        settings: MachineSettings | None = None,
+        reconnect: ReconnectPolicy | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.credentials = credentials
+        self.tls = tls
+        self.timeout = timeout
+        self.settings = settings or MachineSettings()
+        self.reconnect = reconnect
+        self._conn: Connection | None = None
+        self._children: set[Producer | Consumer] = set()
+        self._closed = False
+
+    # --- connections ---------------------------------------------------------------------
+
+    async def _open(self) -> Self:
+        self._conn = await self._dial()
+        return self
+
+    async def _dial(self) -> Connection:
+        return await Connection.open(
+            self.host,
+            self.port,
+            self.credentials,
+            tls=self.tls,
+            timeout=self.timeout,
+            settings=self.settings,
+        )
+
+    async def _dial_with_retry(self, what: str) -> Connection:
+        """A new logged-in connection; failures are retried under the reconnect policy."""
+        self._check()
+        try:
+            return await self._dial()
+        except StreamwireError as exc:
+            if self.reconnect is None:
+                raise
+            return await retry(self._dial, self.reconnect, cause=exc, what=what)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("client is closed")
+
+    def _forget(self, child: Producer | Consumer) -> None:
+        self._children.discard(child)
+
+    async def connection(self) -> Connection:
+        """The management connection (re-dialled if it was lost)."""
+        self._check()
+        conn = self._conn
+        if conn is None or not conn.is_open:
+            conn = self._conn = await self._dial_with_retry("management connection")
+        return conn
+
+    async def request(self, payload: RequestPayload[R], *, timeout: float | None = None) -> R:
+        """Send any request payload over the management connection (the low-level API)."""
+        conn = await self.connection()
+        result: R = await conn.request(payload, timeout=timeout)
+        return result
+
+    @property
+    def user_id(self) -> int | None:
+        conn = self._conn
+        return conn.login.user_id if conn is not None and conn.login else None
+
+    @property
+    def server_version(self) -> str | None:
+        conn = self._conn
+        return conn.login.server_version if conn is not None and conn.login else None
+
+    # --- system --------------------------------------------------------------------------
+
+    async def ping(self, *, timeout: float | None = None) -> None:
+        await self.request(sy.Ping(), timeout=timeout)
+
+    async def stats(self) -> sy.Stats:
+        return await self.request(sy.GetStats())
+
+    async def me(self) -> sy.ClientDetails | None:
+        return await self.request(sy.GetMe())
+
+    async def clients(self) -> list[sy.ClientInfo]:
+        return list((await self.request(sy.GetClients())).clients)
+
+    # --- streams and topics --------------------------------------------------------------
+
+    async def create_stream(
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        exist_ok: bool = False,
+        options: dict[str, HeaderValue] | None = None,
+        **topic_kwargs: Any,
+    ) -> None:
+        """Create stream ``name``, or with ``"stream/topic"`` the topic too (the stream is
+        created if missing). ``topic_kwargs``: message_expiry (s), max_topic_size,
+        compression_algorithm, segment_size, durability, consumer_offset_durability,
+        messages_required_to_save, size_of_messages_required_to_save, preallocate_segments;
+        ``options`` passes raw option values.
+
+        Cancellation: the stream or topic may or may not have been created.
+        """
+        stream, topic = parse_address(name, topic_required=False)
+        if partitions < 1 and topic is not None:
+            raise ConfigurationError("partitions must be >= 1")
+        if topic is None and (topic_kwargs or options):
+            raise ConfigurationError("topic options need a 'stream/topic' address")
+        block = topic_options(topic_kwargs, options)  # validated before anything is created
+        try:
+            await self.request(st.CreateStream(name=str(stream.value)))
+        except StreamNameAlreadyExists:
+            if topic is None and not exist_ok:
+                raise
+        if topic is None:
+            return
+        request = st.CreateTopic(
+            stream=stream,
+            partitions_count=partitions,
+            name=str(topic.value),
+            options=block,
+        )
+        try:
+            await self.request(request)
+        except TopicNameAlreadyExists:
+            if not exist_ok:
+                raise
+
+    async def delete_stream(self, name: str, *, missing_ok: bool = False) -> None:
+        """Delete a stream, or with ``"stream/topic"`` only that topic.
+
+        Cancellation: it may or may not have been deleted.
+        """
+        stream, topic = parse_address(name, topic_required=False)
+        missing: tuple[type[BaseException], ...] = (
+            (StreamNameNotFound, TopicNameNotFound) if missing_ok else ()
+        )
+        with contextlib.suppress(*missing):
+            if topic is None:
+                await self.request(st.DeleteStream(stream))
+            else:
+                await self.request(st.DeleteTopic(stream, topic))
+
+    async def stream_exists(self, name: str) -> bool:
+        stream, topic = parse_address(name, topic_required=False)
+        if topic is None:
+            return await self.request(st.GetStream(stream)) is not None
+        return await self.request(st.GetTopic(stream, topic)) is not None
+
+    async def get_stream(self, name: str) -> st.StreamDetails | None:
+        return await self.request(st.GetStream(parse_address(name, topic_required=False)[0]))
+
+    async def streams(self) -> list[st.StreamRecord]:
+        return list((await self.request(st.GetStreams())).streams)
+
+    async def get_topic(self, address: str) -> st.TopicDetails | None:
+        stream, topic = topic_of(address)
+        return await self.request(st.GetTopic(stream, topic))
+
+    async def topics(self, stream: str) -> list[st.TopicRecord]:
+        ident = parse_address(stream, topic_required=False)[0]
+        return list((await self.request(st.GetTopics(ident))).topics)
+
+    async def purge(self, name: str) -> None:
+        """Delete every message of a stream or (``"stream/topic"``) a topic."""
+        stream, topic = parse_address(name, topic_required=False)
+        if topic is None:
+            await self.request(st.PurgeStream(stream))
+        else:
+            await self.request(st.PurgeTopic(stream, topic))
+
+    async def create_partitions(self, address: str, count: int) -> None:
+        await self.request(st.CreatePartitions(*topic_of(address), count))
+
+    async def delete_partitions(self, address: str, count: int) -> None:
+        await self.request(st.DeletePartitions(*topic_of(address), count))
+
+    async def delete_segments(self, address: str, partition: int, count: int) -> None:
+        await self.request(st.DeleteSegments(*topic_of(address), partition, count))
+
+    # --- producers and consumers ---------------------------------------------------------
+
+    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+        """A producer for ``stream`` = ``"stream/topic"``; ``async with`` it (or ``await`` it)
+        to start it. ``name`` is accepted for API symmetry (Iggy has no producer
+        deduplication). Options: see :class:`ProducerOptions`."""
+        self._check()
+        producer = Producer(self, stream, options=ProducerOptions(**options))
+        self._children.add(producer)
+        return producer
+
+    def consumer(
+        self,
+        stream: str,
+        *,
+        offset: OffsetLike | None = None,
+        name: str | None = None,
+        group: str | None = None,
+        **options: Any,
+    ) -> Consumer:
+        """A consumer of ``stream`` = ``"stream/topic"``; ``async with`` it (or ``await``
+        it). ``name`` enables commits and ``offset="next"`` resumption; ``group`` consumes as
+        a member of a consumer group (default offset then ``"next"``). Options: see
+        :class:`ConsumerOptions`."""
+        self._check()
+        consumer = Consumer(
+            self,
+            stream,
+            offset=offset,
+            name=name,
+            group=group,
+            options=ConsumerOptions(**options),
+        )
+        self._children.add(consumer)
+        return consumer
+
+    async def send(
+        self,
+        address: str,
+        messages: Sequence[bytes | Message],
+        *,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Confirmation]:
+        """Send messages in one batch through a short-lived producer and wait for them."""
+        async with self.producer(address, partition=partition, linger=0.0) as producer:
+            futures = await producer.send_batch(messages)
+            await producer.flush(timeout)
+            return [f.result() for f in futures]
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close producers (flushing), consumers and the connection. Idempotent.
+
+        Cancellation: remaining connections are aborted.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for child in list(self._children):
+            with contextlib.suppress(StreamwireError):
+                await child.close()
+        self._children.clear()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()

@@ -1,0 +1,399 @@
+"""Iggy consumer: pull-based polling of one ``"stream/topic"``, alone or in a group.
+
+The consumer polls (``batch_size`` messages per request) only when its local queue is empty,
+rotating over its partitions, and sleeps ``poll_interval`` after a round that found nothing,
+so the local queue is bounded by one poll reply. Each partition starts where ``offset`` says
+(see :func:`streamwire.iggy._options.start_strategy`; ``"next"`` without a name means "only
+what is written from now on"), then the consumer tracks positions and polls
+``Offset(next)``. With ``group=`` it joins (creating the group if ``create_group``), syncs
+its assignment and polls the assigned partitions as a group consumer, syncing again before
+every round of polls and after 5009/5006 refusals or the resync sentinel. ``commit()``
+stores offsets;
+``auto_commit_messages``/``auto_commit_interval`` commit automatically and on close;
+``server_auto_commit`` lets the server store every polled offset. See ``docs/iggy.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from streamwire.codec.message import Message
+from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
+from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.iggy._admin import topic_of
+from streamwire.iggy._connection import Connection
+from streamwire.iggy._options import start_strategy
+from streamwire.iggy.options import ConsumerOptions
+from streamwire.iggy.protocol.batch import verify_messages
+from streamwire.iggy.protocol.errors import (
+    ConsumerGroupMemberNotFound,
+    ConsumerGroupNameAlreadyExists,
+    ConsumerGroupPartitionNotOwned,
+    TopicNameNotFound,
+)
+from streamwire.iggy.protocol.groups import (
+    CreateConsumerGroup,
+    JoinConsumerGroup,
+    LeaveConsumerGroup,
+    SyncConsumerGroup,
+)
+from streamwire.iggy.protocol.identifiers import Consumer as WireConsumer
+from streamwire.iggy.protocol.identifiers import Identifier
+from streamwire.iggy.protocol.mapping import from_stored
+from streamwire.iggy.protocol.messaging import GetConsumerOffset, PollMessages, StoreConsumerOffset
+from streamwire.iggy.protocol.streams import GetTopic
+
+if TYPE_CHECKING:
+    from streamwire.iggy.client import Client
+
+__all__ = ("Consumer", "ConsumerOptions")
+
+logger = logging.getLogger(__name__)
+
+
+class Consumer:
+    """Consumes one ``"stream/topic"``: ``async for message in consumer`` or
+    ``await consumer.next_batch()``."""
+
+    def __init__(
+        self,
+        client: Client,
+        address: str,
+        *,
+        offset: OffsetLike | None = None,
+        name: str | None = None,
+        group: str | None = None,
+        options: ConsumerOptions,
+    ) -> None:
+        named = name is not None or group is not None
+        if (options.auto_commit_messages or options.auto_commit_interval) and not named:
+            raise ConfigurationError("auto-commit needs a consumer name or group")
+        if name is not None and group is not None:
+            raise ConfigurationError("give a consumer name or a group, not both")
+        self._client = client
+        self.address = address
+        self.stream, self.topic = topic_of(address)
+        self.name = name
+        self.group = group
+        self.options = options
+        self.offset = Offset.parse(offset if offset is not None else ("next" if group else "first"))
+        single = WireConsumer.single(name if name is not None else 0)
+        self._identity = WireConsumer.group(group) if group is not None else single
+        self._conn: Connection | None = None
+        self._partitions: list[int] = []
+        self._positions: dict[int, int | None] = {}
+        self._cursor = 0
+        self._ready: deque[Message] = deque()
+        self._last: dict[int, int] = {}
+        self._committed: dict[int, int] = {}
+        self._uncommitted = 0
+        self._commit_due: float | None = None
+        self._generation: int | None = None
+        self._closed = False
+        self._started = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, timeout: float | None = 30.0) -> Self:
+        """Connect, join the group (if any) and learn the partitions.
+
+        Cancellation: the connection is closed; the consumer is unusable.
+        """
+        async with asyncio.timeout(timeout):
+            await self._setup()
+        self._started = True
+        return self
+
+    def __await__(self) -> Any:
+        return self.start().__await__()
+
+    async def __aenter__(self) -> Self:
+        if not self._started:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None or not conn.is_open:
+            conn = self._conn = await self._client._dial_with_retry(f"consumer {self.address}")
+            if self.group is not None and self._started:
+                await self._join(conn)
+        return conn
+
+    async def _setup(self) -> None:
+        conn = await self._connection()
+        details = await conn.request(GetTopic(self.stream, self.topic))
+        if details is None:
+            raise TopicNameNotFound(f"topic {self.address!r} does not exist")
+        if self.group is not None:
+            await self._join(conn)
+            return
+        single = self.options.partition
+        wanted = self.options.partitions or (None if single is None else (single,))
+        known = [p.id for p in details.partitions]
+        self._partitions = list(wanted) if wanted is not None else known
+        for pid in self._partitions:
+            self._positions[pid] = None
+        if self.offset.kind is OffsetKind.NEXT and self.name is None:
+            for p in details.partitions:  # only what is written from now on
+                if p.id in self._positions:
+                    self._positions[p.id] = p.current_offset + 1 if p.messages_count else 0
+
+    async def _join(self, conn: Connection) -> None:
+        name = self.group or ""
+        if self.options.create_group:
+            with contextlib.suppress(ConsumerGroupNameAlreadyExists):
+                await conn.request(CreateConsumerGroup(self.stream, self.topic, name))
+        await conn.request(JoinConsumerGroup(self.stream, self.topic, Identifier(name)))
+        await self._sync(conn)
+
+    async def _sync(self, conn: Connection) -> None:
+        sync = SyncConsumerGroup(self.stream, self.topic, Identifier(self.group or ""))
+        assignment = await conn.request(sync)
+        if assignment is None:
+            raise ConsumerGroupMemberNotFound(f"not a member of group {self.group!r}")
+        if assignment.generation != self._generation:
+            self._generation = assignment.generation
+            kept = {p: self._positions.get(p) for p in assignment.partitions}
+            self._positions = kept
+            self._partitions = list(assignment.partitions)
+
+    @property
+    def partitions(self) -> list[int]:
+        """The partitions this consumer reads (for a group: its current assignment)."""
+        return list(self._partitions)
+
+    # --- consuming -----------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self
+
+    async def __anext__(self) -> Message:
+        """The next message; ends when the consumer is closed, raises if it failed.
+
+        Cancellation: nothing is lost; fetched messages stay queued.
+        """
+        if not self._ready and not await self._fill(None):
+            raise StopAsyncIteration
+        msg = self._ready.popleft()
+        await self._handed_out([msg])
+        return msg
+
+    async def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or ``None`` if none arrived within ``timeout``."""
+        if not self._ready and not await self._fill(timeout):
+            if self._closed:
+                raise ClosedError(f"consumer of {self.address!r} is closed")
+            return None
+        msg = self._ready.popleft()
+        await self._handed_out([msg])
+        return msg
+
+    async def next_batch(
+        self, max_messages: int = 500, timeout: float | None = 1.0
+    ) -> list[Message]:
+        """Up to ``max_messages``: whatever is queued, else what the first fruitful poll
+        returns within ``timeout`` (an empty list if nothing arrived).
+
+        Cancellation: nothing is lost.
+        """
+        if max_messages < 1:
+            raise ConfigurationError("max_messages must be >= 1")
+        if not self._ready:
+            await self._fill(timeout)
+        out = [self._ready.popleft() for _ in range(min(max_messages, len(self._ready)))]
+        if out:
+            await self._handed_out(out)
+        return out
+
+    async def _fill(self, timeout: float | None) -> bool:
+        """Poll until messages are queued; False on timeout or when closed."""
+        loop = asyncio.get_running_loop()
+        give_up = None if timeout is None else loop.time() + timeout
+        while not self._ready:
+            if self._closed:
+                return False
+            if await self._poll_round():
+                return True
+            if give_up is not None and loop.time() >= give_up:
+                return False
+            pause = self.options.poll_interval
+            if give_up is not None:
+                pause = min(pause, max(0.0, give_up - loop.time()))
+            await asyncio.sleep(pause)
+        return True
+
+    async def _poll_round(self) -> bool:
+        """Poll each partition once, starting after the last one; True once one gave data."""
+        conn = await self._connection()
+        if self.group is not None:
+            await self._sync(conn)
+        parts = self._partitions
+        for i in range(len(parts)):
+            partition = parts[(self._cursor + i) % len(parts)]
+            try:
+                found = await self._poll(conn, partition)
+            except (ConsumerGroupPartitionNotOwned, ConsumerGroupMemberNotFound) as exc:
+                if self.group is None:  # pragma: no cover - only group polls get these
+                    raise
+                logger.debug("group %s: %s; syncing again", self.group, exc)
+                if isinstance(exc, ConsumerGroupMemberNotFound):
+                    await self._join(conn)
+                else:
+                    await self._sync(conn)
+                return False
+            if found:
+                self._cursor = (self._cursor + i + 1) % len(parts)
+                return True
+        return False
+
+    async def _poll(self, conn: Connection, partition: int) -> bool:
+        strategy, count = start_strategy(
+            self.offset, self._positions.get(partition), self.options.batch_size
+        )
+        reply = await conn.request(
+            PollMessages(
+                consumer=self._identity,
+                stream=self.stream,
+                topic=self.topic,
+                partition=partition,
+                strategy=strategy,
+                count=count,
+                auto_commit=self.options.server_auto_commit,
+            )
+        )
+        if reply.needs_resync:
+            await self._sync(conn)
+            return False
+        messages = reply.messages
+        if not messages:
+            return False
+        if self.options.verify_checksums:
+            verify_messages(messages)
+        self._positions[partition] = messages[-1].offset + 1
+        key_header = self.options.key_header
+        self._ready.extend(
+            from_stored(m, stream=self.address, key_header=key_header) for m in messages
+        )
+        return True
+
+    async def _handed_out(self, messages: list[Message]) -> None:
+        for msg in messages:
+            if msg.partition is not None and msg.offset is not None:
+                self._last[msg.partition] = msg.offset
+        if self.name is None and self.group is None:
+            return
+        opts = self.options
+        self._uncommitted += len(messages)
+        now = time.monotonic()
+        due = bool(opts.auto_commit_messages and self._uncommitted >= opts.auto_commit_messages)
+        if opts.auto_commit_interval is not None:
+            if self._commit_due is None:
+                self._commit_due = now + opts.auto_commit_interval
+            due = due or now >= self._commit_due
+        if due:
+            try:
+                await self.commit()
+            except StreamwireError as exc:  # retried at the next commit point
+                logger.warning("auto-commit on %s failed: %s", self.address, exc)
+
+    # --- offsets -------------------------------------------------------------------------
+
+    async def commit(self, offset: int | None = None, *, partition: int | None = None) -> None:
+        """Store offsets on the server: ``offset`` for ``partition``, or (by default) the
+        last offset handed out on every partition that advanced since the last commit.
+
+        Cancellation: some offsets may have been stored.
+        """
+        if self.name is None and self.group is None:
+            raise ConfigurationError("commit() needs a consumer name or group")
+        if offset is not None:
+            target = partition if partition is not None else self._only_partition()
+            todo = {target: offset}
+        else:
+            todo = {p: o for p, o in self._last.items() if self._committed.get(p) != o}
+            if partition is not None:
+                todo = {p: o for p, o in todo.items() if p == partition}
+        conn = await self._connection()
+        for pid, value in todo.items():
+            await conn.request(
+                StoreConsumerOffset(
+                    consumer=self._identity,
+                    stream=self.stream,
+                    topic=self.topic,
+                    partition=pid,
+                    offset=value,
+                    ack=self.options.ack,
+                )
+            )
+            self._committed[pid] = value
+        self._uncommitted = 0
+        self._commit_due = None
+
+    def _only_partition(self) -> int:
+        if len(self._partitions) == 1:
+            return self._partitions[0]
+        raise ConfigurationError("this consumer reads several partitions: pass partition=")
+
+    async def committed_offset(self, partition: int | None = None) -> int | None:
+        """The offset stored on the server for this consumer (``None`` if none)."""
+        if self.name is None and self.group is None:
+            raise ConfigurationError("committed_offset() needs a consumer name or group")
+        pid = partition if partition is not None else self._only_partition()
+        conn = await self._connection()
+        info = await conn.request(
+            GetConsumerOffset(
+                consumer=self._identity, stream=self.stream, topic=self.topic, partition=pid
+            )
+        )
+        return None if info is None else info.stored_offset
+
+    @property
+    def last_offset(self) -> int | None:
+        """Offset of the last message handed out (any partition)."""
+        return max(self._last.values()) if self._last else None
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Commit (with auto-commit), leave the group, close the connection. Idempotent.
+
+        Cancellation: the connection is closed without waiting further.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        conn, self._conn = self._conn, None
+        try:
+            if conn is not None and conn.is_open:
+                opts = self.options
+                if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
+                    self._conn = conn
+                    with contextlib.suppress(StreamwireError):
+                        await self.commit()
+                    self._conn = None
+                if self.group is not None:
+                    with contextlib.suppress(StreamwireError):
+                        await conn.request(
+                            LeaveConsumerGroup(self.stream, self.topic, Identifier(self.group)),
+                            timeout=5.0,
+                        )
+        finally:
+            if conn is not None:
+                await conn.close()
+            self._client._forget(self)

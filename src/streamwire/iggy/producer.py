@@ -1,0 +1,388 @@
+"""Iggy producer: bounded buffer, client-side partition routing, batched SendMessages.
+
+``send()`` turns the message into a frame at once (ids, origin time, headers: errors surface
+to the caller), picks its route and queues it; a sender task takes the queued messages of one
+route at a time, up to ``max_batch_messages``/``max_batch_bytes``, as one SendMessages
+request, and resolves each message's future with ``Confirmation(offset=base_offset + i)``.
+
+Routing (resolved client-side, like the official SDKs; the request then names the partition):
+
+* ``partition=`` on the producer or on ``send`` pins the partition;
+* else a message with a ``key`` goes to ``XXH32(key, seed 0) % partitions`` (``MessagesKey``);
+* else batches rotate over the partitions (``Balanced``: one cursor per producer, advanced
+  per batch).
+
+Delivery is at-least-once at best: a batch whose reply is lost with the connection fails its
+futures with the connection error (the server may or may not have stored it); later batches
+go over a new connection (``reconnect`` policy of the client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from streamwire.codec.headers import HeaderInput
+from streamwire.codec.message import Confirmation, Message
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    FlushTimeout,
+    ProducerBufferFull,
+    StreamwireError,
+)
+from streamwire.iggy._admin import topic_of
+from streamwire.iggy._connection import Connection
+from streamwire.iggy.options import ProducerOptions
+from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch
+from streamwire.iggy.protocol.errors import TopicNameNotFound
+from streamwire.iggy.protocol.identifiers import Partitioning
+from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
+from streamwire.iggy.protocol.messaging import SendMessages
+from streamwire.iggy.protocol.streams import GetTopic
+
+if TYPE_CHECKING:
+    from streamwire.iggy.client import Client
+
+__all__ = ("Producer", "ProducerOptions")
+
+logger = logging.getLogger(__name__)
+
+_BALANCED = -1  # route of messages without key or partition
+
+
+_Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
+"""(route, frame, future, size)"""
+
+
+class Producer:
+    """Publishes to one ``"stream/topic"``. Use ``async with client.producer(address)``."""
+
+    def __init__(self, client: Client, address: str, *, options: ProducerOptions) -> None:
+        self._client = client
+        self.address = address
+        self.stream, self.topic = topic_of(address)
+        self.options = options
+        self._loop = asyncio.get_running_loop()
+        self._conn: Connection | None = None
+        self._partitions = 0
+        self._cursor = 0
+        self._buffer: deque[_Entry] = deque()
+        self._buffer_bytes = 0
+        self._inflight: list[_Entry] = []
+        self._room = asyncio.Event()
+        self._work = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._sender: asyncio.Task[None] | None = None
+        self._first_failure: BaseException | None = None
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, timeout: float | None = 30.0) -> Self:
+        """Open the producer's connection and learn the partition count.
+
+        Cancellation: the connection is closed; the producer is unusable.
+        """
+        async with asyncio.timeout(timeout):
+            await self._refresh()
+        self._sender = asyncio.create_task(
+            self._send_loop(), name=f"streamwire-iggy-producer {self.address}"
+        )
+        return self
+
+    def __await__(self) -> Any:
+        return self.start().__await__()
+
+    async def __aenter__(self) -> Self:
+        if self._sender is None:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close(flush=exc_type is None)
+
+    async def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None or not conn.is_open:
+            conn = self._conn = await self._client._dial_with_retry(f"producer {self.address}")
+        return conn
+
+    async def _refresh(self) -> None:
+        conn = await self._connection()
+        details = await conn.request(GetTopic(self.stream, self.topic))
+        if details is None:
+            raise TopicNameNotFound(f"topic {self.address!r} does not exist")
+        self._partitions = len(details.partitions)
+
+    @property
+    def partitions_count(self) -> int:
+        return self._partitions
+
+    @property
+    def pending(self) -> int:
+        """Messages accepted but not yet confirmed or failed."""
+        return len(self._buffer) + len(self._inflight)
+
+    # --- sending -------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError(f"producer for {self.address!r} is closed")
+        if self._sender is None:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+
+    def _prepare(
+        self,
+        value: bytes | Message,
+        key: bytes | None,
+        headers: Mapping[str, HeaderInput] | None,
+        partition: int | None,
+    ) -> tuple[int, OutgoingMessage]:
+        msg = value if isinstance(value, Message) else Message(value, key=key, headers=headers)
+        frame = to_outgoing(msg, now_us=time.time_ns() // 1000, key_header=self.options.key_header)
+        fixed = partition if partition is not None else self.options.partition
+        if fixed is not None:
+            if not 0 <= fixed < max(self._partitions, 1) or isinstance(fixed, bool):
+                raise ConfigurationError(f"partition {fixed} not in 0..{self._partitions - 1}")
+            return fixed, frame
+        if msg.key:
+            return key_partition(msg.key, self._partitions), frame
+        return _BALANCED, frame
+
+    async def send(
+        self,
+        value: bytes | Message,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[Confirmation]:
+        """Accept one message; returns the future of its confirmation. Waits for room while
+        the buffer is full, up to ``timeout`` (default ``max_block``).
+
+        Cancellation: a message whose ``send`` is cancelled was not accepted. Cancelling the
+        returned future does not stop its delivery.
+        """
+        self._check()
+        route, frame = self._prepare(value, key, headers, partition)
+        size = len(frame.payload) + len(frame.user_headers) + 48
+        await self._wait_for_room(size, timeout)
+        return self._accept(route, frame, size)
+
+    def _accept(
+        self, route: int, frame: OutgoingMessage, size: int
+    ) -> asyncio.Future[Confirmation]:
+        future: asyncio.Future[Confirmation] = self._loop.create_future()
+        self._buffer.append((route, frame, future, size))
+        self._buffer_bytes += size
+        self._idle.clear()
+        self._work.set()
+        return future
+
+    def _full(self, size: int) -> bool:
+        o = self.options
+        return (
+            len(self._buffer) >= o.max_buffer_messages
+            or self._buffer_bytes + size > o.max_buffer_bytes
+        )
+
+    async def _wait_for_room(self, size: int, timeout: float | None) -> None:
+        if not self._full(size):
+            return
+        if size > self.options.max_buffer_bytes:
+            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
+        wait = self.options.max_block if timeout is None else timeout
+        try:
+            async with asyncio.timeout(wait):
+                while self._full(size):
+                    self._room.clear()
+                    await self._room.wait()
+                    self._check()
+        except TimeoutError:
+            raise ProducerBufferFull(
+                f"producer buffer for {self.address!r} stayed full for {wait} s"
+            ) from None
+
+    async def send_and_wait(
+        self,
+        value: bytes | Message,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> Confirmation:
+        """Send one message and wait for its confirmation (``timeout`` defaults to
+        ``confirm_timeout``).
+
+        Cancellation: the message may still be stored; only the wait stops.
+        """
+        future = await self.send(value, key=key, headers=headers, partition=partition)
+        wait = self.options.confirm_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(wait):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            raise FlushTimeout(f"no confirmation within {wait} s") from None
+
+    async def send_batch(
+        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Accept several messages in order; returns their confirmation futures.
+
+        Cancellation: the messages accepted before the cancellation stay accepted.
+        """
+        self._check()
+        futures = []
+        for value in values:
+            route, frame = self._prepare(value, None, None, None)
+            size = len(frame.payload) + len(frame.user_headers) + 48
+            if self._full(size):
+                self._work.set()
+                await self._wait_for_room(size, timeout)
+            futures.append(self._accept(route, frame, size))
+        return futures
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every accepted message is confirmed or failed; raises the first failure
+        since the previous flush, or :class:`FlushTimeout`.
+
+        Cancellation: only the wait stops.
+        """
+        wait = self.options.confirm_timeout if timeout is None else timeout
+        self._work.set()
+        try:
+            async with asyncio.timeout(wait):
+                await self._idle.wait()
+        except TimeoutError:
+            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        failure, self._first_failure = self._first_failure, None
+        if failure is not None:
+            raise failure
+
+    # --- the sender task -----------------------------------------------------------------
+
+    async def _send_loop(self) -> None:
+        while True:
+            await self._work.wait()
+            if not self._buffer:
+                self._work.clear()
+                self._idle.set()
+                continue
+            o = self.options
+            if o.linger and len(self._buffer) < o.max_batch_messages:
+                await asyncio.sleep(o.linger)
+            batch, partition = self._take_batch()
+            self._room.set()
+            await self._send(batch, partition)
+            if not self._buffer:
+                self._idle.set()
+
+    def _take_batch(self) -> tuple[list[_Entry], int]:
+        route = self._buffer[0][0]
+        o = self.options
+        taken: list[_Entry] = []
+        rest: deque[_Entry] = deque()
+        size = 0
+        while self._buffer:
+            entry = self._buffer.popleft()
+            fits = len(taken) < o.max_batch_messages and (
+                not taken or size + entry[3] <= o.max_batch_bytes
+            )
+            if entry[0] == route and fits:
+                taken.append(entry)
+                size += entry[3]
+            else:
+                rest.append(entry)
+        self._buffer = rest
+        self._buffer_bytes -= size
+        if route == _BALANCED:
+            partition = self._cursor % max(self._partitions, 1)
+            self._cursor += 1
+        else:
+            partition = route
+        return taken, partition
+
+    async def _send(self, batch: list[_Entry], partition: int) -> None:
+        self._inflight = batch
+        try:
+            request = SendMessages(
+                stream=self.stream,
+                topic=self.topic,
+                partitioning=Partitioning.partition_id(partition),
+                messages_count=len(batch),
+                batch=encode_batch([e[1] for e in batch]),
+            )
+            conn = await self._connection()
+            reply = await conn.request(request)
+        except asyncio.CancelledError:
+            self._fail_entries(batch, ClosedError(f"producer for {self.address!r} closed"))
+            raise
+        except StreamwireError as exc:
+            logger.debug("send to %s partition %d failed: %s", self.address, partition, exc)
+            self._fail_entries(batch, exc)
+            return
+        finally:
+            self._inflight = []
+        base = None
+        for confirmation in reply.confirmations:
+            if confirmation.partition_id == partition:
+                base = confirmation.base_offset
+        for i, (_, _, future, _) in enumerate(batch):
+            if not future.done():
+                offset = None if base is None else base + i
+                future.set_result(Confirmation(None, offset, self.address, partition))
+
+    def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
+        if self._first_failure is None:
+            self._first_failure = exc
+        for _, _, future, _ in batch:
+            if not future.done():
+                future.set_exception(exc)
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
+        """Flush (unless ``flush=False``), stop and close the connection. Idempotent.
+
+        Messages still unconfirmed afterwards fail with :class:`ClosedError`.
+
+        Cancellation: the producer is closed without waiting further.
+        """
+        if self._closed:
+            return
+        try:
+            if flush and self._sender is not None:
+                with contextlib.suppress(StreamwireError):
+                    await self.flush(timeout)
+        finally:
+            self._closed = True
+            if self._sender is not None:
+                self._sender.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._sender
+            left = list(self._buffer)
+            self._buffer.clear()
+            self._fail_entries(
+                left, ClosedError(f"producer for {self.address!r} closed before confirmation")
+            )
+            self._room.set()
+            self._idle.set()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+            self._client._forget(self)

@@ -1,0 +1,186 @@
+"""Iggy server errors: one class per code of the upstream table, plus eviction reasons.
+
+``ERRORS.from_code(code)`` (or ``ServerError.from_code("iggy", code)``) returns an instance
+of the class registered for ``code``; codes missing from the table give
+:class:`UnknownIggyServerError` with the code kept. Authentication failures also derive from
+:class:`~streamwire.errors.AuthenticationError`. The classes are created from
+:data:`streamwire.iggy.protocol._codes.CODES`; the ones the SDK itself refers to are bound
+to module names below (all of them are reachable with :func:`error_class`).
+
+An eviction (§2.6) ends the session; :func:`eviction_error` maps its reason to the error the
+official SDK reports for it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+from streamwire.codec.registry import ErrorRegistry
+from streamwire.errors import AuthenticationError, ServerError
+from streamwire.iggy.protocol._codes import CODES
+from streamwire.iggy.protocol.constants import unpack_version
+
+__all__ = (
+    "ERRORS",
+    "ConsumerGroupMemberNotFound",
+    "ConsumerGroupNameAlreadyExists",
+    "ConsumerGroupNameNotFound",
+    "ConsumerGroupPartitionNotOwned",
+    "ConsumerOffsetNotFound",
+    "EvictionReason",
+    "FeatureUnavailable",
+    "IggyServerError",
+    "IncompatibleProtocolVersion",
+    "InvalidCommand",
+    "InvalidCredentials",
+    "InvalidFormat",
+    "InvalidPersonalAccessToken",
+    "PartitionNotFound",
+    "ResourceNotFound",
+    "StaleClient",
+    "StreamIdNotFound",
+    "StreamNameAlreadyExists",
+    "StreamNameNotFound",
+    "TopicIdNotFound",
+    "TopicNameAlreadyExists",
+    "TopicNameNotFound",
+    "TransientNotAccepted",
+    "TransientNotCommitted",
+    "Unauthenticated",
+    "Unauthorized",
+    "UnknownIggyServerError",
+    "UserAlreadyExists",
+    "error_class",
+    "eviction_error",
+)
+
+
+class IggyServerError(ServerError):
+    """An Iggy server answered with an error code (reply status or result section)."""
+
+    protocol = "iggy"
+
+
+class UnknownIggyServerError(IggyServerError):
+    """An error code this version of streamwire does not know."""
+
+
+ERRORS: Final = ErrorRegistry("iggy", IggyServerError, UnknownIggyServerError)
+
+# Codes whose class also derives from AuthenticationError (credentials or session refused).
+_AUTH_CODES: Final = frozenset({40, 42, 43, 44, 47, 53, 54})
+# "Retry the same request" (§2.5): transient consensus outcomes.
+_RETRIABLE_CODES: Final = frozenset({57, 58})
+# After these the session (and so the connection) is gone.
+_FATAL_CODES: Final = frozenset({30, 14001, 14003})
+
+for _code, _name, _doc in CODES:
+    ERRORS.define(
+        _name,
+        _code,
+        _doc,
+        retriable=_code in _RETRIABLE_CODES,
+        connection_usable=_code not in _FATAL_CODES,
+        bases=(AuthenticationError,) if _code in _AUTH_CODES else (),
+        module=__name__,
+    )
+
+
+def error_class(name_or_code: str | int) -> type[ServerError]:
+    """The class for a code, or for its name in the upstream table."""
+    if isinstance(name_or_code, int):
+        return ERRORS.class_for(name_or_code)
+    for cls in ERRORS.codes().values():
+        if cls.__name__ == name_or_code:
+            return cls
+    raise LookupError(f"no Iggy error named {name_or_code!r}")
+
+
+InvalidCommand: Final = ERRORS.class_for(3)
+InvalidFormat: Final = ERRORS.class_for(4)
+FeatureUnavailable: Final = ERRORS.class_for(5)
+ResourceNotFound: Final = ERRORS.class_for(20)
+StaleClient: Final = ERRORS.class_for(30)
+Unauthenticated: Final = ERRORS.class_for(40)
+Unauthorized: Final = ERRORS.class_for(41)
+InvalidCredentials: Final = ERRORS.class_for(42)
+UserAlreadyExists: Final = ERRORS.class_for(46)
+InvalidPersonalAccessToken: Final = ERRORS.class_for(53)
+TransientNotCommitted: Final = ERRORS.class_for(57)
+TransientNotAccepted: Final = ERRORS.class_for(58)
+StreamIdNotFound: Final = ERRORS.class_for(1009)
+StreamNameNotFound: Final = ERRORS.class_for(1010)
+StreamNameAlreadyExists: Final = ERRORS.class_for(1012)
+TopicIdNotFound: Final = ERRORS.class_for(2010)
+TopicNameNotFound: Final = ERRORS.class_for(2011)
+TopicNameAlreadyExists: Final = ERRORS.class_for(2013)
+PartitionNotFound: Final = ERRORS.class_for(3007)
+ConsumerOffsetNotFound: Final = ERRORS.class_for(3021)
+ConsumerGroupNameNotFound: Final = ERRORS.class_for(5003)
+ConsumerGroupNameAlreadyExists: Final = ERRORS.class_for(5004)
+ConsumerGroupMemberNotFound: Final = ERRORS.class_for(5006)
+ConsumerGroupPartitionNotOwned: Final = ERRORS.class_for(5009)
+IncompatibleProtocolVersion: Final = ERRORS.class_for(14003)
+
+
+class EvictionReason(IntEnum):
+    """The last byte of an eviction frame (§2.6)."""
+
+    NO_SESSION = 1
+    CLIENT_RELEASE_TOO_LOW = 2
+    CLIENT_RELEASE_TOO_HIGH = 3
+    INVALID_REQUEST_OPERATION = 4
+    INVALID_REQUEST_BODY = 5
+    INVALID_REQUEST_BODY_SIZE = 6
+    SESSION_TOO_LOW = 7
+    SESSION_RELEASE_MISMATCH = 8
+    INVALID_CREDENTIALS = 9
+    INVALID_TOKEN = 10
+    USER_INACTIVE = 11
+    SESSION_ERROR = 12
+    STALE_CLIENT = 13
+    INCOMPATIBLE_PROTOCOL = 14
+    MALFORMED_LOGIN = 15
+
+
+_R = EvictionReason
+# reason -> the error code the Rust SDK reports for it (§2.6 table)
+EVICTION_CODES: Final[dict[EvictionReason, int]] = {
+    _R.NO_SESSION: 40,
+    _R.CLIENT_RELEASE_TOO_LOW: 3,
+    _R.CLIENT_RELEASE_TOO_HIGH: 3,
+    _R.INVALID_REQUEST_OPERATION: 3,
+    _R.INVALID_REQUEST_BODY: 3,
+    _R.INVALID_REQUEST_BODY_SIZE: 3,
+    _R.SESSION_TOO_LOW: 40,
+    _R.SESSION_RELEASE_MISMATCH: 40,
+    _R.INVALID_CREDENTIALS: 42,
+    _R.INVALID_TOKEN: 53,
+    _R.USER_INACTIVE: 40,
+    _R.SESSION_ERROR: 40,
+    _R.STALE_CLIENT: 30,
+    _R.INCOMPATIBLE_PROTOCOL: 14003,
+    _R.MALFORMED_LOGIN: 4,
+}
+
+
+def eviction_error(
+    reason: int, *, server_version: int = 0, server_version_min: int = 0
+) -> ServerError:
+    """The error an eviction with ``reason`` stands for; ``.eviction_reason`` keeps the
+    reason (an :class:`EvictionReason`, or the raw int for an unknown one)."""
+    try:
+        known: EvictionReason | int = EvictionReason(reason)
+        name = EvictionReason(reason).name.lower().replace("_", " ")
+        code = EVICTION_CODES[EvictionReason(reason)]
+    except ValueError:
+        known, name, code = reason, f"unknown reason {reason}", 40
+    detail = f"evicted by the server: {name}"
+    if known is EvictionReason.INCOMPATIBLE_PROTOCOL:
+        high = ".".join(map(str, unpack_version(server_version)))
+        low = ".".join(map(str, unpack_version(server_version_min)))
+        detail += f" (the server accepts protocol {low} to {high})"
+    error = ERRORS.from_code(code, detail)
+    error.eviction_reason = known  # type: ignore[attr-defined]
+    return error

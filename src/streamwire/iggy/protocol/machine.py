@@ -1,0 +1,390 @@
+"""One Iggy 0.9 connection as a sans-IO state machine.
+
+The machine builds request frames (header, numbering, session, checksum stamps), checks and
+decodes what comes back, and keeps the deadlines; it never reads a clock (every entry point
+takes ``now``, seconds on any monotonic scale) and performs no I/O. Bytes to write come from
+:meth:`IggyConnection.data_to_send`; bytes read go to :meth:`IggyConnection.receive_data`.
+
+Rules it implements (protocol notes §2.4–§2.8):
+
+* strictly one request in flight (the server cannot correlate replies to reads);
+* a login mints a new random client id and resets the request counter to 1; the Register
+  request carries request 0 and session 0;
+* replicated requests (metadata ops, Logout, SendMessages, consumer-offset writes) take the
+  next request number; reads and Ping send the current one without advancing it;
+* Register, Logout and metadata requests are stamped with XXH3-64 of their body;
+* a reply must echo our client id, the request number and the operation;
+* an eviction, a protocol violation or a reply deadline that passes leaves the machine
+  ``FAILED`` for good (h11-style sticky error).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Final
+
+from streamwire.codec._structs import BytesLike
+from streamwire.codec.framing import IGGY_HEADER, FrameAccumulator
+from streamwire.errors import (
+    BusyError,
+    ClientStateError,
+    ClosedError,
+    ConfigurationError,
+    ConnectionClosed,
+    RemoteProtocolError,
+    RequestTimeout,
+    StreamwireError,
+)
+from streamwire.iggy.protocol import events as ev
+from streamwire.iggy.protocol._wire import RequestPayload
+from streamwire.iggy.protocol.batch import random_message_id
+from streamwire.iggy.protocol.constants import (
+    COMMANDS,
+    MAX_FRAME_SIZE,
+    Command,
+    Operation,
+)
+from streamwire.iggy.protocol.errors import ERRORS, eviction_error
+from streamwire.iggy.protocol.framing import (
+    Eviction,
+    Reply,
+    decode_server_frame,
+    encode_request,
+    split_result_section,
+)
+from streamwire.iggy.protocol.system import LoginReply
+
+__all__ = ("ConnectionState", "IggyConnection", "MachineSettings", "PendingRequest")
+
+_LOGIN_CODES: Final = (Command.LOGIN_REGISTER, Command.LOGIN_REGISTER_WITH_PAT)
+
+
+class ConnectionState(Enum):
+    IDLE = "idle"
+    """Connected, not logged in: only Ping and Register may be sent."""
+    REGISTERING = "registering"
+    READY = "ready"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MachineSettings:
+    request_timeout: float = 30.0
+    """Seconds to wait for each reply (the Rust SDK waits 30 s)."""
+    heartbeat_interval: float | None = 5.0
+    """Ping after this many idle seconds once logged in (``None``: never)."""
+    max_frame_size: int = MAX_FRAME_SIZE
+    stamp_checksums: bool = True
+    """Stamp request_checksum on Register, Logout and metadata requests."""
+
+    def __post_init__(self) -> None:
+        if not self.request_timeout > 0:
+            raise ConfigurationError("request_timeout must be positive")
+        if self.heartbeat_interval is not None and not self.heartbeat_interval > 0:
+            raise ConfigurationError("heartbeat_interval must be positive or None")
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class PendingRequest:
+    """A request that was queued and awaits its reply."""
+
+    payload: RequestPayload[Any]
+    command: Command
+    operation: Operation
+    request: int
+    sent_at: float
+    deadline: float
+    frame: bytes = field(repr=False)
+    attempts: int = 1
+
+
+class IggyConnection:
+    """The protocol state of one connection (see the module notes)."""
+
+    def __init__(
+        self,
+        settings: MachineSettings | None = None,
+        *,
+        random_bytes: Callable[[int], bytes] = os.urandom,
+    ) -> None:
+        self.settings = settings or MachineSettings()
+        self.state = ConnectionState.IDLE
+        self._random = random_bytes
+        self.client_id = random_message_id(random_bytes)
+        self.session = 0
+        self.user_id: int | None = None
+        self.server_version: str | None = None
+        self.server_protocol_version: int | None = None
+        self.next_request = 1
+        self._frames = FrameAccumulator(IGGY_HEADER, max_frame_size=self.settings.max_frame_size)
+        self._out: list[bytes] = []
+        self._pending: PendingRequest | None = None
+        self._error: StreamwireError | None = None
+        self._last_activity = 0.0
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> PendingRequest | None:
+        return self._pending
+
+    @property
+    def error(self) -> StreamwireError | None:
+        """Why the machine failed, once it has."""
+        return self._error
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the socket, in order; clears the queue."""
+        out, self._out = self._out, []
+        return b"".join(out)
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self.state is ConnectionState.CLOSED:
+            raise ClosedError("the Iggy connection is closed")
+
+    # --- requests ------------------------------------------------------------------------
+
+    def login(self, payload: RequestPayload[LoginReply], now: float) -> PendingRequest:
+        """Queue a Register (LoginRegister or LoginRegisterWithToken). Mints a new client id."""
+        self._check_usable()
+        if payload.command not in _LOGIN_CODES:
+            raise ConfigurationError(f"{type(payload).__name__} is not a login request")
+        if self.state is ConnectionState.REGISTERING or self._pending is not None:
+            raise BusyError("another request is in flight")
+        self.client_id = random_message_id(self._random)
+        self.session = 0
+        self.next_request = 1
+        self.state = ConnectionState.REGISTERING
+        return self._queue(payload, Operation.REGISTER, 0, 0, now, None)
+
+    def send(
+        self, payload: RequestPayload[Any], now: float, *, timeout: float | None = None
+    ) -> PendingRequest:
+        """Queue a request (anything but a login). Raises :class:`BusyError` while another
+        request awaits its reply and :class:`ClientStateError` before login (only Ping may
+        be sent then)."""
+        self._check_usable()
+        if self._pending is not None:
+            raise BusyError("another request is in flight (Iggy is one request at a time)")
+        spec = COMMANDS[payload.command]
+        operation = spec.operation
+        if operation is None or operation is Operation.REGISTER:
+            raise ConfigurationError(f"{payload.command.name} cannot be sent with send()")
+        if self.state is not ConnectionState.READY and payload.command is not Command.PING:
+            raise ClientStateError(f"not logged in: cannot send {payload.command.name}")
+        if operation.is_replicated:
+            number = self.next_request
+            self.next_request += 1
+        else:
+            number = self.next_request
+        return self._queue(payload, operation, number, self.session, now, timeout)
+
+    def _queue(
+        self,
+        payload: RequestPayload[Any],
+        operation: Operation,
+        number: int,
+        session: int,
+        now: float,
+        timeout: float | None,
+    ) -> PendingRequest:
+        body = payload.encode()
+        frame = encode_request(
+            body,
+            client=self.client_id,
+            request=number,
+            operation=operation,
+            session=session,
+            code=payload.command,
+            stamp_checksum=self.settings.stamp_checksums and operation.stamps_checksum,
+        )
+        wait = self.settings.request_timeout if timeout is None else timeout
+        pending = PendingRequest(
+            payload=payload,
+            command=payload.command,
+            operation=operation,
+            request=number,
+            sent_at=now,
+            deadline=now + wait,
+            frame=frame,
+        )
+        self._out.append(frame)
+        self._pending = pending
+        self._last_activity = now
+        return pending
+
+    def retry(self, pending: PendingRequest, now: float) -> PendingRequest:
+        """Send the identical frame again (same request number), e.g. after a transient
+        57/58 rejection, so that the server can deduplicate it."""
+        self._check_usable()
+        if self._pending is not None:
+            raise BusyError("another request is in flight")
+        again = PendingRequest(
+            payload=pending.payload,
+            command=pending.command,
+            operation=pending.operation,
+            request=pending.request,
+            sent_at=now,
+            deadline=now + (pending.deadline - pending.sent_at),
+            frame=pending.frame,
+            attempts=pending.attempts + 1,
+        )
+        if again.operation is Operation.REGISTER:
+            self.state = ConnectionState.REGISTERING
+        self._out.append(again.frame)
+        self._pending = again
+        self._last_activity = now
+        return again
+
+    # --- time ----------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`advance_time` next has something to do."""
+        if self.state in (ConnectionState.FAILED, ConnectionState.CLOSED):
+            return None
+        if self._pending is not None:
+            return self._pending.deadline
+        interval = self.settings.heartbeat_interval
+        if interval is None or self.state is not ConnectionState.READY:
+            return None
+        return self._last_activity + interval
+
+    def advance_time(self, now: float) -> list[ev.Event]:
+        """Report a reply deadline that passed, or that a heartbeat Ping is due."""
+        if self.state in (ConnectionState.FAILED, ConnectionState.CLOSED):
+            return []
+        pending = self._pending
+        if pending is not None:
+            if now < pending.deadline:
+                return []
+            waited = now - pending.sent_at
+            self._fail(RequestTimeout(f"no reply to {pending.command.name} within {waited:.3g} s"))
+            self._pending = None
+            return [ev.ReplyTimedOut(pending, waited)]
+        interval = self.settings.heartbeat_interval
+        if (
+            interval is not None
+            and self.state is ConnectionState.READY
+            and now - self._last_activity >= interval
+        ):
+            self._last_activity = now
+            return [ev.HeartbeatDue()]
+        return []
+
+    # --- inbound -------------------------------------------------------------------------
+
+    def receive_data(self, data: BytesLike, now: float) -> list[ev.Event]:
+        """Feed bytes read from the socket (``b""`` = end of stream)."""
+        if self._error is not None:
+            raise self._error
+        events: list[ev.Event] = []
+        if not data:
+            if self.state is not ConnectionState.CLOSED:
+                self._fail(ConnectionClosed("the Iggy server closed the connection"))
+            self._pending = None
+            events.append(ev.ConnectionClosedByPeer())
+            return events
+        self._frames.feed(data)
+        try:
+            while (frame := self._frames.next_frame()) is not None:
+                decoded = decode_server_frame(frame)
+                if isinstance(decoded, Eviction):
+                    self._evicted(decoded, events)
+                    break
+                self._reply(decoded, events)
+        except RemoteProtocolError as exc:
+            self._fail(exc)
+            self._pending = None
+            events.append(ev.ProtocolFailed(exc))
+        return events
+
+    def _evicted(self, frame: Eviction, events: list[ev.Event]) -> None:
+        error = eviction_error(
+            frame.reason,
+            server_version=frame.server_version,
+            server_version_min=frame.server_version_min,
+        )
+        self._fail(error)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            events.append(ev.RequestFailed(pending, error))
+        events.append(ev.Evicted(frame.reason, error))
+
+    def _reply(self, reply: Reply, events: list[ev.Event]) -> None:
+        pending = self._pending
+        if pending is None:
+            raise RemoteProtocolError(f"a reply (request {reply.request}) nobody asked for")
+        if reply.operation != pending.operation or reply.request != pending.request:
+            raise RemoteProtocolError(
+                f"reply to operation {reply.operation} request {reply.request}, expected"
+                f" operation {pending.operation} request {pending.request}"
+            )
+        if reply.client not in (0, self.client_id):
+            raise RemoteProtocolError(f"reply for client {reply.client:#x}, not ours")
+        self._pending = None
+        if reply.status:
+            self._rejected(pending, reply.status, events)
+            return
+        body: BytesLike = reply.body
+        framed = pending.operation.result_framed
+        if framed and (pending.operation is not Operation.REGISTER or body):
+            code, body = split_result_section(body)
+            if code is not None:
+                self._rejected(pending, code, events)
+                return
+        try:
+            result = pending.payload.parse_reply(body)
+        except RemoteProtocolError:
+            raise
+        except StreamwireError as exc:  # a value the payload classes refuse
+            raise RemoteProtocolError(f"invalid {pending.command.name} reply: {exc}") from exc
+        if pending.operation is Operation.REGISTER:
+            self._logged_in(result, events)
+        events.append(ev.ReplyReceived(pending, result))
+
+    def _rejected(self, pending: PendingRequest, code: int, events: list[ev.Event]) -> None:
+        error = ERRORS.from_code(code)
+        if pending.operation is Operation.REGISTER:
+            self.state = ConnectionState.IDLE
+        events.append(ev.RequestFailed(pending, error))
+
+    def _logged_in(self, result: object, events: list[ev.Event]) -> None:
+        if not isinstance(result, LoginReply):
+            raise RemoteProtocolError("empty login reply")
+        self.session = result.session
+        self.user_id = result.user_id
+        self.server_version = result.server_version
+        self.server_protocol_version = result.server_protocol_version
+        self.next_request = 1
+        self.state = ConnectionState.READY
+        events.append(
+            ev.LoggedIn(
+                result.user_id,
+                result.session,
+                result.server_protocol_version,
+                result.server_version,
+            )
+        )
+
+    # --- ending --------------------------------------------------------------------------
+
+    def _fail(self, error: StreamwireError) -> None:
+        if self._error is None:
+            self._error = error
+        self.state = ConnectionState.FAILED
+
+    def close(self) -> None:
+        """Mark the connection closed locally; later calls raise :class:`ClosedError`."""
+        if self.state is not ConnectionState.FAILED:
+            self.state = ConnectionState.CLOSED
+        self._pending = None

@@ -1,0 +1,11 @@
+"""A conformance double of an Apache Iggy 0.9 server (binary protocol 0.11.0), for tests.
+
+Not part of the streamwire package. See :mod:`tests.iggy_double.server`.
+"""
+
+from __future__ import annotations
+
+from tests.iggy_double.server import IggyDouble
+from tests.iggy_double.state import IggyError, State
+
+__all__ = ("IggyDouble", "IggyError", "State")
