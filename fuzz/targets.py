@@ -15,7 +15,11 @@ from pathlib import Path
 from streamwire.codec import IGGY_HEADER, LENGTH_PREFIX_U32, FrameAccumulator
 from streamwire.codec.amqp import decode_message, decode_value
 from streamwire.codec.headers import HeaderValue
+from streamwire.codec.reader import Reader
 from streamwire.errors import StreamwireError
+from streamwire.iggy.protocol.batch import decode_batches
+from streamwire.iggy.protocol.framing import decode_request, decode_server_frame
+from streamwire.iggy.protocol.tlv import decode_options, decode_user_headers
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol.frames import decode_frame
 from streamwire.rabbitmq.protocol.machine import StreamsConnection
@@ -64,6 +68,24 @@ def _header_value(data: bytes) -> None:
         HeaderValue.from_bytes(data[0], data[1:])
 
 
+def _iggy_frame(data: bytes) -> None:
+    try:
+        decode_server_frame(data)
+    finally:
+        decode_request(data)
+
+
+def _iggy_batch(data: bytes) -> None:
+    decode_batches(Reader(data, frame="fuzz"))
+
+
+def _iggy_tlv(data: bytes) -> None:
+    try:
+        decode_user_headers(data)
+    finally:
+        decode_options(data)
+
+
 def _optional(module: str, attribute: str) -> Callable[[bytes], object] | None:
     try:
         target = getattr(importlib.import_module(module), attribute)
@@ -80,10 +102,12 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "amqp-message": _amqp_message,
     "amqp-value": _amqp_value,
     "header-value": _header_value,
+    "iggy-frame": _iggy_frame,
+    "iggy-batch": _iggy_batch,
+    "iggy-tlv": _iggy_tlv,
 }
 for _name, _module, _attr in (
     ("liftbridge-envelope", "streamwire.liftbridge.protocol.envelope", "fuzz_target"),
-    ("iggy-reply", "streamwire.iggy.protocol", "fuzz_target"),
 ):
     _fn = _optional(_module, _attr)
     if _fn is not None:
@@ -98,7 +122,9 @@ SEEDS: dict[str, str] = {  # target -> vector folder (every *.hex in it seeds th
     "amqp-value": "rabbitmq",
     "header-value": "rabbitmq",
     "liftbridge-envelope": "liftbridge",
-    "iggy-reply": "iggy",
+    "iggy-frame": "iggy",
+    "iggy-batch": "iggy",
+    "iggy-tlv": "iggy",
 }
 
 
