@@ -2,13 +2,12 @@
 
 Each target takes arbitrary bytes and must either return or raise a
 :class:`~streamwire.StreamwireError` — anything else (IndexError, struct.error, a hang) is a
-bug. Targets for protocols whose package is not importable are skipped.
+bug.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from streamwire.errors import StreamwireError
 from streamwire.iggy.protocol.batch import decode_batches
 from streamwire.iggy.protocol.framing import decode_request, decode_server_frame
 from streamwire.iggy.protocol.tlv import decode_options, decode_user_headers
+from streamwire.liftbridge.protocol.envelope import decode_envelope
+from streamwire.liftbridge.protocol.messages import decode_ack, decode_publish
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol.frames import decode_frame
 from streamwire.rabbitmq.protocol.machine import StreamsConnection
@@ -68,6 +69,17 @@ def _header_value(data: bytes) -> None:
         HeaderValue.from_bytes(data[0], data[1:])
 
 
+def _liftbridge(data: bytes) -> None:
+    """The envelope, and the Ack (what arrives on the ack inbox) and Message payloads."""
+    try:
+        decode_envelope(data)
+    finally:
+        try:
+            decode_ack(data)
+        finally:
+            decode_publish(data)
+
+
 def _iggy_frame(data: bytes) -> None:
     try:
         decode_server_frame(data)
@@ -86,14 +98,6 @@ def _iggy_tlv(data: bytes) -> None:
         decode_options(data)
 
 
-def _optional(module: str, attribute: str) -> Callable[[bytes], object] | None:
-    try:
-        target = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError):
-        return None
-    return target  # type: ignore[no-any-return]
-
-
 TARGETS: dict[str, Callable[[bytes], object]] = {
     "rabbitmq-frame": _rabbitmq_frame,
     "rabbitmq-chunk": _rabbitmq_chunk,
@@ -102,17 +106,11 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "amqp-message": _amqp_message,
     "amqp-value": _amqp_value,
     "header-value": _header_value,
+    "liftbridge-envelope": _liftbridge,
     "iggy-frame": _iggy_frame,
     "iggy-batch": _iggy_batch,
     "iggy-tlv": _iggy_tlv,
 }
-for _name, _module, _attr in (
-    ("liftbridge-envelope", "streamwire.liftbridge.protocol.envelope", "fuzz_target"),
-):
-    _fn = _optional(_module, _attr)
-    if _fn is not None:
-        TARGETS[_name] = _fn
-
 SEEDS: dict[str, str] = {  # target -> vector folder (every *.hex in it seeds the corpus)
     "rabbitmq-frame": "rabbitmq",
     "rabbitmq-chunk": "rabbitmq",
@@ -137,7 +135,7 @@ def seeds(target: str) -> list[bytes]:
             line.split("#", 1)[0] for line in path.read_text().splitlines() if line.strip()
         )
         try:
-            out.append(bytes.fromhex("".join(text.split())))
+            out.append(bytes.fromhex("".join(text.replace("|", " ").split())))
         except ValueError:
             continue
     return out

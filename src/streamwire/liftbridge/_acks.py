@@ -1,0 +1,182 @@
+"""The client's ack inbox: one NATS subscription, correlation ids to futures, ack deadlines.
+
+Subjects (one wildcard subscription ``<inbox>.>`` per client):
+
+* ``<inbox>.a``: the ``ackInbox`` of every message; acks are routed by ``correlationId``.
+* ``<inbox>.n.<correlation id>``: the NATS reply subject of a message published with
+  ``detect_no_responders``; nats-server answers there with ``503`` when nothing listens on
+  the partition subject.
+
+The handler is O(1) per message and never raises: garbage on the inbox is counted and
+dropped, duplicate and late acks (after a timeout, a second stream on the same subject, a
+retry) are counted and ignored. The first ack of a correlation id wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nats.aio.msg import Msg
+
+from streamwire.codec.message import Confirmation
+from streamwire.errors import ConnectionClosed, StreamwireError
+from streamwire.liftbridge.protocol.errors import ACK_ERRORS, AckTimeout, NoResponders
+from streamwire.liftbridge.protocol.messages import decode_ack, partition_from_ack
+from streamwire.transport.inflight import InflightTable
+
+__all__ = ("AckRouter", "AckStats", "InboxLink")
+
+logger = logging.getLogger(__name__)
+
+
+class InboxLink(Protocol):
+    """What the router needs from the NATS connection (``NatsLink``, or a test double)."""
+
+    def new_inbox(self) -> str: ...
+
+    async def subscribe(self, subject: str, handler: Callable[[Msg], Awaitable[None]]) -> Any: ...
+
+
+@dataclass(slots=True)
+class AckStats:
+    """What arrived on the ack inbox."""
+
+    acks: int = 0
+    """Acks matched to a waiting message (errors included)."""
+    error_acks: int = 0
+    unmatched: int = 0
+    """Acks for nobody: duplicates, acks after a timeout, acks for other clients' ids."""
+    invalid: int = 0
+    """Messages on the inbox that are not ack envelopes (dropped)."""
+    timeouts: int = 0
+    no_responders: int = 0
+
+
+class AckRouter:
+    """Routes acks to the futures of the messages waiting for them."""
+
+    def __init__(self, link: InboxLink) -> None:
+        self._link = link
+        base = link.new_inbox()
+        self.ack_inbox = f"{base}.a"
+        self._subject = f"{base}.>"
+        self._reply_prefix = f"{base}.n."
+        self._ids = itertools.count(1)
+        self.table: InflightTable[str, Confirmation] = InflightTable(name="message")
+        self.stats = AckStats()
+        self._expiry: list[tuple[float, str, str]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
+
+    async def start(self) -> None:
+        """Subscribe to the inbox (before anything is published on this connection)."""
+        await self._link.subscribe(self._subject, self._on_message)
+
+    def next_id(self) -> str:
+        """A correlation id never used before on this inbox (one token, no dots)."""
+        return f"{next(self._ids):x}"
+
+    def reply_subject(self, correlation_id: str) -> str:
+        return self._reply_prefix + correlation_id
+
+    def expect(
+        self, correlation_id: str, timeout: float | None, what: str = "message"
+    ) -> asyncio.Future[Confirmation]:
+        """A future for the ack of ``correlation_id``; it fails with :class:`AckTimeout`
+        after ``timeout`` seconds (``None``: never). ``what`` names the message in that
+        error."""
+        future = self.table.register(correlation_id)
+        if timeout is not None:
+            when = self._loop.time() + timeout
+            heapq.heappush(self._expiry, (when, correlation_id, what))
+            if self._timer is None or when < self._timer_at:
+                self._schedule(when)
+        return future
+
+    def forget(self, correlation_id: str) -> None:
+        """Stop waiting for ``correlation_id`` (its publish failed); cancels its future."""
+        self.table.discard(correlation_id)
+
+    # --- deadlines -------------------------------------------------------------------
+
+    def _schedule(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        heap = self._expiry
+        while heap and heap[0][0] <= now:
+            _, cid, what = heapq.heappop(heap)
+            if cid in self.table:
+                self.stats.timeouts += 1
+                self.table.fail(cid, AckTimeout(f"no ack for {what} (correlation id {cid})"))
+        if heap:
+            self._schedule(heap[0][0])
+
+    # --- the NATS callback ------------------------------------------------------------
+
+    async def _on_message(self, msg: Msg) -> None:
+        try:
+            self._dispatch(msg)
+        except Exception as exc:  # the NATS callback must never raise
+            self.stats.invalid += 1
+            logger.debug("dropped a message on the ack inbox: %r", exc)
+
+    def _dispatch(self, msg: Msg) -> None:
+        if msg.subject != self.ack_inbox:
+            self._status(msg)
+            return
+        try:
+            ack = decode_ack(msg.data)
+        except StreamwireError as exc:
+            self.stats.invalid += 1
+            logger.debug("dropped a non-ack on the ack inbox: %s", exc)
+            return
+        cid = ack.correlation_id
+        if cid not in self.table:
+            self.stats.unmatched += 1
+            return
+        self.stats.acks += 1
+        if ack.ack_error:
+            self.stats.error_acks += 1
+            where = f"{ack.stream!r} ({ack.msg_subject})"
+            self.table.fail(cid, ACK_ERRORS.from_code(ack.ack_error, f"message {cid} on {where}"))
+            return
+        partition = partition_from_ack(ack)
+        self.table.resolve(cid, Confirmation(None, ack.offset, ack.stream, partition))
+
+    def _status(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        if not msg.subject.startswith(self._reply_prefix) or headers.get("Status") != "503":
+            self.stats.invalid += 1
+            return
+        cid = msg.subject[len(self._reply_prefix) :]
+        if cid in self.table:
+            self.stats.no_responders += 1
+            subject = headers.get("Nats-Subject", "the partition subject")
+            self.table.fail(
+                cid, NoResponders(f"no Liftbridge partition leader listens on {subject}")
+            )
+
+    # --- closing ---------------------------------------------------------------------
+
+    def close(self, exc: StreamwireError | None = None) -> None:
+        """Fail every waiting message. Idempotent."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._expiry.clear()
+        self._closed = True
+        self.table.close(exc or ConnectionClosed("the client closed before the ack arrived"))

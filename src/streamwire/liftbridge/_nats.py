@@ -1,0 +1,282 @@
+"""nats-py behind our own deadlines and exceptions: the only module that talks to NATS.
+
+Everything nats-py raises is translated here (``nats.errors.*`` and ``OSError`` become
+streamwire exceptions, chained). Cancellation is never swallowed. Connection events
+(disconnected, reconnected, closed, slow consumer) are counted and forwarded to listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    ConnectError,
+    ConnectionClosed,
+    ConnectTimeout,
+    ProducerBufferFull,
+    RequestTimeout,
+    StreamwireError,
+    TransportError,
+)
+from streamwire.transport.deadline import Deadline
+
+__all__ = ("NatsLink", "NatsStats", "translate_nats")
+
+logger = logging.getLogger(__name__)
+
+MsgHandler = Callable[[Msg], Awaitable[None]]
+
+#: nats-py's default ``pending_size``: its write buffer, beyond which publish waits.
+_PENDING = 2 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class NatsStats:
+    """Counters of connection events, for diagnostics (``client.stats``)."""
+
+    disconnects: int = 0
+    reconnects: int = 0
+    slow_consumer_errors: int = 0
+    errors: int = 0
+
+
+def translate_nats(exc: BaseException, what: str) -> StreamwireError:
+    """The streamwire exception for a nats-py (or OS) error."""
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, nats.errors.MaxPayloadError):
+        return ConfigurationError(f"{what}: the payload exceeds the server's max_payload")
+    if isinstance(exc, nats.errors.OutboundBufferLimitError):
+        return ProducerBufferFull(f"{what}: the NATS outbound buffer is full (disconnected)")
+    if isinstance(exc, nats.errors.BadSubjectError):
+        return ConfigurationError(f"{what}: invalid NATS subject")
+    if isinstance(exc, nats.errors.ConnectionClosedError | nats.errors.ConnectionDrainingError):
+        return ClosedError(f"{what}: the NATS connection is closed")
+    if isinstance(exc, nats.errors.TimeoutError):
+        return RequestTimeout(f"{what}: timed out ({detail})")
+    if isinstance(exc, nats.errors.NoServersError):
+        return ConnectError(f"{what}: no NATS server could be reached")
+    if isinstance(exc, nats.errors.AuthorizationError):
+        return ConnectError(f"{what}: NATS authorization failed ({detail})")
+    if isinstance(exc, nats.errors.StaleConnectionError | ConnectionError | EOFError):
+        return ConnectionClosed(f"{what}: NATS connection lost ({detail})")
+    if isinstance(exc, OSError | nats.errors.Error):
+        return TransportError(f"{what}: {detail}")
+    return TransportError(f"{what}: unexpected {type(exc).__name__}: {detail}")
+
+
+class NatsLink:
+    """One nats-py connection. Create with :meth:`connect`."""
+
+    def __init__(self, nc: NatsClient, servers: list[str], pending_limit: int = _PENDING) -> None:
+        self._nc = nc
+        self.servers = servers
+        self._pending_limit = pending_limit
+        self.stats = NatsStats()
+        self.on_closed: list[Callable[[StreamwireError], None]] = []
+        self.on_reconnected: list[Callable[[], None]] = []
+        self._closing = False
+
+    @classmethod
+    async def connect(
+        cls,
+        servers: list[str],
+        *,
+        deadline: Deadline,
+        tls: ssl.SSLContext | None = None,
+        name: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> NatsLink:
+        """Connect within ``deadline``; fails fast once every server refused once.
+
+        nats-py retries servers on its own (``max_reconnect_attempts``) even for the first
+        connection; the first error from each server is therefore treated as final here.
+
+        Cancellation: the half-open connection is closed.
+        """
+        nc = NatsClient()
+        link = cls(nc, servers, int((options or {}).get("pending_size", _PENDING)))
+        failures: list[BaseException] = []
+        all_failed = asyncio.Event()
+        connected = False
+
+        async def error_cb(exc: Exception) -> None:
+            if not connected:
+                failures.append(exc)
+                if len(failures) >= len(servers):
+                    all_failed.set()
+                return
+            link._on_error(exc)
+
+        async def disconnected_cb() -> None:
+            if connected:
+                link.stats.disconnects += 1
+
+        async def reconnected_cb() -> None:
+            link.stats.reconnects += 1
+            for listener in list(link.on_reconnected):
+                listener()
+
+        async def closed_cb() -> None:
+            if connected:
+                link._on_closed()
+
+        kwargs: dict[str, Any] = {
+            "servers": servers,
+            "error_cb": error_cb,
+            "disconnected_cb": disconnected_cb,
+            "reconnected_cb": reconnected_cb,
+            "closed_cb": closed_cb,
+            "connect_timeout": max(1, round(deadline.remaining(ConnectTimeout) or 10)),
+        }
+        if name is not None:
+            kwargs["name"] = name
+        if tls is not None:
+            kwargs["tls"] = tls
+        kwargs.update(options or {})
+        what = f"connecting to NATS {', '.join(servers)}"
+        connecting = asyncio.ensure_future(nc.connect(**kwargs))
+        failed = asyncio.ensure_future(all_failed.wait())
+        try:
+            async with deadline.scope(ConnectTimeout, what=what):
+                await asyncio.wait({connecting, failed}, return_when=asyncio.FIRST_COMPLETED)
+            if not connecting.done():
+                raise ConnectError(f"{what} failed: {failures[-1]}") from failures[-1]
+            try:
+                connecting.result()
+            except Exception as exc:
+                raise translate_nats(exc, what) from exc
+        except BaseException:
+            failed.cancel()
+            connecting.cancel()
+            await asyncio.wait({connecting})  # a new cancellation of ours still propagates
+            if not connecting.cancelled():
+                connecting.exception()  # retrieved: reported through ours
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await nc.close()
+            raise
+        failed.cancel()
+        connected = True
+        return link
+
+    # --- events ----------------------------------------------------------------------
+
+    def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            self.stats.slow_consumer_errors += 1
+            logger.warning("NATS slow consumer: messages dropped on sid %s", exc.sid)
+            return
+        self.stats.errors += 1
+        logger.debug("NATS error: %r", exc)
+
+    def _on_closed(self) -> None:
+        reason = "the NATS connection closed"
+        last = self._nc.last_error
+        if last is not None and not self._closing:
+            reason = f"the NATS connection closed after {type(last).__name__}: {last}"
+        exc = ClosedError(reason) if self._closing else ConnectionClosed(reason)
+        for listener in list(self.on_closed):
+            listener(exc)
+
+    # --- operations ------------------------------------------------------------------
+
+    @property
+    def max_payload(self) -> int:
+        """The server's ``max_payload`` from INFO (bytes)."""
+        return int(self._nc.max_payload)
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(self._nc.is_connected)
+
+    @property
+    def is_closed(self) -> bool:
+        return bool(self._nc.is_closed)
+
+    def new_inbox(self) -> str:
+        return str(self._nc.new_inbox())
+
+    async def subscribe(
+        self,
+        subject: str,
+        handler: MsgHandler,
+        *,
+        pending_msgs_limit: int = 512 * 1024,
+        pending_bytes_limit: int = 128 * 1024 * 1024,
+    ) -> Subscription:
+        """Subscribe with a callback. Cancellation: the subscription may exist; it ends
+        with the connection."""
+        try:
+            return await self._nc.subscribe(
+                subject,
+                cb=handler,
+                pending_msgs_limit=pending_msgs_limit,
+                pending_bytes_limit=pending_bytes_limit,
+            )
+        except (nats.errors.Error, OSError) as exc:
+            raise translate_nats(exc, f"subscribing to {subject}") from exc
+
+    async def publish(
+        self, subject: str, payload: bytes, reply: str = "", *, timeout: float | None = None
+    ) -> None:
+        """Queue one message for the server (nats-py writes it from its flusher). nats-py
+        waits for its write buffer to drain when it is full; after ``timeout`` seconds of
+        that, :class:`ProducerBufferFull` is raised (the message may still go out).
+
+        Cancellation: the message may or may not have been queued.
+        """
+        nc = self._nc
+        if timeout is None or nc.pending_data_size + len(payload) < self._pending_limit:
+            try:  # the common case: nats-py only appends to its buffer
+                await nc.publish(subject, payload, reply=reply)
+                return
+            except (nats.errors.Error, OSError) as exc:
+                raise translate_nats(exc, f"publishing to {subject}") from exc
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await nc.publish(subject, payload, reply=reply)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise translate_nats(exc, f"publishing to {subject}") from exc
+            raise ProducerBufferFull(
+                f"publishing to {subject}: the NATS write buffer did not drain in {timeout} s"
+            ) from exc
+        except (nats.errors.Error, OSError) as exc:
+            raise translate_nats(exc, f"publishing to {subject}") from exc
+
+    async def flush(self, timeout: float | None) -> None:
+        """PING/PONG round trip: everything queued so far reached the server.
+
+        Cancellation: only the wait stops.
+        """
+        wait = 60.0 if timeout is None else max(timeout, 0.001)
+        try:
+            async with asyncio.timeout(timeout):
+                await self._nc.flush(timeout=wait)  # type: ignore[arg-type]
+        except TimeoutError as exc:
+            raise RequestTimeout(f"NATS flush did not complete within {timeout} s") from exc
+        except (nats.errors.Error, OSError) as exc:
+            raise translate_nats(exc, "flushing NATS") from exc
+
+    async def close(self) -> None:
+        """Flush what is queued and close. Idempotent; never raises a nats error."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            await self._nc.close()
+        except (nats.errors.Error, OSError) as exc:
+            logger.debug("closing NATS failed: %s", exc)

@@ -1,0 +1,607 @@
+"""Liftbridge client: the gRPC control plane and the NATS connection behind producers.
+
+The client dials the URL's server over gRPC (metadata, stream management, subscriptions,
+cursors; partition-scoped calls go to the partition leader from metadata) and one NATS
+connection shared by its producers, with a single ack inbox (see ``_acks``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import grpc.aio
+
+from streamwire.codec.message import Confirmation
+from streamwire.codec.offset import OffsetLike
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    ConnectError,
+    ConnectTimeout,
+    RequestTimeout,
+    StreamwireError,
+)
+from streamwire.liftbridge._acks import AckRouter, AckStats
+from streamwire.liftbridge._grpc import AddressResolver, Channels
+from streamwire.liftbridge._nats import NatsLink, NatsStats
+from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
+from streamwire.liftbridge.producer import Producer, ProducerOptions
+from streamwire.liftbridge.protocol.errors import (
+    GRPC_ERRORS,
+    FailedPrecondition,
+    GrpcStatus,
+    StreamNotFound,
+)
+from streamwire.liftbridge.protocol.metadata import (
+    CURSORS_STREAM,
+    Broker,
+    Metadata,
+    PartitionInfo,
+    StreamInfo,
+    StreamOptions,
+    create_stream_request,
+    cursor_partition,
+    metadata_from_pb,
+    partition_from_pb,
+)
+from streamwire.transport.deadline import Deadline
+from streamwire.transport.reconnect import ReconnectPolicy, retry
+
+__all__ = ("Client", "ClientStats")
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStats:
+    acks: AckStats
+    nats: NatsStats
+
+
+class Client:
+    """A Liftbridge client. Create with :func:`streamwire.liftbridge.connect`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        nats_servers: Sequence[str],
+        grpc_credentials: Any = None,
+        grpc_server_hostname: str | None = None,
+        nats_tls: ssl.SSLContext | None = None,
+        timeout: float | None = 30.0,
+        request_timeout: float | None = 30.0,
+        reconnect: ReconnectPolicy | None = None,
+        address_resolver: AddressResolver | None = None,
+        name: str | None = None,
+        nats_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not nats_servers:
+            raise ConfigurationError("a Liftbridge client needs at least one NATS server")
+        self.host = host
+        self.port = port
+        self.nats_servers = list(nats_servers)
+        self.timeout = timeout
+        self.request_timeout = request_timeout
+        self.reconnect = reconnect
+        self.name = name
+        self._nats_tls = nats_tls
+        self._nats_options = nats_options
+        self._channels: Channels | None = Channels(
+            credentials=grpc_credentials,
+            server_hostname=grpc_server_hostname,
+            resolver=address_resolver,
+        )
+        self._link: NatsLink | None = None
+        self._acks: AckRouter | None = None
+        self._acks_inbox = ""
+        self._max_payload = 1 << 20
+        self._metadata: Metadata | None = None
+        self._brokers: dict[str, Broker] = {}
+        self._children: set[Producer | Consumer] = set()
+        self._closed = False
+        self._loop = asyncio.get_running_loop()
+
+    # --- connecting --------------------------------------------------------------------
+
+    async def _open(self) -> Self:
+        """gRPC metadata round trip, then NATS and the ack inbox, within ``timeout``.
+
+        Cancellation: everything opened so far is closed.
+        """
+        target = f"{self.host}:{self.port}"
+        deadline = Deadline(self.timeout, exc_type=ConnectTimeout, what=f"connecting to {target}")
+        try:
+            await self._open_grpc(deadline)
+            await self._open_nats(deadline)
+        except BaseException:
+            await self._shutdown()
+            raise
+        return self
+
+    async def _open_grpc(self, deadline: Deadline) -> None:
+        target = f"{self.host}:{self.port}"
+        async with deadline.scope():
+            try:
+                await self.fetch_metadata(timeout=deadline.remaining())
+            except RequestTimeout as exc:
+                raise ConnectTimeout(f"Liftbridge at {target} did not answer") from exc
+            except ConnectError as exc:
+                raise ConnectError(f"cannot reach Liftbridge at {target}: {exc}") from exc
+
+    async def _open_nats(self, deadline: Deadline) -> None:
+        link = await NatsLink.connect(
+            self.nats_servers,
+            deadline=deadline,
+            tls=self._nats_tls,
+            name=self.name,
+            options=self._nats_options,
+        )
+        self._link = link
+        link.on_closed.append(self._nats_closed)
+        self._max_payload = link.max_payload
+        acks = AckRouter(link)
+        async with deadline.scope():
+            await acks.start()
+            await link.flush(deadline.remaining())
+        self._acks = acks
+        self._acks_inbox = acks.ack_inbox
+
+    def _nats_closed(self, exc: StreamwireError) -> None:
+        if self._acks is not None:
+            self._acks.close(exc)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("the Liftbridge client is closed")
+
+    def _channels_or_fail(self) -> Channels:
+        channels = self._channels
+        if self._closed or channels is None:
+            raise ClosedError("the Liftbridge client is closed")
+        return channels
+
+    # --- NATS side (used by producers) -------------------------------------------------
+
+    def _next_correlation_id(self) -> str:
+        if self._acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        return self._acks.next_id()
+
+    def _expect(self, cid: str, timeout: float | None, what: str) -> asyncio.Future[Confirmation]:
+        if self._acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        return self._acks.expect(cid, timeout, what)
+
+    def _forget(self, cid: str) -> None:
+        if self._acks is not None:
+            self._acks.forget(cid)
+
+    def _reply_subject(self, cid: str) -> str:
+        if self._acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        return self._acks.reply_subject(cid)
+
+    async def _publish(
+        self, subject: str, data: bytes, reply: str, timeout: float | None = None
+    ) -> None:
+        link = self._link
+        if link is None or self._closed:
+            raise ClosedError("the Liftbridge client is closed")
+        await link.publish(subject, data, reply, timeout=timeout)
+
+    async def _flush_nats(self, timeout: float | None) -> None:
+        link = self._link
+        if link is None:
+            raise ClosedError("the Liftbridge client is closed")
+        await link.flush(timeout)
+
+    @property
+    def stats(self) -> ClientStats:
+        """Ack inbox and NATS connection counters."""
+        acks = self._acks.stats if self._acks is not None else AckStats()
+        nats = self._link.stats if self._link is not None else NatsStats()
+        return ClientStats(acks, nats)
+
+    @property
+    def max_payload(self) -> int:
+        """The NATS server's max_payload: the largest envelope a producer can publish."""
+        return self._max_payload
+
+    # --- gRPC calls --------------------------------------------------------------------
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return self.request_timeout if timeout is _DEFAULT else timeout
+
+    def _broker_channel(self, broker_id: str | None) -> grpc.aio.Channel:
+        channels = self._channels_or_fail()
+        b = self._brokers.get(broker_id) if broker_id is not None else None
+        if b is not None:
+            return channels.channel(b.host, b.port)
+        return channels.channel(self.host, self.port, resolve=False)
+
+    async def _call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None,
+        what: str,
+        broker: str | None = None,
+    ) -> Any:
+        """One unary RPC at ``broker`` (an id from metadata), or at any server: the URL's
+        first, then every broker known from metadata while they are unreachable."""
+        channels = self._channels_or_fail()
+        if broker is not None:
+            channel = self._broker_channel(broker)
+            return await channels.unary(channel, method, request, timeout=timeout, what=what)
+        deadline = Deadline(timeout, exc_type=RequestTimeout, what=what)
+        seed = (self.host, self.port)
+        others = [(b.host, b.port) for b in self._brokers.values() if (b.host, b.port) != seed]
+        failure = ConnectError(f"{what}: no Liftbridge server to ask")
+        for index, (host, port) in enumerate([seed, *others]):
+            channel = channels.channel(host, port, resolve=index > 0)
+            try:
+                return await channels.unary(
+                    channel, method, request, timeout=deadline.remaining(), what=what
+                )
+            except ConnectError as exc:
+                failure = exc
+        raise failure
+
+    async def _retry(
+        self, attempt: Callable[[], Awaitable[T]], cause: BaseException, *, what: str
+    ) -> T:
+        """Run ``attempt`` under the reconnect policy (consumers resubscribing)."""
+        if self.reconnect is None:
+            raise cause
+        return await retry(attempt, self.reconnect, cause=cause, what=what)
+
+    # --- metadata ----------------------------------------------------------------------
+
+    async def fetch_metadata(self, *streams: str, timeout: float | None = _DEFAULT) -> Metadata:
+        """Brokers and streams (all streams when none are named).
+
+        Cancellation: nothing to undo.
+        """
+        resp = await self._call(
+            "FetchMetadata",
+            pb.FetchMetadataRequest(streams=list(streams)),
+            timeout=self._timeout(timeout),
+            what="FetchMetadata",
+        )
+        md = metadata_from_pb(resp)
+        if md.brokers:
+            self._brokers = dict(md.brokers)
+        if not streams:
+            self._metadata = md
+        elif self._metadata is None:
+            self._metadata = Metadata(md.brokers, dict(md.streams))
+        else:
+            merged = {**self._metadata.streams, **md.streams}
+            for name in md.missing:
+                merged.pop(name, None)
+            self._metadata = Metadata(md.brokers, merged)
+        return md
+
+    def _invalidate_metadata(self) -> None:
+        self._metadata = None
+
+    async def stream_info(self, name: str, *, timeout: float | None = _DEFAULT) -> StreamInfo:
+        """Subject and partitions of ``name``; raises StreamNotFound."""
+        md = await self.fetch_metadata(name, timeout=timeout)
+        info = md.streams.get(name)
+        if info is None:
+            raise GRPC_ERRORS.from_code(GrpcStatus.NOT_FOUND, f"stream {name!r} does not exist")
+        return info
+
+    async def stream_exists(self, name: str, *, timeout: float | None = _DEFAULT) -> bool:
+        md = await self.fetch_metadata(name, timeout=timeout)
+        return name in md.streams
+
+    async def _partition_info(self, stream: str, partition: int) -> PartitionInfo:
+        md = self._metadata
+        info = md.streams.get(stream) if md is not None else None
+        if info is None or partition not in info.partitions:
+            info = await self.stream_info(stream)
+        p = info.partitions.get(partition)
+        if p is None:
+            raise GRPC_ERRORS.from_code(
+                GrpcStatus.NOT_FOUND, f"stream {stream!r} has no partition {partition}"
+            )
+        return p
+
+    async def _partition_channel(
+        self, stream: str, partition: int, *, any_replica: bool = False
+    ) -> grpc.aio.Channel:
+        p = await self._partition_info(stream, partition)
+        broker = p.leader
+        if any_replica and p.isr:
+            broker = random.choice(p.isr)
+        if not broker:
+            raise GRPC_ERRORS.from_code(
+                GrpcStatus.FAILED_PRECONDITION, f"{stream}/{partition} has no leader"
+            )
+        return self._broker_channel(broker)
+
+    async def partition_metadata(
+        self, stream: str, partition: int = 0, *, timeout: float | None = _DEFAULT
+    ) -> PartitionInfo:
+        """Fresh metadata of one partition (high watermark, newest offset), from its leader."""
+        p = await self._partition_info(stream, partition)
+        resp = await self._call(
+            "FetchPartitionMetadata",
+            pb.FetchPartitionMetadataRequest(stream=stream, partition=partition),
+            timeout=self._timeout(timeout),
+            what=f"FetchPartitionMetadata {stream}/{partition}",
+            broker=p.leader,
+        )
+        return partition_from_pb(stream, resp.metadata)
+
+    # --- streams -----------------------------------------------------------------------
+
+    async def create_stream(
+        self,
+        name: str,
+        *,
+        subject: str | None = None,
+        partitions: int = 1,
+        exist_ok: bool = False,
+        replication_factor: int = 1,
+        group: str | None = None,
+        options: StreamOptions | None = None,
+        timeout: float | None = _DEFAULT,
+        **stream_options: Any,
+    ) -> None:
+        """Create a stream attached to ``subject`` (default: the stream name).
+
+        ``stream_options`` are :class:`StreamOptions` fields (retention_max_bytes,
+        retention_max_age in seconds, optimistic_concurrency_control, ...); ``group`` makes
+        streams on the same subject share its messages (NATS queue group).
+
+        Cancellation: the stream may or may not have been created.
+        """
+        if stream_options:
+            if options is not None:
+                raise ConfigurationError("give options= or keyword stream options, not both")
+            try:
+                options = StreamOptions(**stream_options)
+            except TypeError as exc:
+                raise ConfigurationError(f"unknown stream option: {exc}") from None
+        request = create_stream_request(
+            name,
+            subject=name if subject is None else subject,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            group=group or "",
+            options=options,
+        )
+        try:
+            await self._call(
+                "CreateStream",
+                request,
+                timeout=self._timeout(timeout),
+                what=f"CreateStream {name!r}",
+            )
+        except StreamwireError as exc:
+            if exist_ok and getattr(exc, "code", None) == GrpcStatus.ALREADY_EXISTS:
+                return
+            raise
+
+    async def delete_stream(
+        self, name: str, *, missing_ok: bool = False, timeout: float | None = _DEFAULT
+    ) -> None:
+        """Delete a stream. Cancellation: the stream may or may not have been deleted."""
+        try:
+            await self._call(
+                "DeleteStream",
+                pb.DeleteStreamRequest(name=name),
+                timeout=self._timeout(timeout),
+                what=f"DeleteStream {name!r}",
+            )
+        except StreamNotFound:
+            if not missing_ok:
+                raise
+
+    async def pause_stream(
+        self,
+        name: str,
+        *,
+        partitions: Sequence[int] | None = None,
+        resume_all: bool = False,
+        timeout: float | None = _DEFAULT,
+    ) -> None:
+        """Pause partitions (all when ``partitions`` is None). A paused partition is resumed
+        by a subscription with ``resume=True`` (or a gRPC publish); NATS publishes to it are
+        lost meanwhile. ``resume_all``: publishing to one partition resumes them all."""
+        await self._call(
+            "PauseStream",
+            pb.PauseStreamRequest(
+                name=name, partitions=list(partitions or ()), resumeAll=resume_all
+            ),
+            timeout=self._timeout(timeout),
+            what=f"PauseStream {name!r}",
+        )
+
+    async def set_stream_readonly(
+        self,
+        name: str,
+        *,
+        partitions: Sequence[int] | None = None,
+        readonly: bool = True,
+        timeout: float | None = _DEFAULT,
+    ) -> None:
+        """Make partitions readonly (or writable again with ``readonly=False``). Publishes
+        to a readonly partition are dropped without an ack."""
+        await self._call(
+            "SetStreamReadonly",
+            pb.SetStreamReadonlyRequest(
+                name=name, partitions=list(partitions or ()), readonly=readonly
+            ),
+            timeout=self._timeout(timeout),
+            what=f"SetStreamReadonly {name!r}",
+        )
+
+    # --- cursors -----------------------------------------------------------------------
+
+    async def _cursor_leader(self, cursor_id: str, stream: str, partition: int) -> tuple[int, str]:
+        md = self._metadata
+        info = md.streams.get(CURSORS_STREAM) if md is not None else None
+        if info is None:
+            md = await self.fetch_metadata(CURSORS_STREAM)
+            info = md.streams.get(CURSORS_STREAM)
+        if info is None:
+            raise ConfigurationError("cursors are disabled on the server (no __cursors stream)")
+        cp = cursor_partition(cursor_id, stream, partition, info.partition_count)
+        p = info.partitions.get(cp)
+        return cp, p.leader if p is not None else ""
+
+    async def _cursor_call(
+        self,
+        method: str,
+        request: Any,
+        cursor_id: str,
+        stream: str,
+        partition: int,
+        timeout: float | None,
+        what: str,
+    ) -> Any:
+        """At the ``__cursors`` partition's leader; once more with fresh metadata if that
+        server says it no longer leads it."""
+        for attempt in (1, 2):
+            _, leader = await self._cursor_leader(cursor_id, stream, partition)
+            try:
+                return await self._call(
+                    method, request, timeout=self._timeout(timeout), what=what, broker=leader
+                )
+            except FailedPrecondition:
+                if attempt == 2:
+                    raise
+                self._invalidate_metadata()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def set_cursor(
+        self,
+        stream: str,
+        partition: int,
+        cursor_id: str,
+        offset: int,
+        *,
+        timeout: float | None = _DEFAULT,
+    ) -> None:
+        """Store ``offset`` as cursor ``cursor_id`` of ``stream``/``partition``.
+
+        Cancellation: the cursor may or may not have been stored.
+        """
+        request = pb.SetCursorRequest(
+            stream=stream, partition=partition, cursorId=cursor_id, offset=offset
+        )
+        what = f"SetCursor {cursor_id!r} on {stream}/{partition}"
+        await self._cursor_call("SetCursor", request, cursor_id, stream, partition, timeout, what)
+
+    async def fetch_cursor(
+        self, stream: str, partition: int, cursor_id: str, *, timeout: float | None = _DEFAULT
+    ) -> int | None:
+        """The offset stored as cursor ``cursor_id`` (``None`` if there is none)."""
+        request = pb.FetchCursorRequest(stream=stream, partition=partition, cursorId=cursor_id)
+        what = f"FetchCursor {cursor_id!r} on {stream}/{partition}"
+        resp = await self._cursor_call(
+            "FetchCursor", request, cursor_id, stream, partition, timeout, what
+        )
+        offset = int(resp.offset)
+        return None if offset < 0 else offset
+
+    # --- producers and consumers -------------------------------------------------------
+
+    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+        """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.
+
+        ``name`` is accepted for API symmetry; Liftbridge has no deduplication, so it must
+        be None. Options: see :class:`ProducerOptions`.
+        """
+        self._check()
+        if name is not None:
+            raise ConfigurationError("Liftbridge has no producer deduplication: name must be None")
+        producer = Producer(self, stream, options=ProducerOptions(**options))
+        self._children.add(producer)
+        return producer
+
+    def consumer(
+        self,
+        stream: str,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        partition: int = 0,
+        **options: Any,
+    ) -> Consumer:
+        """A consumer of one partition of ``stream`` from ``offset``; ``async with`` it (or
+        ``await`` it). ``name`` is the cursor id for :meth:`Consumer.commit` and
+        ``offset="next"``. Options: see :class:`ConsumerOptions`."""
+        self._check()
+        consumer = Consumer(
+            self,
+            stream,
+            offset=offset,
+            name=name,
+            partition=partition,
+            options=ConsumerOptions(**options),
+        )
+        self._children.add(consumer)
+        return consumer
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close producers (flushing), consumers, the NATS connection and the gRPC
+        channels. Idempotent. Messages still waiting for an ack fail with ConnectionClosed.
+
+        Cancellation: the rest is closed without waiting.
+        """
+        if self._closed:
+            return
+        try:
+            for child in list(self._children):
+                with contextlib.suppress(StreamwireError):
+                    await child.close()
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        self._children.clear()
+        if self._acks is not None:
+            self._acks.close()
+        link, self._link = self._link, None
+        channels, self._channels = self._channels, None
+        try:
+            if link is not None:
+                await link.close()
+        finally:
+            if channels is not None:
+                await channels.close()

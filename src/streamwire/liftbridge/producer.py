@@ -1,0 +1,411 @@
+"""Liftbridge producer: envelopes published straight onto NATS, acks on the client's inbox.
+
+Flow: ``send()`` picks the partition (explicit, by key, or round robin), encodes the
+envelope with a fresh correlation id, checks its size against the server's ``max_payload``,
+registers the ack future and hands the bytes to nats-py. The partition leader appends the
+message and publishes an Ack to the client's inbox; the future resolves with the offset, or
+fails with the ack's error (:class:`IncorrectOffset`, :class:`TooLarge`,
+:class:`EncryptionFailed`) or :class:`AckTimeout`.
+
+Delivery is at-least-once at best: core NATS may drop a publish (no leader subscribed, a
+disconnect), and Liftbridge does not deduplicate, so retrying after a timeout can store a
+message twice. With ``ack_policy=NONE`` or ``envelope=False`` nothing is acknowledged; the
+future resolves once the message is handed to NATS (``offset`` is ``None``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+from streamwire.codec.headers import HeaderInput, normalize_headers
+from streamwire.codec.message import Confirmation, Message
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    FlushTimeout,
+    ProducerBufferFull,
+    StreamwireError,
+)
+from streamwire.liftbridge.protocol.messages import (
+    NO_EXPECTED_OFFSET,
+    AckPolicy,
+    encode_publish,
+    headers_to_wire,
+    is_literal_subject,
+    partition_for_key,
+    partition_subject,
+)
+
+if TYPE_CHECKING:
+    from streamwire.liftbridge.client import Client
+
+__all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions")
+
+logger = logging.getLogger(__name__)
+
+#: ``(key, partition count) -> partition``
+PartitionFunction = Callable[[bytes | None, int], int]
+Partitioner = Literal["auto", "key", "round_robin"] | PartitionFunction
+
+
+class MessageTooLarge(ConfigurationError):
+    """The envelope is larger than the NATS server accepts (``max_payload``, or the
+    producer's ``max_message_bytes``); nothing was published."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerOptions:
+    ack_policy: AckPolicy = AckPolicy.LEADER
+    """When the leader acks: LEADER (appended), ALL (replicated to the ISR), NONE (never)."""
+    ack_timeout: float | None = 5.0
+    """Per message: the confirmation future fails with AckTimeout after this long."""
+    confirm_timeout: float | None = 30.0
+    """Default time limit of ``send_and_wait`` and ``flush``."""
+    partitioner: Partitioner = "auto"
+    """``"auto"``: by key when there is one, else round robin; ``"key"``: CRC-32 of the key
+    (no key: partition 0), as go-liftbridge; ``"round_robin"``; or ``f(key, count)``."""
+    max_in_flight: int = 10_000
+    """Messages awaiting their ack; ``send`` waits for room beyond that."""
+    max_block: float | None = 30.0
+    """How long ``send`` waits for room before raising ProducerBufferFull."""
+    crc: bool = False
+    """Put a CRC-32C of the payload in every envelope header."""
+    envelope: bool = True
+    """False: publish the raw value as a plain NATS message (no key, headers nor acks)."""
+    max_message_bytes: int | None = None
+    """Refuse envelopes above this size (default: the NATS server's max_payload). Keep a
+    margin below clustering.replication.max.bytes on replicated streams."""
+    detect_no_responders: bool = False
+    """Publish with a reply subject so that NATS reports "no responders" at once when no
+    partition leader listens (the message then fails with NoResponders instead of an ack
+    timeout). The server stores that reply subject in the message's ``reply`` header."""
+    subject: str | None = None
+    """Publish to this literal subject instead of the stream's (for wildcard streams)."""
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ConfigurationError("max_in_flight must be >= 1")
+        if not isinstance(self.ack_policy, int) or self.ack_policy not in tuple(AckPolicy):
+            raise ConfigurationError(f"unknown ack policy {self.ack_policy!r}")
+        if isinstance(self.partitioner, str) and self.partitioner not in (
+            "auto",
+            "key",
+            "round_robin",
+        ):
+            raise ConfigurationError(f"unknown partitioner {self.partitioner!r}")
+        if self.max_message_bytes is not None and self.max_message_bytes < 1:
+            raise ConfigurationError("max_message_bytes must be >= 1")
+        for name in ("ack_timeout", "confirm_timeout", "max_block"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ConfigurationError(f"{name} must be None or >= 0 seconds")
+
+
+class Producer:
+    """Publishes to one stream over NATS. Use ``async with client.producer(stream) as p``."""
+
+    def __init__(self, client: Client, stream: str, *, options: ProducerOptions) -> None:
+        self._client = client
+        self.stream = stream
+        self.options = options
+        self.subject = ""
+        self.partitions = 0
+        self._subjects: list[str] = []
+        self._round_robin = itertools.count()
+        self._pending: set[asyncio.Future[Confirmation]] = set()
+        self._room = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._first_failure: BaseException | None = None
+        self._started = False
+        self._closed = False
+        policy = options.ack_policy
+        self._acked = options.envelope and policy != AckPolicy.NONE
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, timeout: float | None = 30.0) -> Self:
+        """Look the stream up (subject, partitions). Raises StreamNotFound if it does not
+        exist. Cancellation: nothing to undo."""
+        info = await self._client.stream_info(self.stream, timeout=timeout)
+        subject = self.options.subject or info.subject
+        if not is_literal_subject(subject):
+            raise ConfigurationError(
+                f"stream {self.stream!r} listens on {subject!r}, which is not a literal "
+                "subject: give the producer subject= to publish on a matching one"
+            )
+        self.subject = subject
+        self.partitions = max(1, info.partition_count)
+        self._subjects = [partition_subject(subject, p) for p in range(self.partitions)]
+        self._started = True
+        return self
+
+    def __await__(self) -> Any:
+        return self.start().__await__()
+
+    async def __aenter__(self) -> Self:
+        if not self._started:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close(flush=exc_type is None)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError(f"producer for {self.stream!r} is closed")
+        if not self._started:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+
+    @property
+    def pending(self) -> int:
+        """Messages sent whose ack has not arrived (nor failed) yet."""
+        return len(self._pending)
+
+    # --- encoding ----------------------------------------------------------------------
+
+    def _partition(self, key: bytes | None, partition: int | None) -> int:
+        count = self.partitions
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int):
+                raise ConfigurationError(f"partition must be an int, got {partition!r}")
+            if not 0 <= partition < count:
+                raise ConfigurationError(
+                    f"stream {self.stream!r} has partitions 0..{count - 1}, not {partition}"
+                )
+            return partition
+        if count == 1:
+            return 0
+        how = self.options.partitioner
+        if how == "key" or (how == "auto" and key is not None):
+            return partition_for_key(key, count)
+        if how in ("auto", "round_robin"):
+            return next(self._round_robin) % count
+        chosen = how(key, count)  # type: ignore[operator]
+        if not isinstance(chosen, int) or not 0 <= chosen < count:
+            raise ConfigurationError(f"the partitioner returned {chosen!r} for {count} partitions")
+        return chosen
+
+    def _encode(
+        self,
+        value: bytes | Message,
+        key: bytes | None,
+        headers: Mapping[str, HeaderInput] | None,
+        cid: str,
+        expected_offset: int | None,
+    ) -> tuple[bytes, bytes | None]:
+        if isinstance(value, Message):
+            payload, key = value.value, value.key if key is None else key
+            wire = headers_to_wire(value.headers) if value.headers else None
+            if headers:
+                wire = {**(wire or {}), **headers_to_wire(normalize_headers(headers))}
+        else:
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")
+            payload = bytes(value)
+            wire = headers_to_wire(normalize_headers(headers)) if headers else None
+        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
+            raise ConfigurationError(f"message key must be bytes, got {type(key).__name__}")
+        opts = self.options
+        if not opts.envelope:
+            if key is not None or wire or expected_offset is not None:
+                raise ConfigurationError(
+                    "a plain (envelope=False) message has no key, headers nor expected offset"
+                )
+            data = payload
+        else:
+            data = encode_publish(
+                payload,
+                key=key,
+                headers=wire,
+                ack_inbox=self._client._acks_inbox if self._acked else "",
+                correlation_id=cid,
+                ack_policy=opts.ack_policy,
+                expected_offset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
+                crc=opts.crc,
+            )
+        limit = self._client._max_payload
+        if opts.max_message_bytes is not None:
+            limit = min(limit, opts.max_message_bytes)
+        if len(data) > limit:
+            raise MessageTooLarge(
+                f"a {len(data)}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
+            )
+        return data, None if key is None else bytes(key)
+
+    # --- sending -----------------------------------------------------------------------
+
+    async def send(
+        self,
+        value: bytes | Message,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        partition: int | None = None,
+        expected_offset: int | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[Confirmation]:
+        """Publish one message; returns the future of its confirmation (``.offset`` and
+        ``.partition`` from the ack).
+
+        ``expected_offset`` is checked by streams with optimistic concurrency control
+        (IncorrectOffset when it does not match). Waits while ``max_in_flight`` messages
+        await acks, up to ``timeout`` (default ``max_block``), then raises
+        ProducerBufferFull. ``headers`` named ``subject`` or ``reply`` are refused.
+
+        Cancellation: the message may or may not have been published; its future is
+        cancelled. Cancelling the returned future does not unpublish anything.
+        """
+        self._check()
+        client = self._client
+        cid = client._next_correlation_id()
+        data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
+        p = self._partition(key_bytes, partition)
+        if len(self._pending) >= self.options.max_in_flight:
+            await self._wait_for_room(timeout)
+        return await self._publish(cid, data, p)
+
+    async def _publish(self, cid: str, data: bytes, p: int) -> asyncio.Future[Confirmation]:
+        client = self._client
+        subject = self._subjects[p]
+        block = self.options.max_block
+        if not self._acked:
+            await client._publish(subject, data, "", block)
+            future: asyncio.Future[Confirmation] = client._loop.create_future()
+            future.set_result(Confirmation(None, None, self.stream, p))
+            return future
+        future = client._expect(cid, self.options.ack_timeout, f"a message to {subject}")
+        reply = client._reply_subject(cid) if self.options.detect_no_responders else ""
+        try:
+            await client._publish(subject, data, reply, block)
+        except BaseException:
+            client._forget(cid)
+            raise
+        self._track(future)
+        return future
+
+    def _track(self, future: asyncio.Future[Confirmation]) -> None:
+        self._pending.add(future)
+        self._idle.clear()
+        future.add_done_callback(self._done)
+
+    def _done(self, future: asyncio.Future[Confirmation]) -> None:
+        self._pending.discard(future)
+        if self._first_failure is None and not future.cancelled():
+            self._first_failure = future.exception()
+        if len(self._pending) < self.options.max_in_flight:
+            self._room.set()
+        if not self._pending:
+            self._idle.set()
+
+    async def _wait_for_room(self, timeout: float | None) -> None:
+        wait = self.options.max_block if timeout is None else timeout
+        try:
+            async with asyncio.timeout(wait):
+                while len(self._pending) >= self.options.max_in_flight:
+                    self._room.clear()
+                    await self._room.wait()
+                    self._check()
+        except TimeoutError:
+            raise ProducerBufferFull(
+                f"{self.pending} messages to {self.stream!r} stayed unacknowledged for {wait} s"
+            ) from None
+
+    async def send_and_wait(
+        self,
+        value: bytes | Message,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        partition: int | None = None,
+        expected_offset: int | None = None,
+        timeout: float | None = None,
+    ) -> Confirmation:
+        """Send one message and wait for its confirmation (``timeout`` defaults to
+        ``confirm_timeout``; the ack itself is bounded by ``ack_timeout``).
+
+        Cancellation: the message may still be stored; only the wait stops.
+        """
+        future = await self.send(
+            value, key=key, headers=headers, partition=partition, expected_offset=expected_offset
+        )
+        wait = self.options.confirm_timeout if timeout is None else timeout
+        scope = asyncio.timeout(wait)
+        try:
+            async with scope:
+                return await asyncio.shield(future)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # the message's own AckTimeout
+            raise FlushTimeout(f"no confirmation within {wait} s") from None
+
+    async def send_batch(
+        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Publish several messages in order; returns their confirmation futures.
+
+        Cancellation: the messages published before the cancellation stay published.
+        """
+        self._check()
+        futures: list[asyncio.Future[Confirmation]] = []
+        limit = self.options.max_in_flight
+        for value in values:
+            cid = self._client._next_correlation_id()
+            data, key_bytes = self._encode(value, None, None, cid, None)
+            p = self._partition(key_bytes, None)
+            if len(self._pending) >= limit:
+                await self._wait_for_room(timeout)
+            futures.append(await self._publish(cid, data, p))
+        return futures
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every message sent so far is confirmed or failed, and everything is
+        written to NATS. Raises the first failure since the previous flush, or
+        FlushTimeout.
+
+        Cancellation: only the wait stops.
+        """
+        wait = self.options.confirm_timeout if timeout is None else timeout
+        scope = asyncio.timeout(wait)
+        try:
+            async with scope:
+                await self._client._flush_nats(None)
+                await self._idle.wait()
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from exc
+        failure, self._first_failure = self._first_failure, None
+        if failure is not None:
+            raise failure
+
+    # --- closing -----------------------------------------------------------------------
+
+    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
+        """Flush (unless ``flush=False``) and stop. Idempotent. Messages still unconfirmed
+        afterwards keep waiting for their acks until their own deadline.
+
+        Cancellation: the producer is closed without waiting further.
+        """
+        if self._closed:
+            return
+        try:
+            if flush and self._started:
+                with contextlib.suppress(StreamwireError):
+                    await self.flush(timeout)
+        finally:
+            self._closed = True
+            self._room.set()
+            self._client._children.discard(self)

@@ -1,0 +1,294 @@
+"""Typed wrappers over the generated ``Message`` and ``Ack``: what goes onto NATS and back.
+
+* :func:`encode_publish` builds the envelope a producer publishes on a partition subject.
+* :func:`decode_ack` reads what the server publishes to the ack inbox, strictly.
+* :func:`decode_publish` / :func:`encode_ack` are the server's side of the same exchange,
+  for test doubles and tools.
+* :func:`to_message` turns a subscribed ``Message`` into a :class:`streamwire.Message`.
+* Subjects and partitions: :func:`partition_subject`, :func:`partition_for_key`,
+  :func:`is_literal_subject`.
+
+Only :mod:`streamwire.liftbridge` sees generated classes; everything public here takes and
+returns plain values and frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Final
+
+from google.protobuf.message import DecodeError as _PbDecodeError
+from google.protobuf.message import EncodeError as _PbEncodeError
+
+from streamwire.codec._structs import BytesLike
+from streamwire.codec.headers import HeaderKind, HeaderValue
+from streamwire.codec.message import Message
+from streamwire.errors import ConfigurationError, DecodeError
+from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol.envelope import MessageType, decode_envelope, encode_envelope
+
+__all__ = (
+    "NO_EXPECTED_OFFSET",
+    "RESERVED_HEADERS",
+    "Ack",
+    "AckPolicy",
+    "PublishedMessage",
+    "decode_ack",
+    "decode_publish",
+    "encode_ack",
+    "encode_publish",
+    "headers_to_wire",
+    "is_literal_subject",
+    "partition_from_ack",
+    "partition_for_key",
+    "partition_subject",
+    "to_message",
+)
+
+#: ``Message.offset`` on publish when no optimistic-concurrency check is wanted.
+NO_EXPECTED_OFFSET: Final = -1
+
+#: Header names the server overwrites with the NATS subject and reply subject.
+RESERVED_HEADERS: Final = frozenset({"subject", "reply"})
+
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+class AckPolicy(IntEnum):
+    """When the partition leader acks a message (``liftbridge.md`` §3.3)."""
+
+    LEADER = 0
+    """Once the leader has appended the message to its own log (the default)."""
+    ALL = 1
+    """Once every in-sync replica has it (committed)."""
+    NONE = 2
+    """Never, except for error acks."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """An ack as the server sends it (timestamps in Unix nanoseconds).
+
+    ``offset`` is 0 both for the first message of a partition and in error acks (proto3
+    leaves it off the wire); check ``ack_error`` first.
+    """
+
+    stream: str
+    partition_subject: str
+    msg_subject: str
+    offset: int
+    ack_inbox: str
+    correlation_id: str
+    ack_policy: int
+    reception_timestamp: int
+    commit_timestamp: int
+    ack_error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedMessage:
+    """A publish envelope as the server reads it (see :func:`decode_publish`)."""
+
+    value: bytes
+    key: bytes
+    headers: dict[str, bytes] = field(default_factory=dict)
+    ack_inbox: str = ""
+    correlation_id: str = ""
+    ack_policy: int = 0
+    expected_offset: int = 0
+
+
+# --- subjects and partitions ----------------------------------------------------------
+
+
+def is_literal_subject(subject: str) -> bool:
+    """A NATS subject one can publish to: non-empty tokens, no wildcards, no whitespace."""
+    if not subject or any(c.isspace() for c in subject):
+        return False
+    return all(token and token not in ("*", ">") for token in subject.split("."))
+
+
+def partition_subject(subject: str, partition: int) -> str:
+    """The subject partition ``partition`` of a stream on ``subject`` listens on."""
+    if partition < 0:
+        raise ConfigurationError(f"a partition must be >= 0, got {partition}")
+    return subject if partition == 0 else f"{subject}.{partition}"
+
+
+def partition_for_key(key: BytesLike | None, partitions: int) -> int:
+    """go-liftbridge's key partitioner: CRC-32 (IEEE) of the key, unsigned, mod count."""
+    if partitions < 1:
+        raise ConfigurationError(f"a stream has at least one partition, got {partitions}")
+    return zlib.crc32(key or b"") % partitions
+
+
+# --- headers ----------------------------------------------------------------------------
+
+
+def headers_to_wire(headers: Mapping[str, HeaderValue]) -> dict[str, bytes]:
+    """Liftbridge headers are ``map<string, bytes>``: Raw as is, String as UTF-8, other kinds
+    in their canonical form (:meth:`HeaderValue.to_bytes`). The kind is not carried.
+
+    ``subject`` and ``reply`` are refused: the server overwrites them.
+    """
+    out: dict[str, bytes] = {}
+    for name, value in headers.items():
+        if name in RESERVED_HEADERS:
+            raise ConfigurationError(
+                f"header name {name!r} is reserved: the Liftbridge server overwrites it"
+            )
+        out[name] = value.to_bytes()
+    return out
+
+
+# --- publish ----------------------------------------------------------------------------
+
+
+def _check_int64(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an int, got {type(value).__name__}")
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ConfigurationError(f"{name} {value} does not fit in int64")
+
+
+def encode_publish(
+    value: BytesLike,
+    *,
+    key: BytesLike | None = None,
+    headers: Mapping[str, bytes] | None = None,
+    ack_inbox: str = "",
+    correlation_id: str = "",
+    ack_policy: int = AckPolicy.LEADER,
+    expected_offset: int = NO_EXPECTED_OFFSET,
+    crc: bool = False,
+) -> bytes:
+    """The envelope (Publish) for one message.
+
+    ``expected_offset`` is the offset the message must land at on a stream with optimistic
+    concurrency control (``-1``: no check). Without ``ack_inbox`` the server sends no ack.
+    """
+    _check_int64("expected_offset", expected_offset)
+    if ack_policy not in (0, 1, 2):
+        raise ConfigurationError(f"unknown ack policy {ack_policy!r}")
+    try:
+        msg = pb.Message(
+            offset=expected_offset,
+            key=bytes(key) if key is not None else b"",
+            value=bytes(value),
+            headers=dict(headers) if headers else None,
+            ackInbox=ack_inbox,
+            correlationId=correlation_id,
+            ackPolicy=ack_policy,  # type: ignore[arg-type]
+        )
+        payload = msg.SerializeToString()
+    except (TypeError, ValueError, _PbEncodeError) as exc:
+        raise ConfigurationError(f"cannot encode the message: {exc}") from exc
+    return encode_envelope(MessageType.PUBLISH, payload, crc=crc)
+
+
+def decode_publish(data: BytesLike, *, verify_crc: bool = True) -> PublishedMessage:
+    """Read a Publish envelope (what a partition leader does); raises :class:`DecodeError`."""
+    _, payload = decode_envelope(data, expected=MessageType.PUBLISH, verify_crc=verify_crc)
+    msg = pb.Message()
+    _parse(msg, payload, "Message")
+    return PublishedMessage(
+        value=msg.value,
+        key=msg.key,
+        headers=dict(msg.headers),
+        ack_inbox=msg.ackInbox,
+        correlation_id=msg.correlationId,
+        ack_policy=int(msg.ackPolicy),
+        expected_offset=msg.offset,
+    )
+
+
+# --- acks -------------------------------------------------------------------------------
+
+
+def _parse(target: pb.Message | pb.Ack, payload: memoryview, what: str) -> None:
+    try:
+        target.ParseFromString(bytes(payload))
+    except (_PbDecodeError, ValueError, TypeError, RuntimeError) as exc:
+        raise DecodeError(f"{what} protobuf ({exc})", None, frame="envelope") from None
+
+
+def decode_ack(data: BytesLike, *, verify_crc: bool = True) -> Ack:
+    """Read an Ack envelope strictly; raises only :class:`DecodeError` /
+    :class:`~streamwire.errors.ChecksumMismatchError` on malformed input."""
+    _, payload = decode_envelope(data, expected=MessageType.ACK, verify_crc=verify_crc)
+    msg = pb.Ack()
+    _parse(msg, payload, "Ack")
+    return Ack(
+        stream=msg.stream,
+        partition_subject=msg.partitionSubject,
+        msg_subject=msg.msgSubject,
+        offset=msg.offset,
+        ack_inbox=msg.ackInbox,
+        correlation_id=msg.correlationId,
+        ack_policy=int(msg.ackPolicy),
+        reception_timestamp=msg.receptionTimestamp,
+        commit_timestamp=msg.commitTimestamp,
+        ack_error=int(msg.ackError),
+    )
+
+
+def encode_ack(ack: Ack, *, crc: bool = False) -> bytes:
+    """The Ack envelope the server would send (for test doubles)."""
+    try:
+        payload = pb.Ack(
+            stream=ack.stream,
+            partitionSubject=ack.partition_subject,
+            msgSubject=ack.msg_subject,
+            offset=ack.offset,
+            ackInbox=ack.ack_inbox,
+            correlationId=ack.correlation_id,
+            ackPolicy=ack.ack_policy,  # type: ignore[arg-type]
+            receptionTimestamp=ack.reception_timestamp,
+            commitTimestamp=ack.commit_timestamp,
+            ackError=ack.ack_error,  # type: ignore[arg-type]
+        ).SerializeToString()
+    except (TypeError, ValueError, _PbEncodeError) as exc:
+        raise ConfigurationError(f"cannot encode the ack: {exc}") from exc
+    return encode_envelope(MessageType.ACK, payload, crc=crc)
+
+
+# --- subscribed messages ----------------------------------------------------------------
+
+
+def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
+    """A subscribed message as a :class:`streamwire.Message`.
+
+    Header values come back as Raw (the wire has no kinds). The server adds ``subject`` and
+    ``reply`` to every message; they are dropped unless ``server_headers``. An empty key is
+    ``None`` (proto3 cannot tell them apart). The timestamp is the server's receive time.
+    """
+    headers = {
+        name: HeaderValue(HeaderKind.RAW, value)
+        for name, value in msg.headers.items()
+        if server_headers or name not in RESERVED_HEADERS
+    }
+    return Message.received(
+        msg.value,
+        key=msg.key or None,
+        headers=headers,
+        timestamp_us=msg.timestamp // 1000,
+        offset=msg.offset,
+        stream=msg.stream,
+        partition=msg.partition,
+    )
+
+
+def partition_from_ack(ack: Ack) -> int | None:
+    """The partition an ack is for: the Ack has no partition field, but ``msg_subject`` is
+    the partition subject (``partition_subject`` for 0, one more token ``.<n>`` for n)."""
+    base = ack.partition_subject.split(".")
+    tokens = ack.msg_subject.split(".")
+    if len(tokens) == len(base):
+        return 0
+    if len(tokens) == len(base) + 1 and tokens[-1].isdigit() and tokens[-1].isascii():
+        return int(tokens[-1])
+    return None

@@ -1,0 +1,172 @@
+"""A throw-away Liftbridge cluster for failover tests: N nodes of the harness's binary on
+free loopback ports, a private namespace and data directories, all on the harness's NATS.
+
+Each test owns its processes and stops them by pid (TERM, then KILL) when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamwire.liftbridge as lb
+from streamwire.errors import StreamwireError
+
+__all__ = ("ClusterDidNotForm", "LocalCluster", "Node")
+
+
+class ClusterDidNotForm(Exception):
+    """The servers never all saw each other (see the message for their logs)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Node:
+    server_id: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: what a crashed leader looks like."""
+        if self.running:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.running:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class LocalCluster:
+    def __init__(
+        self, binary: str, nats_url: str, workdir: Path, *, size: int = 3, version: str = ""
+    ) -> None:
+        self.binary = binary
+        self.nats_url = nats_url
+        self.workdir = workdir
+        self.size = size
+        self.version = version
+        self.namespace = ""
+        self.nodes: dict[str, Node] = {}
+
+    def _config(self, server_id: str, port: int, peers: list[str]) -> str:
+        lines = [
+            f"listen: 127.0.0.1:{port}",
+            "data:",
+            f"  dir: {self.workdir / server_id / 'data'}",
+            "logging:",
+            "  level: info",
+            "nats:",
+            "  servers:",
+            f"    - {self.nats_url}",
+            "clustering:",
+            f"  server.id: {server_id}",
+            f"  namespace: {self.namespace}",
+            f"  raft.bootstrap.peers: [{', '.join(peers)}]",
+            "  replica.max.leader.timeout: 2s",
+            "cursors:",
+            "  stream.partitions: 1",
+            "  stream.auto.pause.time: 0",
+        ]
+        if self.version != "v1.9.0":  # newer servers report home unless told not to
+            lines += ["telemetry:", "  enabled: false"]
+        return "\n".join(lines) + "\n"
+
+    async def start(self, *, attempts: int = 2, timeout: float = 30.0) -> None:
+        """Start the nodes and wait until they form a cluster; start over (new namespace,
+        new directories) if they do not within ``timeout``."""
+        reasons: list[str] = []
+        for _ in range(attempts):
+            self._launch()
+            try:
+                await self.wait_ready(timeout)
+                return
+            except ClusterDidNotForm as exc:
+                reasons.append(str(exc))
+                self.stop()
+        raise ClusterDidNotForm("\n".join(reasons))
+
+    def _launch(self) -> None:
+        self.namespace = f"sw-fo-{uuid.uuid4().hex[:8]}"
+        self.nodes = {}
+        peers = [f"{self.namespace}-n{i}" for i in range(1, self.size + 1)]
+        for server_id in peers:
+            port = _free_port()
+            (self.workdir / server_id).mkdir(parents=True)
+            config = self.workdir / f"{server_id}.yml"
+            config.write_text(self._config(server_id, port, peers), encoding="utf-8")
+            log = self.workdir / f"{server_id}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    [self.binary, "-c", str(config)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self.nodes[server_id] = Node(server_id, port, process, log)
+
+    def url(self, server_id: str) -> str:
+        return f"liftbridge://127.0.0.1:{self.nodes[server_id].port}?nats={self.nats_url}"
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Every node answers and sees the whole cluster, and a metadata leader exists."""
+        last: dict[str, str] = {}
+        try:
+            async with asyncio.timeout(timeout):
+                for server_id in self.nodes:
+                    while True:
+                        try:
+                            async with await lb.connect(self.url(server_id), timeout=5) as c:
+                                md = await c.fetch_metadata()
+                                last[server_id] = f"brokers {sorted(md.brokers)}"
+                                if len(md.brokers) == self.size:
+                                    break
+                        except StreamwireError as exc:
+                            last[server_id] = repr(exc)
+                        await asyncio.sleep(0.3)
+        except TimeoutError:
+            raise ClusterDidNotForm(f"not ready after {timeout} s: {last}\n{self.logs()}") from None
+
+    async def create_stream(self, server_id: str, name: str, **options: object) -> None:
+        """Create a stream, retrying while the new cluster still settles (right after
+        forming, forwarding to the metadata leader can fail with INTERNAL "no responders")."""
+        async with await lb.connect(self.url(server_id), timeout=10) as c, asyncio.timeout(30):
+            while True:
+                try:
+                    await c.create_stream(name, exist_ok=True, **options)  # type: ignore[arg-type]
+                    return
+                except StreamwireError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                await asyncio.sleep(0.3)
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.stop()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {n.server_id}\n" + n.log.read_text(errors="replace")[-3000:]
+            for n in self.nodes.values()
+        )

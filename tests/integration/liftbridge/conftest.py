@@ -1,0 +1,64 @@
+"""Fixtures for Liftbridge integration tests: a client on the harness broker (Liftbridge
+v1.9.0 on nats-server 2.15.1) and fresh, uniquely named streams (deleted afterwards)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+import streamwire.liftbridge as lb
+from tests.brokers import BrokerInfo, require
+
+pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
+
+NewStream = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+def broker() -> BrokerInfo:
+    return require("liftbridge")
+
+
+@pytest.fixture
+def url(broker: BrokerInfo) -> str:
+    nats_url = broker.extra.get("NATS_URL", f"nats://{broker.host}:4222")
+    return f"liftbridge://{broker.host}:{broker.port}?nats={nats_url}"
+
+
+@pytest.fixture
+async def client(url: str) -> AsyncIterator[lb.Client]:
+    c = await lb.connect(url, timeout=10)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def unique(prefix: str = "sw-lb") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def new_stream(client: lb.Client) -> AsyncIterator[NewStream]:
+    """``await new_stream(partitions=..., **options)`` creates a stream named and attached
+    to a unique subject; every stream made is deleted at the end."""
+    made: list[str] = []
+
+    async def make(**kwargs: object) -> str:
+        name = unique()
+        await client.create_stream(name, **kwargs)  # type: ignore[arg-type]
+        made.append(name)
+        return name
+
+    try:
+        yield make
+    finally:
+        for name in made:
+            await client.delete_stream(name, missing_ok=True)
+
+
+@pytest.fixture
+async def stream(new_stream: NewStream) -> str:
+    return await new_stream()
