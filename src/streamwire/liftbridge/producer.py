@@ -208,9 +208,8 @@ class Producer:
     ) -> tuple[bytes, bytes | None]:
         if isinstance(value, Message):
             payload, key = value.value, value.key if key is None else key
-            wire = headers_to_wire(value.headers) if value.headers else None
-            if headers:
-                wire = {**(wire or {}), **headers_to_wire(normalize_headers(headers))}
+            merged = {**value.headers, **normalize_headers(headers)}
+            wire = headers_to_wire(merged) if merged else None
         else:
             if not isinstance(value, bytes | bytearray | memoryview):
                 raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")

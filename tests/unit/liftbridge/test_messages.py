@@ -12,6 +12,7 @@ from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import MessageType, encode_envelope
 from streamwire.liftbridge.protocol.errors import AckErrorCode
 from streamwire.liftbridge.protocol.messages import (
+    KINDS_HEADER,
     Ack,
     AckPolicy,
     decode_ack,
@@ -211,6 +212,7 @@ def test_headers_to_wire_kinds() -> None:
         "text": "héllo".encode(),
         "n": (1).to_bytes(8, "little"),
         "flag": b"\x01",
+        KINDS_HEADER: b'{"flag":3,"n":7,"text":2}',  # so the kinds survive the round trip
     }
 
 

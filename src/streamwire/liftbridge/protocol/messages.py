@@ -14,6 +14,7 @@ returns plain values and frozen dataclasses.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from google.protobuf.message import EncodeError as _PbEncodeError
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
-from streamwire.errors import ConfigurationError, DecodeError
+from streamwire.errors import ConfigurationError, DecodeError, StreamwireError
 from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import MessageType, decode_envelope, encode_envelope
 
@@ -40,6 +41,8 @@ __all__ = (
     "decode_publish",
     "encode_ack",
     "encode_publish",
+    "KINDS_HEADER",
+    "headers_from_wire",
     "headers_to_wire",
     "is_literal_subject",
     "partition_from_ack",
@@ -129,19 +132,63 @@ def partition_for_key(key: BytesLike | None, partitions: int) -> int:
 # --- headers ----------------------------------------------------------------------------
 
 
+KINDS_HEADER: Final = "streamwire.kinds"
+"""Carries the kinds of non-Raw headers as compact JSON ``{"name": kind code}``: Liftbridge
+headers are plain bytes, so without it typed headers would come back as Raw. Other clients
+see every value in its canonical byte form and can ignore this header."""
+
+
 def headers_to_wire(headers: Mapping[str, HeaderValue]) -> dict[str, bytes]:
     """Liftbridge headers are ``map<string, bytes>``: Raw as is, String as UTF-8, other kinds
-    in their canonical form (:meth:`HeaderValue.to_bytes`). The kind is not carried.
+    in their canonical form (:meth:`HeaderValue.to_bytes`), their kinds in
+    :data:`KINDS_HEADER`.
 
-    ``subject`` and ``reply`` are refused: the server overwrites them.
+    ``subject`` and ``reply`` are refused (the server overwrites them), and so is the kinds
+    header's own name.
     """
     out: dict[str, bytes] = {}
+    kinds: dict[str, int] = {}
     for name, value in headers.items():
-        if name in RESERVED_HEADERS:
+        if name in RESERVED_HEADERS or name == KINDS_HEADER:
             raise ConfigurationError(
-                f"header name {name!r} is reserved: the Liftbridge server overwrites it"
+                f"header name {name!r} is reserved (by the Liftbridge server or streamwire)"
             )
         out[name] = value.to_bytes()
+        if value.kind is not HeaderKind.RAW:
+            kinds[name] = int(value.kind)
+    if kinds:
+        out[KINDS_HEADER] = json.dumps(kinds, separators=(",", ":"), sort_keys=True).encode()
+    return out
+
+
+def headers_from_wire(
+    wire: Mapping[str, bytes], *, server_headers: bool = False
+) -> dict[str, HeaderValue]:
+    """The reverse of :func:`headers_to_wire`; values without a (valid) recorded kind are
+    Raw, so headers from other clients and malformed kinds never fail a message."""
+    kinds: dict[str, int] = {}
+    raw_kinds = wire.get(KINDS_HEADER)
+    if raw_kinds is not None:
+        try:
+            parsed = json.loads(raw_kinds)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            kinds = {k: v for k, v in parsed.items() if isinstance(v, int)}
+    out: dict[str, HeaderValue] = {}
+    for name, value in wire.items():
+        if name == KINDS_HEADER and kinds:
+            continue
+        if not server_headers and name in RESERVED_HEADERS:
+            continue
+        kind = kinds.get(name)
+        if kind is not None:
+            try:
+                out[name] = HeaderValue.from_bytes(kind, value)
+                continue
+            except StreamwireError:
+                pass
+        out[name] = HeaderValue(HeaderKind.RAW, bytes(value))
     return out
 
 
@@ -262,15 +309,12 @@ def encode_ack(ack: Ack, *, crc: bool = False) -> bytes:
 def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
     """A subscribed message as a :class:`streamwire.Message`.
 
-    Header values come back as Raw (the wire has no kinds). The server adds ``subject`` and
-    ``reply`` to every message; they are dropped unless ``server_headers``. An empty key is
-    ``None`` (proto3 cannot tell them apart). The timestamp is the server's receive time.
+    Header kinds come back from :data:`KINDS_HEADER` (Raw otherwise). The server adds
+    ``subject`` and ``reply`` to every message; they are dropped unless ``server_headers``.
+    An empty key is ``None`` (proto3 cannot tell them apart). The timestamp is the server's
+    receive time.
     """
-    headers = {
-        name: HeaderValue(HeaderKind.RAW, value)
-        for name, value in msg.headers.items()
-        if server_headers or name not in RESERVED_HEADERS
-    }
+    headers = headers_from_wire(msg.headers, server_headers=server_headers)
     return Message.received(
         msg.value,
         key=msg.key or None,
