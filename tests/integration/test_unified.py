@@ -1,0 +1,116 @@
+"""The same scenarios through the unified API (``streamwire.connect`` and the Client /
+Producer / Consumer protocols) on every broker available: RabbitMQ Streams and Liftbridge from
+the harness, Iggy on its conformance double (no Iggy server can run here)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+import streamwire
+from streamwire import HeaderValue, Message
+from streamwire.codec.headers import HeaderInput
+from tests.brokers import require
+from tests.iggy_double import IggyDouble
+
+pytestmark = pytest.mark.integration
+
+HEADERS: dict[str, HeaderInput] = {
+    "text": "café-ß",
+    "count": HeaderValue.int32(-3),
+    "big": HeaderValue.uint64(2**63),
+    "ratio": 0.25,
+    "flag": True,
+    "blob": b"\x00\xff",
+}
+
+
+@pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
+async def url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    if request.param == "iggy":
+        async with IggyDouble() as double:
+            yield double.url
+        return
+    broker = require(request.param)
+    if request.param == "liftbridge":
+        nats = require("nats")
+        yield f"liftbridge://{broker.host}:{broker.port}?nats=nats://{nats.host}:{nats.port}"
+    else:
+        yield broker.url
+
+
+@pytest.fixture
+async def client(url: str) -> AsyncIterator[streamwire.Client]:
+    async with streamwire.connect(url, timeout=10) as c:
+        yield c
+
+
+@pytest.fixture
+async def stream(client: streamwire.Client, url: str) -> AsyncIterator[str]:
+    name = f"unified-{uuid.uuid4().hex[:8]}"
+    if url.startswith("iggy"):
+        name += "/events"  # Iggy addresses a topic inside a stream
+    await client.create_stream(name)
+    try:
+        yield name
+    finally:
+        await client.delete_stream(name.split("/")[0], missing_ok=True)
+
+
+async def take(consumer: streamwire.Consumer, n: int) -> list[Message]:
+    got: list[Message] = []
+    while len(got) < n:
+        batch = await consumer.next_batch(n - len(got), timeout=10)
+        assert batch, f"only {len(got)} of {n} messages arrived"
+        got += batch
+    return got
+
+
+async def test_round_trip_with_keys_and_typed_headers(
+    client: streamwire.Client, stream: str
+) -> None:
+    async with client.producer(stream) as producer:
+        confirmation = await producer.send_and_wait(b"first", key=b"k-1", headers=HEADERS)
+        await producer.send_batch([b"second", Message(b"third", key=b"k-3")])
+        await producer.flush()
+    assert isinstance(confirmation, streamwire.Confirmation)
+    async with client.consumer(stream, offset="first") as consumer:
+        got = await take(consumer, 3)
+    assert [m.value for m in got] == [b"first", b"second", b"third"]
+    assert [m.key for m in got] == [b"k-1", None, b"k-3"]
+    assert got[0].headers == {k: HeaderValue.of(v) for k, v in HEADERS.items()}
+    offsets = [m.offset for m in got]
+    assert None not in offsets
+    assert offsets == sorted(o for o in offsets if o is not None)
+    assert all(m.timestamp is not None for m in got)
+
+
+async def test_resume_from_the_committed_offset(client: streamwire.Client, stream: str) -> None:
+    async with client.producer(stream) as producer:
+        await producer.send_batch([f"m{i}".encode() for i in range(10)])
+        await producer.flush()
+    async with client.consumer(stream, offset="first", name="resumer") as consumer:
+        first = await take(consumer, 4)
+        await consumer.commit(first[-1].offset)
+        await consumer.close()  # closing lets every broker persist the commit
+    async with client.consumer(stream, offset="next", name="resumer") as consumer:
+        rest = await take(consumer, 6)
+    assert [m.value for m in rest] == [f"m{i}".encode() for i in range(4, 10)]
+
+
+async def test_batch_consume_respects_the_limit(client: streamwire.Client, stream: str) -> None:
+    async with client.producer(stream) as producer:
+        await producer.send_batch([bytes([i]) * 10 for i in range(100)])
+        await producer.flush()
+    async with client.consumer(stream, offset="first") as consumer:
+        sizes = []
+        got: list[Message] = []
+        while len(got) < 100:
+            batch = await consumer.next_batch(30, timeout=10)
+            assert batch
+            sizes.append(len(batch))
+            got += batch
+    assert max(sizes) <= 30
+    assert [m.value for m in got] == [bytes([i]) * 10 for i in range(100)]
