@@ -252,7 +252,7 @@ class Producer:
     ) -> Group:
         create = self._loop.create_future
         first = self._next_id if first is None else first
-        if not first >= 0 and first + len(data) <= 1 << 64:
+        if first < 0 or first + len(data) > 1 << 64:
             raise ConfigurationError(f"publishing id {first} does not fit in uint64")
         group = Group(
             first,

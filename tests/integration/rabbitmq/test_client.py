@@ -274,3 +274,13 @@ async def test_a_message_larger_than_frame_max_fails_alone(broker: BrokerInfo) -
                     await producer.flush()  # reports the failure since the last flush
         finally:
             await client.delete_stream(name)
+
+
+async def test_publishing_ids_must_fit_uint64(client: rmq.Client, stream: str) -> None:
+    async with client.producer(stream) as producer:
+        with pytest.raises(ConfigurationError, match="uint64"):
+            await producer.send(b"x", publishing_id=1 << 64)
+        with pytest.raises(ConfigurationError, match="uint64"):
+            await producer.send(b"x", publishing_id=-1)
+        confirmation = await producer.send_and_wait(b"x", publishing_id=(1 << 64) - 1)
+        assert confirmation.publishing_id == (1 << 64) - 1

@@ -1,0 +1,49 @@
+"""Apache Spark integration: a ``foreachBatch`` sink and the ``streamwire`` data source.
+
+* :func:`foreach_batch_sink` publishes every micro-batch of a streaming query from the
+  executors (exactly-once on RabbitMQ Streams, at-least-once on Liftbridge and Iggy).
+* :class:`StreamwireDataSource` (format ``"streamwire"``, PySpark >= 4.0 Python Data
+  Source API) reads streams in batch and streaming queries and writes them; register it
+  with :func:`register`, or let PySpark find the ``pyspark_streamwire`` module.
+
+Needs the ``spark`` extra (``pip install 'streamwire[spark]'``: pyspark and pyarrow) and
+Java 17+. This package uses the unified streamwire API only; see ``docs/spark.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streamwire.spark.errors import SinkSchemaError, SparkConfigurationError
+from streamwire.spark.sink import BatchMetrics, ForeachBatchSink, SinkMetrics, foreach_batch_sink
+
+if TYPE_CHECKING:
+    from streamwire.spark.datasource import StreamwireDataSource
+
+__all__ = (
+    "BatchMetrics",
+    "ForeachBatchSink",
+    "SinkMetrics",
+    "SinkSchemaError",
+    "SparkConfigurationError",
+    "StreamwireDataSource",
+    "foreach_batch_sink",
+    "register",
+)
+
+
+def register(spark: Any) -> None:
+    """Register the ``streamwire`` data source with a SparkSession (not needed when the
+    ``pyspark_streamwire`` module is importable: PySpark then registers it by itself)."""
+    from streamwire.spark.datasource import StreamwireDataSource
+
+    spark.dataSource.register(StreamwireDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    # the data source subclasses pyspark classes: import it (and pyspark) only on demand
+    if name == "StreamwireDataSource":
+        from streamwire.spark.datasource import StreamwireDataSource
+
+        return StreamwireDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,126 @@
+"""Spark offsets of the streamwire source: JSON shapes, parsing and admission control.
+
+An offset is ``{"<stream>": {"<partition>": <next offset>}}``: string keys only (Spark
+round-trips offsets through ``json.dumps``/``json.loads``, which turns int keys into
+strings anyway), partitions in numeric order, and the *next* offset to read, so a
+micro-batch covers the half-open range ``[start, end)`` of each partition. The stream name
+is part of the offset so a checkpoint is never silently applied to another stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from streamwire.spark.errors import SparkConfigurationError
+
+__all__ = (
+    "EARLIEST",
+    "LATEST",
+    "Offsets",
+    "StartSpec",
+    "cap",
+    "decode",
+    "encode",
+    "parse_spec",
+    "resolve",
+)
+
+#: Partition number -> next offset.
+Offsets = dict[int, int]
+#: "earliest", "latest", or explicit offsets per partition (-2: earliest, -1: latest).
+StartSpec = Literal["earliest", "latest"] | dict[int, int]
+
+EARLIEST: Final = -2
+LATEST: Final = -1
+
+
+def encode(stream: str, offsets: Mapping[int, int]) -> dict[str, Any]:
+    """The JSON-ready offset dict (partitions as strings, in numeric order)."""
+    return {stream: {str(p): int(offsets[p]) for p in sorted(offsets)}}
+
+
+def decode(stream: str, value: Any) -> Offsets:
+    """Parse an offset Spark hands back (from :func:`encode`, possibly via a checkpoint)."""
+    if not isinstance(value, Mapping) or set(value) != {stream}:
+        found = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+        raise SparkConfigurationError(
+            f"offsets {found} are not for stream {stream!r}: was this checkpoint written by a "
+            "query reading another stream?"
+        )
+    return _partition_offsets(value[stream], what=f"offsets of {stream!r}")
+
+
+def _partition_offsets(value: Any, *, what: str, markers: bool = False) -> Offsets:
+    if not isinstance(value, Mapping):
+        raise SparkConfigurationError(f"{what} must be a JSON object, got {value!r}")
+    out: Offsets = {}
+    for key, offset in value.items():
+        if not (isinstance(key, str) and key.isdigit()):
+            raise SparkConfigurationError(f"{what}: partition {key!r} is not a number")
+        lowest = EARLIEST if markers else 0
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < lowest:
+            raise SparkConfigurationError(f"{what}: bad offset {offset!r} for partition {key}")
+        out[int(key)] = offset
+    return out
+
+
+def parse_spec(text: str | None, stream: str, *, default: str, option: str) -> StartSpec:
+    """Parse ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest``, or JSON
+    ``{"<partition>": offset}`` or ``{"<stream>": {"<partition>": offset}}`` where -2 means
+    earliest and -1 latest (Spark's Kafka source conventions)."""
+    value = (text if text is not None else default).strip()
+    if value.lower() in ("earliest", "latest"):
+        return "earliest" if value.lower() == "earliest" else "latest"
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise SparkConfigurationError(
+            f"{option} must be earliest, latest or JSON offsets, got {value!r}"
+        ) from None
+    if isinstance(parsed, Mapping) and set(parsed) == {stream}:
+        parsed = parsed[stream]
+    return _partition_offsets(parsed, what=option, markers=True)
+
+
+def resolve(spec: StartSpec, bounds: Mapping[int, tuple[int, int]]) -> Offsets:
+    """Concrete offsets for every partition in ``bounds`` (partition -> (earliest, tail)).
+    Partitions an explicit spec leaves out start at the earliest offset."""
+    out: Offsets = {}
+    for p, (earliest, tail) in bounds.items():
+        if spec == "earliest":
+            out[p] = earliest
+        elif spec == "latest":
+            out[p] = tail
+        else:
+            wanted = spec.get(p, EARLIEST)
+            out[p] = earliest if wanted == EARLIEST else tail if wanted == LATEST else wanted
+    return out
+
+
+def cap(start: Mapping[int, int], tails: Mapping[int, int], max_rows: int | None) -> Offsets:
+    """The end offsets of the next micro-batch: every partition's tail, or, when more than
+    ``max_rows`` offsets are available, a share of ``max_rows`` per partition proportional
+    to what it has (largest remainders first, ties to the lower partition), so every
+    partition makes progress. Never moves a partition backwards. Partitions new in
+    ``tails`` start from 0."""
+    end: Offsets = {p: max(tails.get(p, o), o) for p, o in start.items()}
+    for p, tail in tails.items():
+        end.setdefault(p, tail)
+    available = {p: end[p] - start.get(p, 0) for p in end}
+    total = sum(available.values())
+    if max_rows is None or total <= max_rows:
+        return dict(sorted(end.items()))
+    if max_rows < 1:
+        raise SparkConfigurationError("maxRecordsPerTrigger must be >= 1")
+    share = {p: n * max_rows // total for p, n in available.items()}
+    left = max_rows - sum(share.values())
+    by_remainder = sorted(available, key=lambda p: (-(available[p] * max_rows % total), p))
+    for p in by_remainder:
+        if left == 0:
+            break
+        if share[p] < available[p]:
+            share[p] += 1
+            left -= 1
+    return {p: start.get(p, 0) + share[p] for p in sorted(end)}

@@ -1,0 +1,149 @@
+"""Options of the ``streamwire`` data source, parsed and checked in one place (no I/O).
+
+Spark hands options over as strings in a case-insensitive dict; these dataclasses hold the
+typed values and are what readers, writers and partitions carry (small and picklable).
+
+=======================  =================================================================
+option                   meaning
+=======================  =================================================================
+url                      broker URL (required): rabbitmq-stream://, liftbridge://, iggy://
+stream                   stream name (required)
+timeout                  seconds for connecting, opening producers/consumers, confirmations
+                         and for a read to see its next message (default 60)
+startingOffsets          earliest | latest | JSON (reader; streaming default latest, batch
+                         default earliest)
+endingOffsets            latest | JSON (batch reader only; default latest)
+maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming reader)
+name                     sink name, prefix of the RabbitMQ producer references
+                         (default streamwire-sink)
+maxInFlight              unconfirmed messages per producer (default 1000)
+ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
+writeId                  batch writer: a stable identity for deduplication across reruns
+                         of the same write (RabbitMQ); default a fresh id per write
+=======================  =================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import streamwire
+from streamwire.spark._offsets import StartSpec, parse_spec
+from streamwire.spark.errors import SparkConfigurationError
+
+__all__ = ("SinkOptions", "SourceOptions")
+
+
+def _lower(options: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _required(options: dict[str, str], name: str) -> str:
+    value = options.get(name.lower(), "").strip()
+    if not value:
+        raise SparkConfigurationError(f"the streamwire data source needs the option {name!r}")
+    return value
+
+
+def _float(options: dict[str, str], name: str, default: float) -> float:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise SparkConfigurationError(f"option {name!r} must be a number, got {text!r}") from None
+    if not value > 0:
+        raise SparkConfigurationError(f"option {name!r} must be > 0, got {text!r}")
+    return value
+
+
+def _int(options: dict[str, str], name: str) -> int | None:
+    text = options.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise SparkConfigurationError(f"option {name!r} must be an integer, got {text!r}") from None
+    if value < 1:
+        raise SparkConfigurationError(f"option {name!r} must be >= 1, got {text!r}")
+    return value
+
+
+def _bool(options: dict[str, str], name: str) -> bool:
+    text = options.get(name.lower(), "false").strip().lower()
+    if text not in ("true", "false"):
+        raise SparkConfigurationError(f"option {name!r} must be true or false, got {text!r}")
+    return text == "true"
+
+
+def _url(options: dict[str, str]) -> str:
+    url = _required(options, "url")
+    streamwire.parse_url(url)  # raises ConfigurationError for a bad URL
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    url: str
+    stream: str
+    timeout: float
+    starting: StartSpec
+    ending: StartSpec
+    max_records: int | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
+        opts = _lower(options)
+        stream = _required(opts, "stream")
+        ending = parse_spec(
+            opts.get("endingoffsets"), stream, default="latest", option="endingOffsets"
+        )
+        if ending == "earliest":
+            raise SparkConfigurationError("endingOffsets cannot be earliest")
+        if streaming and "endingoffsets" in opts:
+            raise SparkConfigurationError("endingOffsets applies to batch reads only")
+        return cls(
+            url=_url(opts),
+            stream=stream,
+            timeout=_float(opts, "timeout", 60.0),
+            starting=parse_spec(
+                opts.get("startingoffsets"),
+                stream,
+                default="latest" if streaming else "earliest",
+                option="startingOffsets",
+            ),
+            ending=ending,
+            max_records=_int(opts, "maxRecordsPerTrigger"),
+        )
+
+    @property
+    def client_key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
+        return self.url, (("timeout", self.timeout),)
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    url: str
+    stream: str
+    timeout: float
+    name: str
+    max_in_flight: int
+    ignore_extra_columns: bool
+    write_id: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
+        opts = _lower(options)
+        return cls(
+            url=_url(opts),
+            stream=_required(opts, "stream"),
+            timeout=_float(opts, "timeout", 60.0),
+            name=opts.get("name", "").strip() or "streamwire-sink",
+            max_in_flight=_int(opts, "maxInFlight") or 1000,
+            ignore_extra_columns=_bool(opts, "ignoreExtraColumns"),
+            write_id=opts.get("writeid", "").strip() or None,
+        )

@@ -1,0 +1,120 @@
+"""The column contract of the sinks, and the source schema.
+
+Sink input (names as in Spark's Kafka sink, so pipelines port over):
+
+========== =================================== ==========
+column     type                                required
+========== =================================== ==========
+value      binary (or string, sent as UTF-8)   yes
+key        binary (or string)                  no
+headers    map<string, binary> (or string)     no
+========== =================================== ==========
+
+Other columns are an error unless ``ignore_extra_columns`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import streamwire
+from streamwire.spark.errors import SinkSchemaError
+
+__all__ = ("SOURCE_SCHEMA_DDL", "SinkLayout", "sink_layout")
+
+SOURCE_SCHEMA_DDL: Final = (
+    "value binary, key binary, headers map<string,binary>, stream string, "
+    "partition int, offset long, timestamp timestamp"
+)
+
+_COLUMNS: Final = ("value", "key", "headers")
+
+
+@dataclass(frozen=True, slots=True)
+class SinkLayout:
+    """Where the sink finds its columns in a row (positions in the schema), and whether
+    text needs encoding. Small and picklable: it travels with every task."""
+
+    value: int
+    key: int | None = None
+    headers: int | None = None
+
+    def message(self, row: Any, position: int) -> streamwire.Message:
+        """The message for one row (a pyspark ``Row`` or a tuple in schema order)."""
+        value = row[self.value]
+        if value is None:
+            raise SinkSchemaError(
+                f"row {position} of this partition has a null 'value'; the sink publishes "
+                "every row, so filter or fill nulls first"
+            )
+        if isinstance(value, str):
+            value = value.encode()
+        key = None
+        if self.key is not None:
+            key = row[self.key]
+            if isinstance(key, str):
+                key = key.encode()
+        headers = None
+        if self.headers is not None:
+            raw = row[self.headers]
+            if raw:
+                headers = {str(k): v for k, v in raw.items() if v is not None}
+        return streamwire.Message(value, key=key, headers=headers)
+
+
+def _type_name(data_type: Any) -> str:
+    return str(data_type.simpleString())
+
+
+def sink_layout(schema: Any, *, ignore_extra_columns: bool = False) -> SinkLayout:
+    """Check a DataFrame schema (a pyspark ``StructType``) against the sink contract and
+    return the layout; raises :class:`SinkSchemaError` saying what is wrong."""
+    from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+
+    if not isinstance(schema, StructType):
+        raise SinkSchemaError(f"expected a StructType schema, got {type(schema).__name__}")
+    names = [f.name for f in schema.fields]
+    positions = {name: i for i, name in enumerate(names)}
+    problems: list[str] = []
+    if "value" not in positions:
+        problems.append("the 'value' column (binary) is missing")
+    text_or_binary = (BinaryType, StringType)
+    for column in ("value", "key"):
+        if column in positions:
+            data_type = schema.fields[positions[column]].dataType
+            if not isinstance(data_type, text_or_binary):
+                problems.append(
+                    f"column '{column}' must be binary (or string), not {_type_name(data_type)}"
+                )
+    if "headers" in positions:
+        data_type = schema.fields[positions["headers"]].dataType
+        if not (
+            isinstance(data_type, MapType)
+            and isinstance(data_type.keyType, StringType)
+            and isinstance(data_type.valueType, text_or_binary)
+        ):
+            problems.append(
+                f"column 'headers' must be map<string,binary>, not {_type_name(data_type)}"
+            )
+    extra = [n for n in names if n not in _COLUMNS]
+    if extra and not ignore_extra_columns:
+        problems.append(
+            f"unexpected column(s) {_quoted(extra)}; the sink takes value, key and headers "
+            "(select them, or set ignore_extra_columns / ignoreExtraColumns=true)"
+        )
+    duplicated = sorted({n for n in names if n in _COLUMNS and names.count(n) > 1})
+    if duplicated:
+        problems.append(f"duplicate column(s) {_quoted(duplicated)}")
+    if problems:
+        raise SinkSchemaError(
+            "the DataFrame does not fit the streamwire sink: " + "; ".join(problems)
+        )
+    return SinkLayout(
+        value=positions["value"], key=positions.get("key"), headers=positions.get("headers")
+    )
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)

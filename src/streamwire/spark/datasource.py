@@ -1,0 +1,389 @@
+"""The ``streamwire`` PySpark data source (Python Data Source API, pyspark >= 4.0).
+
+::
+
+    from streamwire.spark import register
+    register(spark)            # or rely on the auto-registered pyspark_streamwire module
+
+    df = (spark.readStream.format("streamwire")
+          .option("url", url).option("stream", "events")
+          .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", 10000)
+          .load())
+    df.writeStream.format("streamwire").option("url", url).option("stream", "copy") \\
+        .option("checkpointLocation", path).start()
+
+Source schema: ``value binary, key binary, headers map<string,binary>, stream string,
+partition int, offset long, timestamp timestamp``. Sink columns: ``value`` (required),
+``key``, ``headers`` (see ``_schema``). Options: see ``_options``.
+
+Spark runs the pieces of a Python data source in several processes (planning workers, a
+long-lived source runner on the driver side, executor tasks, a fresh writer per commit),
+so nothing here connects in a constructor: connections are opened on first use, through
+the per-process runtime (``_runtime``).
+
+Guarantees: the streaming writer is exactly-once on RabbitMQ Streams (task-local query and
+batch ids, the scheme of ``_publish``) and at-least-once elsewhere; the batch writer
+deduplicates task retries (and reruns, given ``writeId``) on RabbitMQ. The reader's
+offsets live in the Spark checkpoint; nothing is committed to the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+import streamwire
+from streamwire.spark import _identity, _offsets
+from streamwire.spark._brokers import Broker
+from streamwire.spark._options import SinkOptions, SourceOptions
+from streamwire.spark._publish import PublishSpec, publish_partition
+from streamwire.spark._runtime import close_runtime, runtime
+from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout
+from streamwire.spark.errors import SparkConfigurationError
+
+try:  # admission control and Trigger.AvailableNow for Python sources: pyspark >= 4.2
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - pyspark 4.0/4.1
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+
+__all__ = (
+    "StreamwireBatchReader",
+    "StreamwireBatchWriter",
+    "StreamwireCommitMessage",
+    "StreamwireDataSource",
+    "StreamwirePartition",
+    "StreamwireStreamReader",
+    "StreamwireStreamWriter",
+)
+
+logger = logging.getLogger(__name__)
+
+
+class StreamwireDataSource(DataSource):
+    """``spark.read[Stream].format("streamwire")`` and ``df.write[Stream].format(...)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "streamwire"
+
+    def schema(self) -> str:
+        return SOURCE_SCHEMA_DDL
+
+    def reader(self, schema: Any) -> StreamwireBatchReader:
+        return StreamwireBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: Any) -> StreamwireStreamReader:
+        return StreamwireStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def _spec(self, schema: Any, overwrite: bool) -> PublishSpec:
+        if overwrite:
+            raise SparkConfigurationError(
+                "streams are append-only: the streamwire sink cannot overwrite"
+            )
+        opts = SinkOptions.parse(self.options)
+        layout = sink_layout(schema, ignore_extra_columns=opts.ignore_extra_columns)
+        return PublishSpec(
+            url=opts.url,
+            stream=opts.stream,
+            name=opts.name,
+            timeout=opts.timeout,
+            layout=layout,
+            max_in_flight=opts.max_in_flight,
+            connect_options=(("timeout", opts.timeout),),
+        )
+
+    def writer(self, schema: Any, overwrite: bool) -> StreamwireBatchWriter:
+        write_id = SinkOptions.parse(self.options).write_id
+        return StreamwireBatchWriter(self._spec(schema, overwrite), write_id)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> StreamwireStreamWriter:
+        return StreamwireStreamWriter(self._spec(schema, overwrite))
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+class StreamwirePartition(InputPartition):
+    """One Spark task's share: offsets ``[start, end)`` of one broker partition."""
+
+    def __init__(self, stream: str, partition: int, start: int, end: int) -> None:
+        super().__init__((stream, partition, start, end))
+        self.stream = stream
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"StreamwirePartition({self.stream!r}, {self.partition}, [{self.start}, {self.end}))"
+
+
+def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
+    """(earliest, tail) of every partition of the stream."""
+    rt, broker = runtime(), Broker.of(opts.url)
+
+    def fetch(client: streamwire.Client) -> dict[int, tuple[int, int]]:
+        async def run() -> dict[int, tuple[int, int]]:
+            found = {}
+            for p in await broker.partitions(client, opts.stream):
+                found[p] = await broker.bounds(client, opts.stream, p, timeout=opts.timeout)
+            return found
+
+        return rt.call(run, timeout=opts.timeout)
+
+    return rt.with_client(opts.client_key, fetch)
+
+
+def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -> list[Any]:
+    return [
+        StreamwirePartition(opts.stream, p, start.get(p, 0), e)
+        for p, e in sorted(end.items())
+        if e > start.get(p, 0)
+    ]
+
+
+def _row(message: streamwire.Message, stream: str, partition: int) -> tuple[Any, ...]:
+    headers = {k: v.to_bytes() for k, v in message.headers.items()} or None
+    return (
+        message.value,
+        message.key,
+        headers,
+        stream,
+        partition,
+        message.offset,
+        message.timestamp,
+    )
+
+
+def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[tuple[Any, ...]]:
+    """The rows of offsets ``[start, end)`` of one partition, in offset order.
+
+    Offsets without a message (RabbitMQ offset-tracking chunks, retention) are simply not
+    there; the read ends at the first message at or past ``end - 1``. It fails with
+    :class:`streamwire.TimeoutError` when no message comes for ``timeout`` seconds."""
+    rt, broker = runtime(), Broker.of(opts.url)
+    start, end = part.start, part.end
+    if end <= start:
+        return
+
+    def open_with(client: streamwire.Client) -> streamwire.Consumer:
+        async def run() -> streamwire.Consumer:
+            consumer = broker.consumer(client, opts.stream, part.partition, start)
+            await consumer.__aenter__()
+            return consumer
+
+        return rt.call(run, timeout=opts.timeout)
+
+    consumer = rt.with_client(opts.client_key, open_with)
+    try:
+        progress = time.monotonic()
+        while True:
+            batch = rt.call(lambda: consumer.next_batch(max_messages=2000, timeout=1.0))
+            if not batch:
+                if time.monotonic() - progress > opts.timeout:
+                    raise streamwire.TimeoutError(
+                        f"no message of {opts.stream!r} partition {part.partition} in "
+                        f"{opts.timeout} s while reading offsets [{start}, {end})"
+                    )
+                continue
+            progress = time.monotonic()
+            for message in batch:
+                offset = message.offset
+                if offset is None or offset < start:
+                    continue
+                if offset >= end:
+                    return
+                yield _row(message, opts.stream, part.partition)
+                if offset >= end - 1:
+                    return
+    finally:
+        try:
+            rt.call(consumer.close, timeout=opts.timeout)
+        except streamwire.StreamwireError as exc:
+            logger.debug("closing the consumer failed: %s", exc)
+
+
+class StreamwireBatchReader(DataSourceReader):
+    """``spark.read.format("streamwire")``: offsets ``[startingOffsets, endingOffsets)``
+    as found when the query is planned."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[Any]:
+        opts = self.options
+        bounds = _bounds(opts)
+        start = _offsets.resolve(opts.starting, bounds)
+        end = _offsets.resolve(opts.ending, bounds)
+        return _plan(opts, start, end)
+
+    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+        return read_range(self.options, partition)
+
+
+class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("streamwire")``: one Spark partition per broker partition
+    per micro-batch, admission control with ``maxRecordsPerTrigger`` and
+    ``Trigger.AvailableNow`` (pyspark >= 4.2)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._target: _offsets.Offsets | None = None  # AvailableNow: never read past this
+        self._latest: _offsets.Offsets | None = None  # last tails seen, for the progress
+
+    def _tails(self) -> _offsets.Offsets:
+        tails = {p: tail for p, (_, tail) in _bounds(self.options).items()}
+        self._latest = tails
+        if self._target is not None:
+            tails = {p: min(t, self._target.get(p, t)) for p, t in tails.items()}
+        return tails
+
+    def initialOffset(self) -> dict[str, Any]:
+        opts = self.options
+        return _offsets.encode(opts.stream, _offsets.resolve(opts.starting, _bounds(opts)))
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        opts = self.options
+        tails = self._tails()
+        if start is None:  # pyspark < 4.2 calls latestOffset() without start or limit
+            return _offsets.encode(opts.stream, tails)
+        begin = _offsets.decode(opts.stream, start)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return _offsets.encode(opts.stream, _offsets.cap(begin, tails, max_rows))
+
+    def getDefaultReadLimit(self) -> Any:
+        n = self.options.max_records
+        return ReadMaxRows(n) if n is not None else ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        latest = self._latest
+        return None if latest is None else _offsets.encode(self.options.stream, latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = None
+        self._target = self._tails()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[Any]:
+        stream = self.options.stream
+        return _plan(self.options, _offsets.decode(stream, start), _offsets.decode(stream, end))
+
+    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """The Spark checkpoint is the source of truth; nothing is stored in the broker."""
+
+    def stop(self) -> None:
+        close_runtime()
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamwireCommitMessage(WriterCommitMessage):
+    """What one write task did (travels from the executor to the driver)."""
+
+    partition: int
+    rows: int
+    published: int
+    skipped: int
+    exactly_once: bool
+
+
+def _summary(messages: Sequence[Any]) -> str:
+    done = [m for m in messages if isinstance(m, StreamwireCommitMessage)]
+    return (
+        f"{len(done)}/{len(messages)} tasks, {sum(m.rows for m in done)} rows, "
+        f"{sum(m.published for m in done)} published, "
+        f"{sum(m.skipped for m in done)} already stored"
+    )
+
+
+class StreamwireStreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("streamwire")``: exactly-once on RabbitMQ Streams."""
+
+    def __init__(self, spec: PublishSpec) -> None:
+        self.spec = spec
+
+    def write(self, iterator: Iterator[Any]) -> StreamwireCommitMessage:
+        task = _identity.task()
+        result = publish_partition(
+            self.spec,
+            iterator,
+            query_id=task.query_id if task.batch_id is not None else None,
+            batch_id=task.batch_id or 0,
+            partition=task.partition,
+        )
+        return StreamwireCommitMessage(
+            result.partition, result.rows, result.published, result.skipped, result.exactly_once
+        )
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        logger.info("streamwire sink %s, batch %d: %s", self.spec.name, batchId, _summary(messages))
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        logger.warning(
+            "streamwire sink %s, batch %d aborted (%s); it runs again on restart",
+            self.spec.name,
+            batchId,
+            _summary(messages),
+        )
+
+
+class StreamwireBatchWriter(DataSourceWriter):
+    """``df.write.format("streamwire").mode("append")``. On RabbitMQ every write gets an
+    identity (``writeId``, else a fresh one per write) so retried tasks store nothing
+    twice."""
+
+    def __init__(self, spec: PublishSpec, write_id: str | None) -> None:
+        self.spec = spec
+        self.write_id = write_id or f"w{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[Any]) -> StreamwireCommitMessage:
+        task = _identity.task()
+        result = publish_partition(
+            self.spec, iterator, query_id=self.write_id, batch_id=0, partition=task.partition
+        )
+        return StreamwireCommitMessage(
+            result.partition, result.rows, result.published, result.skipped, result.exactly_once
+        )
+
+    def commit(self, messages: list[Any]) -> None:
+        logger.info("streamwire batch write %s: %s", self.write_id, _summary(messages))
+
+    def abort(self, messages: list[Any]) -> None:
+        logger.warning("streamwire batch write %s aborted: %s", self.write_id, _summary(messages))

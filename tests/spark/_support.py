@@ -1,0 +1,150 @@
+"""Helpers of the Spark tests: broker targets, streams, and reading back what a sink stored.
+
+Reading back uses streamwire directly (not the Spark source under test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import streamwire
+from tests.brokers import require
+
+__all__ = ["Stored", "Target", "publish", "read_back", "target"]
+
+#: Where an Iggy server would listen; probed only to learn whether iggy:// is supported.
+_IGGY_PROBE_URL = "iggy://iggy:iggy@127.0.0.1:8090"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A broker the Spark tests can write to."""
+
+    broker: str  # rabbitmq | liftbridge | iggy
+    url: str
+    partitions: int  # partitions of the streams the tests create
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.broker == "rabbitmq"
+
+    def new_stream(self, prefix: str) -> str:
+        name = f"spark-{prefix}-{uuid.uuid4().hex[:10]}"
+        asyncio.run(_create(self.url, name, self.partitions))
+        return name
+
+    def delete_stream(self, name: str) -> None:
+        asyncio.run(_delete(self.url, name))
+
+
+async def _create(url: str, name: str, partitions: int) -> None:
+    async with streamwire.connect(url, timeout=10.0) as client:
+        await client.create_stream(name, partitions=partitions)
+
+
+async def _delete(url: str, name: str) -> None:
+    async with streamwire.connect(url, timeout=10.0) as client:
+        await client.delete_stream(name, missing_ok=True)
+
+
+def _skip_unless_supported(url: str) -> None:
+    """Skip when this streamwire cannot talk to the URL's broker at all (yet)."""
+
+    async def probe() -> None:
+        client = await streamwire.connect(url, timeout=5.0)
+        await client.close()
+
+    try:
+        asyncio.run(probe())
+    except streamwire.ConfigurationError as exc:
+        scheme = url.split(":", 1)[0]
+        pytest.skip(f"{scheme}:// is not supported by this version of streamwire: {exc}")
+    except streamwire.StreamwireError:
+        pass  # supported; whether the broker answers is require()'s business
+
+
+def target(broker: str) -> Target:
+    """The running ``broker`` as a :class:`Target`, or skip saying why it cannot be used."""
+    if broker == "iggy":
+        _skip_unless_supported(_IGGY_PROBE_URL)
+        info = require("iggy")
+        return Target("iggy", info.url, partitions=1)
+    info = require(broker)
+    if broker == "liftbridge":
+        nats_url = info.extra.get("NATS_URL", "nats://127.0.0.1:4222")
+        url = f"{info.url}?nats={nats_url}"
+        _skip_unless_supported(url)
+        return Target("liftbridge", url, partitions=2)
+    _skip_unless_supported(info.url)
+    return Target(broker, info.url, partitions=1)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A message as read back: where it is and what it holds."""
+
+    partition: int
+    offset: int
+    value: bytes
+    key: bytes | None
+    headers: dict[str, bytes]
+
+
+def read_back(
+    t: Target, stream: str, *, expect: int, timeout: float = 30.0, settle: float = 1.0
+) -> list[Stored]:
+    """Every message of ``stream`` (all partitions), in offset order per partition. Reads
+    until ``expect`` messages arrived and then ``settle`` seconds more, so extra messages
+    (duplicates) are seen too; gives up after ``timeout`` seconds."""
+    return asyncio.run(_read_back(t, stream, expect, timeout, settle))
+
+
+async def _read_back(
+    t: Target, stream: str, expect: int, timeout: float, settle: float
+) -> list[Stored]:
+    out: list[Stored] = []
+    async with streamwire.connect(t.url, timeout=10.0) as client:
+        consumers: list[tuple[int, streamwire.Consumer]] = [(0, client.consumer(stream))]
+        for p in range(1, t.partitions):  # Liftbridge: one consumer per partition
+            consumer: Any = client  # partition= is not in the unified signature
+            consumers.append((p, consumer.consumer(stream, partition=p)))
+        for _, consumer in consumers:
+            await consumer.__aenter__()
+        deadline = time.monotonic() + timeout
+        quiet_until: float | None = None
+        while time.monotonic() < deadline:
+            got = 0
+            for p, consumer in consumers:
+                for m in await consumer.next_batch(max_messages=5000, timeout=0.1):
+                    got += 1
+                    assert m.offset is not None
+                    headers = {k: v.to_bytes() for k, v in m.headers.items()}
+                    out.append(Stored(p, m.offset, m.value, m.key, headers))
+            if len(out) >= expect:
+                if got or quiet_until is None:
+                    quiet_until = time.monotonic() + settle
+                elif time.monotonic() >= quiet_until:
+                    break
+        for _, consumer in consumers:
+            await consumer.close()
+    return out
+
+
+def publish(t: Target, stream: str, messages: list[streamwire.Message]) -> None:
+    """Publish ``messages`` in order with a plain producer and wait for confirmations."""
+
+    async def run() -> None:
+        async with (
+            streamwire.connect(t.url, timeout=10.0) as client,
+            client.producer(stream) as producer,
+        ):
+            await producer.send_batch(messages)
+            await producer.flush(30.0)
+
+    asyncio.run(run())

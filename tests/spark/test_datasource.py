@@ -1,0 +1,236 @@
+"""The ``streamwire`` Python data source in a local[2] SparkSession against real brokers:
+batch write and read, streaming write, streaming read with admission control and
+Trigger.AvailableNow, offsets, registration."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
+
+import streamwire
+from streamwire.spark import StreamwireDataSource, register
+from tests.spark._support import Target, publish, read_back
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+SINK_SCHEMA = StructType(
+    [
+        StructField("value", BinaryType()),
+        StructField("key", BinaryType()),
+        StructField("headers", MapType(StringType(), BinaryType())),
+    ]
+)
+
+
+def messages(n: int, *, start: int = 0) -> list[streamwire.Message]:
+    return [
+        streamwire.Message(
+            f"m{i:04d}".encode(),
+            key=f"k{i % 2}".encode(),
+            headers={"n": str(i).encode()} if i % 2 else None,
+        )
+        for i in range(start, start + n)
+    ]
+
+
+def test_batch_write_then_batch_read(spark: Any, any_broker: Target) -> None:
+    stream = any_broker.new_stream("dsbatch")
+    try:
+        data = [(f"b{i:03d}".encode(), b"key", {"h": b"v"} if i % 2 else None) for i in range(30)]
+        df = spark.createDataFrame(spark.sparkContext.parallelize(data, 2), SINK_SCHEMA)
+        df.write.format("streamwire").mode("append").option("url", any_broker.url).option(
+            "stream", stream
+        ).save()
+        stored = read_back(any_broker, stream, expect=30)
+        assert sorted(m.value for m in stored) == [v for v, _, _ in data]
+
+        read = (
+            spark.read.format("streamwire")
+            .option("url", any_broker.url)
+            .option("stream", stream)
+            .load()
+        )
+        assert read.schema.simpleString() == (
+            "struct<value:binary,key:binary,headers:map<string,binary>,stream:string,"
+            "partition:int,offset:bigint,timestamp:timestamp>"
+        )
+        got = read.collect()
+        assert sorted(r.value for r in got) == [v for v, _, _ in data]
+        for r in got:
+            assert (r.key, r.stream) == (b"key", stream)
+            assert r.headers == ({"h": b"v"} if int(r.value[1:]) % 2 else None)
+            assert r.timestamp is not None
+            assert r.offset >= 0
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def test_batch_write_refuses_a_wrong_schema_before_writing(spark: Any, rabbitmq: Target) -> None:
+    df = spark.range(3).select(F.col("id").alias("value"))
+    with pytest.raises(Exception, match="column 'value' must be binary"):
+        df.write.format("streamwire").mode("append").option("url", rabbitmq.url).option(
+            "stream", "never-created"
+        ).save()
+
+
+def test_streaming_write(spark: Any, any_broker: Target, tmp_path: Path) -> None:
+    stream = any_broker.new_stream("dswrite")
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(2):
+        lines = "".join(json.dumps({"id": f * 100 + i}) + "\n" for i in range(50))
+        (source / f"{f}.json").write_text(lines)
+    try:
+        ids = spark.readStream.schema("id long").json(str(source))
+        out = ids.select(
+            F.concat(F.lit("s"), F.col("id").cast("string")).cast("binary").alias("value"),
+            F.create_map(F.lit("id"), F.col("id").cast("string").cast("binary")).alias("headers"),
+        )
+        query = (
+            out.writeStream.format("streamwire")
+            .option("url", any_broker.url)
+            .option("stream", stream)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+        stored = read_back(any_broker, stream, expect=100)
+        expected = sorted(f"s{f * 100 + i}".encode() for f in range(2) for i in range(50))
+        assert sorted(m.value for m in stored) == expected
+        assert all(m.headers == {"id": m.value[1:]} for m in stored)
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def run_available_now(spark: Any, t: Target, stream: str, checkpoint: Path) -> list[list[Any]]:
+    """One availableNow run of a streaming read with maxRecordsPerTrigger=4; the rows of
+    each micro-batch (foreachBatch runs in this process, so a list collects them)."""
+    batches: list[list[Any]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        batches.append(sorted(df.collect(), key=lambda r: (r.partition, r.offset)))
+
+    df = (
+        spark.readStream.format("streamwire")
+        .option("url", t.url)
+        .option("stream", stream)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerTrigger", 4)
+        .load()
+    )
+    query = (
+        df.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert query.exception() is None
+    return batches
+
+
+def test_streaming_read_with_admission_control_and_available_now(
+    spark: Any, any_broker: Target, tmp_path: Path
+) -> None:
+    stream = any_broker.new_stream("dsread")
+    checkpoint = tmp_path / "ckpt"
+    try:
+        publish(any_broker, stream, messages(10))
+        batches = run_available_now(spark, any_broker, stream, checkpoint)
+        assert all(0 < len(b) <= 4 for b in batches)
+        rows = [r for b in batches for r in b]
+        assert sorted(r.value for r in rows) == [f"m{i:04d}".encode() for i in range(10)]
+        for r in rows:
+            i = int(r.value[1:])
+            assert (r.key, r.stream) == (f"k{i % 2}".encode(), stream)
+            assert r.headers == ({"n": str(i).encode()} if i % 2 else None)
+            assert r.timestamp is not None
+        for p in range(any_broker.partitions):  # each partition's offsets, gap-free, in order
+            offsets = [r.offset for r in rows if r.partition == p]
+            assert offsets == list(range(len(offsets)))
+        if any_broker.partitions == 1:  # one partition: 4 + 4 + 2 in publishing order
+            assert [len(b) for b in batches] == [4, 4, 2]
+            assert [r.value for r in rows] == [f"m{i:04d}".encode() for i in range(10)]
+
+        # the checkpoint holds our offsets JSON: {"<stream>": {"<partition>": next offset}}
+        logged = [f for f in (checkpoint / "offsets").iterdir() if f.name.isdigit()]
+        last = max(logged, key=lambda f: int(f.name))
+        committed = json.loads(last.read_text().splitlines()[-1])
+        assert list(committed) == [stream]
+        assert sum(committed[stream].values()) == 10
+
+        # a second run resumes from the checkpoint and reads only what is new
+        publish(any_broker, stream, messages(3, start=10))
+        again = [r for b in run_available_now(spark, any_broker, stream, checkpoint) for r in b]
+        assert sorted(r.value for r in again) == [b"m0010", b"m0011", b"m0012"]
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None:
+    """The stream reader's methods as the source runner calls them (in this process)."""
+    stream = rabbitmq.new_stream("offsets")
+    try:
+        publish(rabbitmq, stream, messages(5))
+        source = StreamwireDataSource(
+            {"url": rabbitmq.url, "stream": stream, "startingOffsets": "earliest"}
+        )
+        reader = source.streamReader(None)
+        try:
+            initial = reader.initialOffset()
+            assert json.dumps(initial) == json.dumps({stream: {"0": 0}})
+            assert reader.getDefaultReadLimit() == ReadAllAvailable()
+            # what Spark passes back is json.loads(json.dumps(offset))
+            start = json.loads(json.dumps(initial))
+            end = reader.latestOffset(start, ReadMaxRows(3))
+            assert json.dumps(end) == json.dumps({stream: {"0": 3}})
+            assert reader.latestOffset(start, ReadAllAvailable()) == {stream: {"0": 5}}
+            assert reader.reportLatestOffset() == {stream: {"0": 5}}
+            # AvailableNow pins the target: later messages are not offered
+            reader.prepareForTriggerAvailableNow()
+            publish(rabbitmq, stream, messages(2, start=5))
+            assert reader.latestOffset(end, ReadAllAvailable()) == {stream: {"0": 5}}
+
+            planned = pickle.dumps(reader.partitions(start, end))
+            (part,) = pickle.loads(planned)  # noqa: S301 (our own bytes)
+            assert (part.partition, part.start, part.end) == (0, 0, 3)
+            assert reader.partitions(end, end) == []
+            rows = list(reader.read(part))
+            # (value, key, headers, stream, partition, offset, timestamp)
+            assert [(r[0], r[3], r[4], r[5]) for r in rows] == [
+                (b"m0000", stream, 0, 0),
+                (b"m0001", stream, 0, 1),
+                (b"m0002", stream, 0, 2),
+            ]
+        finally:
+            reader.stop()
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+def test_registration(spark: Any) -> None:
+    import pyspark_streamwire
+
+    # what PySpark's lookup does with every top-level pyspark_* module
+    assert issubclass(pyspark_streamwire.DefaultSource, DataSource)
+    assert pyspark_streamwire.DefaultSource.name() == "streamwire"
+    # every test above used format("streamwire") without registering: auto-registration;
+    # registering explicitly is possible too
+    register(spark)
+    # defining a DataFrame resolves the source and its schema without touching a broker
+    df = spark.read.format("streamwire").option("url", "rabbitmq-stream://nowhere.invalid")
+    assert df.option("stream", "s").load().schema.simpleString().startswith("struct<value:binary")

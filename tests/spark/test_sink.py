@@ -1,0 +1,230 @@
+"""``foreach_batch_sink`` in a real local[2] SparkSession against real brokers."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructField, StructType
+
+from streamwire.spark import SinkSchemaError, foreach_batch_sink
+from tests.spark._support import Target, read_back
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+# functions defined here run in executor processes: ship them by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+SINK_SCHEMA = StructType(
+    [
+        StructField("value", BinaryType()),
+        StructField("key", BinaryType()),
+        StructField("headers", MapType(StringType(), BinaryType())),
+    ]
+)
+
+
+def rows(n: int, *, prefix: str = "") -> list[tuple[bytes, bytes | None, dict[str, bytes] | None]]:
+    out: list[tuple[bytes, bytes | None, dict[str, bytes] | None]] = []
+    for i in range(n):
+        key = f"k{i % 3}".encode() if i % 4 else None
+        headers = {"i": str(i).encode(), "tag": b"\x00\xff"} if i % 2 else None
+        out.append((f"{prefix}{i:05d}".encode(), key, headers))
+    return out
+
+
+def test_round_trip_keeps_keys_headers_and_partition_order(spark: Any, any_broker: Target) -> None:
+    stream = any_broker.new_stream("sink")
+    try:
+        data = rows(40)
+        # two Spark partitions: rows 0-19 and 20-39, each published in its order
+        df = spark.createDataFrame(spark.sparkContext.parallelize(data, 2), SINK_SCHEMA)
+        sink = foreach_batch_sink(any_broker.url, stream, max_in_flight=8)
+        metrics = sink(df, 0)
+        assert (metrics.rows, metrics.published, metrics.skipped) == (40, 40, 0)
+        assert sink.metrics.last == metrics
+        stored = read_back(any_broker, stream, expect=40)
+        assert sorted(m.value for m in stored) == [v for v, _, _ in data]
+        by_value = {m.value: m for m in stored}
+        for value, key, headers in data:
+            assert by_value[value].key == key
+            assert by_value[value].headers == (headers or {})
+        # per Spark partition, the rows arrive in order (per broker partition, by offset)
+        for bp in range(any_broker.partitions):
+            seen = [m.value for m in sorted(stored, key=lambda m: m.offset) if m.partition == bp]
+            for first, last in ((b"00000", b"00019"), (b"00020", b"00039")):
+                part = [v for v in seen if first <= v <= last]
+                assert part == sorted(part)
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def test_wrong_schema_fails_on_the_driver_before_any_job(spark: Any, rabbitmq: Target) -> None:
+    sink = foreach_batch_sink(rabbitmq.url, "never-created")
+    sc = spark.sparkContext
+    bad = [
+        (spark.range(3).select(F.col("id").alias("value")), "column 'value' must be binary"),
+        (spark.range(3).select(F.lit(b"x").alias("payload")), "'value' column (binary) is missing"),
+        (spark.range(3).select(F.lit(b"x").alias("value"), "id"), "unexpected column(s) 'id'"),
+    ]
+    for df, problem in bad:
+        sc.setJobGroup("streamwire-bad-schema", "must stay empty")
+        try:
+            with pytest.raises(SinkSchemaError) as caught:
+                sink(df, 0)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert problem in str(caught.value)
+        with pytest.raises(SinkSchemaError):
+            sink.check(df)  # the same check, for use before start()
+    assert sc.statusTracker().getJobIdsForGroup("streamwire-bad-schema") == []
+
+
+def test_sink_pickles_without_live_resources_after_use(spark: Any, rabbitmq: Target) -> None:
+    stream = rabbitmq.new_stream("pickle")
+    try:
+        sink = foreach_batch_sink(rabbitmq.url, stream)
+        sink(spark.createDataFrame(rows(5), SINK_SCHEMA), 0)
+        for dumps in (pickle.dumps, cloudpickle.dumps):
+            clone = pickle.loads(dumps(sink))  # noqa: S301 (our own bytes)
+            assert clone.metrics.last == sink.metrics.last
+            assert clone.url == sink.url
+        assert len(read_back(rabbitmq, stream, expect=5)) == 5
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+# --- exactly-once through a failure and a restart ----------------------------------------
+
+ROWS_PER_FILE = 1500
+FAIL_AT = 2800  # an id near the end of the second file
+
+
+def write_ids(directory: Path, name: str, ids: range) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
+    (directory / name).write_text(lines)
+
+
+def failing_once(marker: str, fail_at: int, failure: str) -> Any:
+    """A UDF passing ids through, except once, for ``fail_at``, the first time only (the
+    marker file remembers it across processes): ``failure="udf"`` raises there (the plan
+    upstream of the sink fails); ``failure="sink"`` returns null, a ``value`` the sink's
+    task refuses after publishing the rows before it (the sink itself fails)."""
+
+    def check(i: int) -> int | None:
+        import os
+
+        if i == fail_at and not os.path.exists(marker):
+            with open(marker, "w"):
+                pass
+            if failure == "udf":
+                raise RuntimeError(f"injected failure at id {i}")
+            return None
+        return i
+
+    return F.udf(check, LongType(), useArrow=False)
+
+
+def start_query(
+    spark: Any,
+    how: str,
+    failure: str,
+    tmp_path: Path,
+    t: Target,
+    stream: str,
+) -> tuple[Any, Any]:
+    # Two small files per micro-batch: one Spark partition each, rows in file order, the
+    # same on every run. The UDF runs while the sink consumes its partition, so the failure
+    # hits the second partition part-way through.
+    ids = spark.readStream.schema("id long").option("maxFilesPerTrigger", 2)
+    udf = failing_once(str(tmp_path / "failed"), FAIL_AT, failure)
+    out = ids.json(str(tmp_path / "in")).select(
+        udf("id").cast("string").cast("binary").alias("value"),
+        F.col("id").cast("string").cast("binary").alias("key"),
+    )
+    writer = out.writeStream.option("checkpointLocation", str(tmp_path / "ckpt")).trigger(
+        availableNow=True
+    )
+    sink = None
+    if how == "foreachBatch":
+        sink = foreach_batch_sink(t.url, stream, name="eo")
+        writer = writer.foreachBatch(sink)
+    else:
+        writer = writer.format("streamwire").option("url", t.url).option("stream", stream)
+        writer = writer.option("name", "eo")
+    return writer.start(), sink
+
+
+@pytest.mark.parametrize("failure", ["udf", "sink"])
+@pytest.mark.parametrize("how", ["foreachBatch", "datasource"])
+def test_a_replayed_batch_stores_every_row_exactly_once(
+    spark: Any, rabbitmq: Target, tmp_path: Path, how: str, failure: str
+) -> None:
+    stream = rabbitmq.new_stream("eo")
+    source, marker = tmp_path / "in", tmp_path / "failed"
+    write_ids(source, "0a.json", range(ROWS_PER_FILE))
+    write_ids(source, "0b.json", range(ROWS_PER_FILE, 2 * ROWS_PER_FILE))
+    # The data source writer gets its rows in Arrow batches (10 000 rows by default): make
+    # them small so that rows before the failing one reach the writer, as they would in a
+    # partition of realistic size.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
+    try:
+        # 1. batch 0 fails part-way through one partition
+        query, _ = start_query(spark, how, failure, tmp_path, rabbitmq, stream)
+        problem = "injected failure" if failure == "udf" else "null 'value'"
+        with pytest.raises(Exception, match=problem):
+            query.awaitTermination()
+        assert marker.exists()
+        partial = read_back(rabbitmq, stream, expect=1, settle=2.0)  # until it stays put
+        assert 0 < len(partial) < 2 * ROWS_PER_FILE, "the failure should hit mid-batch"
+        if failure == "sink":  # the sink publishes in chunks of 1000 rows: one went out
+            assert any(ROWS_PER_FILE <= int(m.value) < FAIL_AT for m in partial)
+
+        # 2. restart from the checkpoint: batch 0 runs again, then batch 1 (a new file)
+        write_ids(source, "1.json", range(2 * ROWS_PER_FILE, 2 * ROWS_PER_FILE + 500))
+        query, sink = start_query(spark, how, failure, tmp_path, rabbitmq, stream)
+        query.awaitTermination()
+        assert query.exception() is None
+
+        total = 2 * ROWS_PER_FILE + 500
+        stored = read_back(rabbitmq, stream, expect=total)
+        values = [int(m.value) for m in stored]
+        assert len(values) == total, f"{len(values) - len(set(values))} duplicates"
+        assert sorted(values) == list(range(total))
+        assert all(m.key == m.value for m in stored)
+        if sink is not None:
+            replay, fresh = sink.metrics.batches
+            assert (replay.batch_id, fresh.batch_id) == (0, 1)
+            assert replay.skipped == len(partial)  # exactly what the failed run had stored
+            assert replay.published == 2 * ROWS_PER_FILE - len(partial)
+            assert (fresh.published, fresh.skipped) == (500, 0)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        rabbitmq.delete_stream(stream)
+
+
+def test_deduplication_is_scoped_by_query_identity(spark: Any, rabbitmq: Target) -> None:
+    """The same batch id under the same query identity is stored once; under a new identity
+    (a new checkpoint) it is stored again, not silently dropped as a duplicate."""
+    stream = rabbitmq.new_stream("scope")
+    try:
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows(10), 2), SINK_SCHEMA)
+        first = foreach_batch_sink(rabbitmq.url, stream, query_id="query-a")
+        stored = first(df, 3)
+        assert (stored.published, stored.skipped) == (10, 0)
+        replayed = first(df, 3)  # the same batch again: everything already stored
+        assert (replayed.published, replayed.skipped) == (0, 10)
+        # a later batch of the same query continues (its ids are above batch 3's)
+        assert first(df, 4).published == 10
+        other = foreach_batch_sink(rabbitmq.url, stream, query_id="query-b")
+        assert other(df, 0).published == 10
+        assert len(read_back(rabbitmq, stream, expect=30)) == 30
+    finally:
+        rabbitmq.delete_stream(stream)

@@ -1,0 +1,218 @@
+"""The pure parts of streamwire.spark: offsets, admission control, options, id scheme,
+the sink's column contract and pickling. No SparkSession, no broker."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+import streamwire
+from streamwire.spark import SinkSchemaError, SparkConfigurationError, foreach_batch_sink
+from streamwire.spark._offsets import cap, decode, encode, parse_spec, resolve
+from streamwire.spark._options import SinkOptions, SourceOptions
+from streamwire.spark._publish import publishing_id, reference
+from streamwire.spark._schema import SinkLayout, sink_layout
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+URL = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+
+
+# --- offsets -----------------------------------------------------------------------------
+
+
+def test_offsets_are_string_keyed_sorted_json_that_round_trips() -> None:
+    offsets = encode("orders", {10: 5, 2: 7, 0: 0})
+    text = json.dumps(offsets)
+    assert text == '{"orders": {"0": 0, "2": 7, "10": 5}}'
+    # Spark hands back what json.loads makes of it; encoding that again is byte-identical
+    again = encode("orders", decode("orders", json.loads(text)))
+    assert json.dumps(again) == text
+
+
+def test_offsets_of_another_stream_are_refused() -> None:
+    with pytest.raises(SparkConfigurationError, match="not for stream 'b'"):
+        decode("b", {"a": {"0": 1}})
+    with pytest.raises(SparkConfigurationError, match="not a number"):
+        decode("a", {"a": {"x": 1}})
+    with pytest.raises(SparkConfigurationError, match="bad offset"):
+        decode("a", {"a": {"0": -1}})
+
+
+def test_starting_offsets_spec() -> None:
+    assert parse_spec(None, "s", default="latest", option="o") == "latest"
+    assert parse_spec("EARLIEST", "s", default="latest", option="o") == "earliest"
+    assert parse_spec('{"0": 5, "1": -2}', "s", default="latest", option="o") == {0: 5, 1: -2}
+    assert parse_spec('{"s": {"1": -1}}', "s", default="latest", option="o") == {1: -1}
+    with pytest.raises(SparkConfigurationError, match="startingOffsets must be"):
+        parse_spec("soon", "s", default="latest", option="startingOffsets")
+    bounds = {0: (3, 10), 1: (0, 4)}
+    assert resolve("earliest", bounds) == {0: 3, 1: 0}
+    assert resolve("latest", bounds) == {0: 10, 1: 4}
+    assert resolve({0: 5, 1: -1}, bounds) == {0: 5, 1: 4}
+    assert resolve({1: 2}, bounds) == {0: 3, 1: 2}  # left out: earliest
+
+
+def test_admission_control_caps_proportionally_and_never_goes_backwards() -> None:
+    assert cap({0: 0}, {0: 10}, None) == {0: 10}
+    assert cap({0: 0}, {0: 10}, 4) == {0: 4}
+    assert cap({0: 8}, {0: 10}, 4) == {0: 10}
+    # 30 and 10 available, 8 allowed: 6 and 2
+    assert cap({0: 0, 1: 0}, {0: 30, 1: 10}, 8) == {0: 6, 1: 2}
+    # remainders: 5 and 5 available, 3 allowed -> the lower partition gets the extra one
+    assert cap({0: 0, 1: 0}, {0: 5, 1: 5}, 3) == {0: 2, 1: 1}
+    # a tail below the start (stream recreated?) never moves the offset back
+    assert cap({0: 9}, {0: 4}, 3) == {0: 9}
+    # a partition new in the tails starts from 0
+    assert cap({0: 2}, {0: 2, 1: 3}, None) == {0: 2, 1: 3}
+    for limit in range(1, 12):
+        end = cap({0: 0, 1: 2, 2: 7}, {0: 9, 1: 3, 2: 7}, limit)
+        assert sum(end[p] - s for p, s in {0: 0, 1: 2, 2: 7}.items()) == min(limit, 10)
+
+
+# --- the publishing id scheme ------------------------------------------------------------
+
+
+def test_publishing_ids_increase_across_batches_and_are_never_zero() -> None:
+    assert publishing_id(0, 0) == 1
+    assert publishing_id(3, 0) == 3 * 2**32 + 1
+    assert publishing_id(3, 41) == 3 * 2**32 + 42
+    assert publishing_id(3, 2**32 - 2) < publishing_id(4, 0)
+    with pytest.raises(SparkConfigurationError):
+        publishing_id(2**32, 0)
+    with pytest.raises(SparkConfigurationError):
+        publishing_id(0, 2**32 - 1)
+
+
+def test_references_fit_the_broker_limit_and_stay_distinct() -> None:
+    qid = "0b0f1a3e-8d5e-4d8e-9a8e-6f3f0e2b6c11"
+    assert reference("sink", qid, 3) == f"sink-{qid}-p3"
+    long_name = "n" * 300
+    refs = {reference(long_name, qid, p) for p in range(3)}
+    assert len(refs) == 3
+    assert all(len(r.encode()) <= 255 and r.endswith(f"-p{r[-1]}") for r in refs)
+    assert reference(long_name, qid, 0) != reference(long_name, qid.replace("0", "1"), 0)
+
+
+# --- options -----------------------------------------------------------------------------
+
+
+def test_source_options() -> None:
+    opts = SourceOptions.parse(
+        {"URL": URL, "stream": "s", "MaxRecordsPerTrigger": "5", "timeout": "2.5"},
+        streaming=True,
+    )
+    assert (opts.stream, opts.max_records, opts.timeout, opts.starting) == ("s", 5, 2.5, "latest")
+    assert SourceOptions.parse({"url": URL, "stream": "s"}, streaming=False).starting == "earliest"
+    with pytest.raises(SparkConfigurationError, match="'stream'"):
+        SourceOptions.parse({"url": URL}, streaming=True)
+    with pytest.raises(SparkConfigurationError, match="maxRecordsPerTrigger"):
+        SourceOptions.parse(
+            {"url": URL, "stream": "s", "maxRecordsPerTrigger": "0"}, streaming=True
+        )
+    with pytest.raises(SparkConfigurationError, match="batch reads only"):
+        SourceOptions.parse({"url": URL, "stream": "s", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(streamwire.ConfigurationError, match="scheme"):
+        SourceOptions.parse({"url": "kafka://x", "stream": "s"}, streaming=True)
+
+
+def test_sink_options() -> None:
+    opts = SinkOptions.parse({"url": URL, "stream": "s", "ignoreExtraColumns": "TRUE"})
+    assert (opts.name, opts.max_in_flight, opts.ignore_extra_columns) == (
+        "streamwire-sink",
+        1000,
+        True,
+    )
+    with pytest.raises(SparkConfigurationError, match="true or false"):
+        SinkOptions.parse({"url": URL, "stream": "s", "ignoreExtraColumns": "yes"})
+
+
+# --- the column contract -----------------------------------------------------------------
+
+HEADERS = MapType(StringType(), BinaryType())
+
+
+def schema(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, t) for name, t in fields])  # type: ignore[arg-type]
+
+
+def test_sink_layout_accepts_value_key_headers_in_any_order() -> None:
+    layout = sink_layout(
+        schema(("headers", HEADERS), ("key", StringType()), ("value", BinaryType()))
+    )
+    assert layout == SinkLayout(value=2, key=1, headers=0)
+    msg = layout.message(({"a": b"1", "gone": None}, "k", b"v"), 0)
+    assert (msg.value, msg.key, msg.headers) == (
+        b"v",
+        b"k",
+        {"a": streamwire.HeaderValue.raw(b"1")},
+    )
+    assert sink_layout(schema(("value", StringType()))).message(("text",), 0).value == b"text"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ((("key", BinaryType()),), "'value' column (binary) is missing"),
+        ((("value", IntegerType()),), "column 'value' must be binary (or string), not int"),
+        ((("value", BinaryType()), ("key", IntegerType())), "column 'key' must be binary"),
+        (
+            (("value", BinaryType()), ("headers", MapType(StringType(), IntegerType()))),
+            "column 'headers' must be map<string,binary>, not map<string,int>",
+        ),
+        ((("value", BinaryType()), ("extra", StringType())), "unexpected column(s) 'extra'"),
+    ],
+)
+def test_sink_layout_says_what_is_wrong(
+    fields: tuple[tuple[str, object], ...], problem: str
+) -> None:
+    with pytest.raises(SinkSchemaError) as caught:
+        sink_layout(schema(*fields))
+    assert problem in str(caught.value)
+    assert isinstance(caught.value, streamwire.ConfigurationError)
+
+
+def test_extra_columns_can_be_ignored_and_null_values_are_refused() -> None:
+    layout = sink_layout(
+        schema(("id", IntegerType()), ("value", BinaryType())), ignore_extra_columns=True
+    )
+    assert layout == SinkLayout(value=1)
+    with pytest.raises(SinkSchemaError, match=r"row 7 .* null 'value'"):
+        layout.message((1, None), 7)
+
+
+# --- pickling ----------------------------------------------------------------------------
+
+
+def test_sink_function_pickles_to_its_configuration() -> None:
+    sink = foreach_batch_sink(URL, "events", name="orders", max_in_flight=50, sub_batch_size=0)
+    data = pickle.dumps(sink)
+    assert len(data) < 2000  # configuration only
+    clone = pickle.loads(data)  # noqa: S301 (our own bytes)
+    assert (clone.url, clone.stream, clone.name, clone.max_in_flight) == (
+        URL,
+        "events",
+        "orders",
+        50,
+    )
+    assert clone.producer_options == (("sub_batch_size", 0),)
+    assert clone.metrics.batches == []
+
+
+def test_sink_arguments_are_checked_when_it_is_made() -> None:
+    with pytest.raises(streamwire.ConfigurationError, match="scheme"):
+        foreach_batch_sink("http://x", "s")
+    with pytest.raises(SparkConfigurationError, match="max_in_flight"):
+        foreach_batch_sink(URL, "s", max_in_flight=0)
+    with pytest.raises(SparkConfigurationError, match="stream"):
+        foreach_batch_sink(URL, "")
