@@ -52,19 +52,43 @@ def test_connect_validates_before_awaiting() -> None:
         streamwire.connect("amqp://localhost")
 
 
-@pytest.mark.parametrize("protocol", ["rabbitmq", "liftbridge", "iggy"])
-async def test_connect_to_a_protocol_that_has_not_landed(protocol: str) -> None:
-    import importlib.util
+async def test_dispatch_reports_a_protocol_package_without_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import types
 
-    if importlib.util.find_spec(f"streamwire.{protocol}") is not None:
-        pytest.skip(f"streamwire.{protocol} exists; covered by its own tests")
-    url = {
-        "rabbitmq": "rabbitmq-stream://localhost",
-        "liftbridge": "liftbridge://localhost",
-        "iggy": "iggy://localhost",
-    }[protocol]
-    with pytest.raises(ConfigurationError, match="not supported by this version"):
-        await streamwire.connect(url)
-    with pytest.raises(ConfigurationError, match="not supported by this version"):
-        async with streamwire.connect(url):
+    real = importlib.import_module
+
+    def fake(name: str, package: str | None = None) -> types.ModuleType:
+        if name == "streamwire.iggy":
+            return types.ModuleType(name)  # a package that offers no connect()
+        if name == "streamwire.liftbridge":
+            raise ModuleNotFoundError(name, name=name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", fake)
+    with pytest.raises(ConfigurationError, match="iggy:// is not supported"):
+        await streamwire.connect("iggy://localhost")
+    with pytest.raises(ConfigurationError, match="liftbridge:// is not supported"):
+        async with streamwire.connect("liftbridge://localhost"):
             pass
+
+
+async def test_dispatch_reaches_each_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streamwire.iggy
+    import streamwire.liftbridge
+    import streamwire.rabbitmq
+
+    seen: list[str] = []
+
+    async def fake_connect(url: str, **options: object) -> object:
+        seen.append(url.split(":", 1)[0])
+        raise ConfigurationError("stop here")
+
+    for module in (streamwire.rabbitmq, streamwire.liftbridge, streamwire.iggy):
+        monkeypatch.setattr(module, "connect", fake_connect)
+    for url in ("rabbitmq-stream+tls://h", "liftbridge://h", "iggy://h"):
+        with pytest.raises(ConfigurationError, match="stop here"):
+            await streamwire.connect(url)
+    assert seen == ["rabbitmq-stream+tls", "liftbridge", "iggy"]

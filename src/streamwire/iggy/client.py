@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from streamwire.codec.headers import HeaderValue
@@ -36,6 +35,7 @@ from streamwire.iggy.protocol.errors import (
 )
 from streamwire.iggy.protocol.machine import MachineSettings
 from streamwire.transport.reconnect import ReconnectPolicy, retry
+from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("Client",)
@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-class Client(AdminMixin):
+class Client(AdminMixin, AsyncClosing):
     """An Iggy client. Create with :func:`streamwire.iggy.connect`."""
 
     def __init__(
@@ -288,17 +288,6 @@ class Client(AdminMixin):
             return [f.result() for f in futures]
 
     # --- lifecycle -----------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close producers (flushing), consumers and the connection. Idempotent.

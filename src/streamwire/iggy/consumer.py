@@ -21,8 +21,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -49,6 +48,7 @@ from streamwire.iggy.protocol.identifiers import Identifier
 from streamwire.iggy.protocol.mapping import from_stored
 from streamwire.iggy.protocol.messaging import GetConsumerOffset, PollMessages, StoreConsumerOffset
 from streamwire.iggy.protocol.streams import GetTopic
+from streamwire.transport.resources import AsyncStartable
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -58,7 +58,7 @@ __all__ = ("Consumer", "ConsumerOptions")
 logger = logging.getLogger(__name__)
 
 
-class Consumer:
+class Consumer(AsyncStartable):
     """Consumes one ``"stream/topic"``: ``async for message in consumer`` or
     ``await consumer.next_batch()``."""
 
@@ -111,21 +111,8 @@ class Consumer:
         self._started = True
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
-
-    async def __aenter__(self) -> Self:
-        if not self._started:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _is_started(self) -> bool:
+        return bool(self._started)
 
     async def _connection(self) -> Connection:
         conn = self._conn

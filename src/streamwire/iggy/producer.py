@@ -25,8 +25,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
@@ -46,6 +45,7 @@ from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
+from streamwire.transport.resources import AsyncStartable, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -61,7 +61,7 @@ _Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
 """(route, frame, future, size)"""
 
 
-class Producer:
+class Producer(AsyncStartable):
     """Publishes to one ``"stream/topic"``. Use ``async with client.producer(address)``."""
 
     def __init__(self, client: Client, address: str, *, options: ProducerOptions) -> None:
@@ -98,21 +98,11 @@ class Producer:
         )
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
+    def _is_started(self) -> bool:
+        return self._sender is not None
 
-    async def __aenter__(self) -> Self:
-        if self._sender is None:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close(flush=exc_type is None)
+    async def _close_on_exit(self, clean: bool) -> None:
+        await self.close(flush=clean)
 
     async def _connection(self) -> Connection:
         conn = self._conn
@@ -205,17 +195,15 @@ class Producer:
             return
         if size > self.options.max_buffer_bytes:
             raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        wait = self.options.max_block if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                while self._full(size):
-                    self._room.clear()
-                    await self._room.wait()
-                    self._check()
-        except TimeoutError:
-            raise ProducerBufferFull(
-                f"producer buffer for {self.address!r} stayed full for {wait} s"
-            ) from None
+        await wait_for_room(
+            lambda: not self._full(size),
+            self._room,
+            self.options.max_block if timeout is None else timeout,
+            check=self._check,
+            full=lambda t: ProducerBufferFull(
+                f"producer buffer for {self.address!r} stayed full for {t} s"
+            ),
+        )
 
     async def send_and_wait(
         self,

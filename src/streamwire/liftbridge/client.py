@@ -14,7 +14,6 @@ import random
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import grpc.aio
@@ -55,6 +54,7 @@ from streamwire.liftbridge.protocol.metadata import (
 )
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.reconnect import ReconnectPolicy, retry
+from streamwire.transport.resources import AsyncClosing
 
 __all__ = ("Client", "ClientStats")
 
@@ -71,7 +71,7 @@ class ClientStats:
     nats: NatsStats
 
 
-class Client:
+class Client(AsyncClosing):
     """A Liftbridge client. Create with :func:`streamwire.liftbridge.connect`."""
 
     def __init__(
@@ -565,17 +565,6 @@ class Client:
         return consumer
 
     # --- lifecycle ---------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close producers (flushing), consumers, the NATS connection and the gRPC

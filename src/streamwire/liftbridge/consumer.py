@@ -23,7 +23,6 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import grpc
@@ -50,6 +49,7 @@ from streamwire.liftbridge.protocol.messages import to_message
 from streamwire.liftbridge.protocol.metadata import subscribe_request
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
+from streamwire.transport.resources import AsyncStartable
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -91,7 +91,7 @@ class ConsumerOptions:
             raise ConfigurationError("give at most one of stop_offset, stop_latest, stop_timestamp")
 
 
-class Consumer:
+class Consumer(AsyncStartable):
     """Consumes one partition of a stream. ``async for message in consumer``."""
 
     def __init__(
@@ -156,21 +156,8 @@ class Consumer:
     def __str__(self) -> str:
         return f"{self.stream}/{self.partition}"
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
-
-    async def __aenter__(self) -> Self:
-        if not self._started:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _is_started(self) -> bool:
+        return bool(self._started)
 
     async def _resolve_start(self) -> Offset:
         """``next`` with a name resumes after the committed cursor."""

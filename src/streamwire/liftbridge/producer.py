@@ -21,8 +21,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation, Message
@@ -42,6 +41,7 @@ from streamwire.liftbridge.protocol.messages import (
     partition_for_key,
     partition_subject,
 )
+from streamwire.transport.resources import AsyncStartable, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -108,7 +108,7 @@ class ProducerOptions:
                 raise ConfigurationError(f"{name} must be None or >= 0 seconds")
 
 
-class Producer:
+class Producer(AsyncStartable):
     """Publishes to one stream over NATS. Use ``async with client.producer(stream) as p``."""
 
     def __init__(self, client: Client, stream: str, *, options: ProducerOptions) -> None:
@@ -147,21 +147,11 @@ class Producer:
         self._started = True
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
+    def _is_started(self) -> bool:
+        return bool(self._started)
 
-    async def __aenter__(self) -> Self:
-        if not self._started:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close(flush=exc_type is None)
+    async def _close_on_exit(self, clean: bool) -> None:
+        await self.close(flush=clean)
 
     def _check(self) -> None:
         if self._closed:
@@ -310,17 +300,15 @@ class Producer:
             self._idle.set()
 
     async def _wait_for_room(self, timeout: float | None) -> None:
-        wait = self.options.max_block if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                while len(self._pending) >= self.options.max_in_flight:
-                    self._room.clear()
-                    await self._room.wait()
-                    self._check()
-        except TimeoutError:
-            raise ProducerBufferFull(
-                f"{self.pending} messages to {self.stream!r} stayed unacknowledged for {wait} s"
-            ) from None
+        await wait_for_room(
+            lambda: len(self._pending) < self.options.max_in_flight,
+            self._room,
+            self.options.max_block if timeout is None else timeout,
+            check=self._check,
+            full=lambda t: ProducerBufferFull(
+                f"{self.pending} messages to {self.stream!r} stayed unacknowledged for {t} s"
+            ),
+        )
 
     async def send_and_wait(
         self,

@@ -15,7 +15,6 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 from streamwire.codec.offset import OffsetLike
@@ -45,6 +44,7 @@ from streamwire.rabbitmq.protocol.streams import (
 )
 from streamwire.rabbitmq.superstream import SuperStreamConsumer, SuperStreamProducer
 from streamwire.transport.reconnect import ReconnectPolicy, retry
+from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("AddressResolver", "Client", "StreamInfo")
@@ -80,7 +80,7 @@ class StreamInfo:
         return f"StreamInfo({self.stream!r}, leader={self.leader}, replicas={self.replicas})"
 
 
-class Client:
+class Client(AsyncClosing):
     """A RabbitMQ Streams client. Create with :func:`streamwire.rabbitmq.connect`."""
 
     def __init__(
@@ -396,17 +396,6 @@ class Client:
         return consumer
 
     # --- lifecycle -----------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close producers (flushing), consumers and every connection. Idempotent.

@@ -19,8 +19,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -41,6 +40,7 @@ from streamwire.rabbitmq.protocol.consuming import (
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
+from streamwire.transport.resources import AsyncStartable
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -106,7 +106,7 @@ class ConsumerOptions:
         return props
 
 
-class Consumer:
+class Consumer(AsyncStartable):
     """Consumes one stream. ``async for message in consumer`` or ``next_batch()``."""
 
     def __init__(
@@ -157,21 +157,8 @@ class Consumer:
         self._started = True
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
-
-    async def __aenter__(self) -> Self:
-        if not self._started:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _is_started(self) -> bool:
+        return bool(self._started)
 
     async def _resolve(self, conn: Connection, offset: Offset) -> tuple[int, int | None]:
         """Offset spec for Subscribe: ``next`` with a name resumes after the stored offset."""

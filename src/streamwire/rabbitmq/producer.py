@@ -18,8 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
@@ -46,6 +45,7 @@ from streamwire.rabbitmq.protocol.publishing import (
     encode_sub_batch,
     validate_reference,
 )
+from streamwire.transport.resources import AsyncStartable, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -94,7 +94,7 @@ class ProducerOptions:
             raise ConfigurationError("filtered publishing (Publish v2) cannot use sub-batches")
 
 
-class Producer:
+class Producer(AsyncStartable):
     """Publishes to one stream. Use ``async with client.producer(stream) as p``."""
 
     def __init__(
@@ -137,21 +137,11 @@ class Producer:
         )
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
+    def _is_started(self) -> bool:
+        return self._sender is not None
 
-    async def __aenter__(self) -> Self:
-        if self._sender is None:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close(flush=exc_type is None)
+    async def _close_on_exit(self, clean: bool) -> None:
+        await self.close(flush=clean)
 
     async def _declare(self) -> None:
         conn = await self._client._leader_connection(self.stream)
@@ -228,17 +218,15 @@ class Producer:
             return
         if size > self.options.max_buffer_bytes:
             raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        wait = self.options.max_block if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                while not self._has_room(size):
-                    self._room.clear()
-                    await self._room.wait()
-                    self._check()
-        except TimeoutError:
-            raise ProducerBufferFull(
-                f"producer buffer for {self.stream!r} stayed full for {wait} s"
-            ) from None
+        await wait_for_room(
+            lambda: self._has_room(size),
+            self._room,
+            self.options.max_block if timeout is None else timeout,
+            check=self._check,
+            full=lambda t: ProducerBufferFull(
+                f"producer buffer for {self.stream!r} stayed full for {t} s"
+            ),
+        )
 
     def _add(
         self,

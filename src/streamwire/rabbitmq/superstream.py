@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 import mmh3
@@ -27,6 +26,7 @@ from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ConfigurationError, StreamwireError
 from streamwire.rabbitmq.consumer import Consumer
 from streamwire.rabbitmq.producer import Producer
+from streamwire.transport.resources import AsyncStartable
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq.client import Client
@@ -54,7 +54,7 @@ def hash_partition(key: bytes | str, partitions: int) -> int:
     return int(mmh3.hash(data, JAVA_HASH_SEED, signed=False)) % partitions
 
 
-class SuperStreamProducer:
+class SuperStreamProducer(AsyncStartable):
     """Publishes to the partitions of a super stream, routed by message key."""
 
     def __init__(
@@ -86,21 +86,11 @@ class SuperStreamProducer:
             raise ConfigurationError(f"super stream {self.super_stream!r} has no partitions")
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
+    def _is_started(self) -> bool:
+        return bool(self.partitions)
 
-    async def __aenter__(self) -> Self:
-        if not self.partitions:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close(flush=exc_type is None)
+    async def _close_on_exit(self, clean: bool) -> None:
+        await self.close(flush=clean)
 
     async def route(self, key: bytes) -> list[str]:
         """The partition streams a message with ``key`` goes to."""
@@ -164,7 +154,7 @@ class SuperStreamProducer:
         self._producers.clear()
 
 
-class SuperStreamConsumer:
+class SuperStreamConsumer(AsyncStartable):
     """Consumes every partition of a super stream; messages carry ``stream`` (the partition
     stream) and ``partition`` (its index). With ``single_active=True`` and a name, the
     broker spreads the partitions over the consumers of the group."""
@@ -201,21 +191,8 @@ class SuperStreamConsumer:
                 self.consumers.append(consumer)
         return self
 
-    def __await__(self) -> Any:
-        return self.start().__await__()
-
-    async def __aenter__(self) -> Self:
-        if not self.consumers:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _is_started(self) -> bool:
+        return bool(self.consumers)
 
     def _tag(self, messages: Iterable[Message], index: int) -> list[Message]:
         out = list(messages)

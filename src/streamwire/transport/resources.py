@@ -1,0 +1,90 @@
+"""Lifecycle and back-pressure pieces every protocol's clients, producers and consumers share.
+
+* :class:`AsyncClosing`: ``async with obj`` closes it on exit.
+* :class:`AsyncStartable`: additionally ``await obj`` (or entering ``async with``) starts it
+  once; producers flush on a clean exit.
+* :func:`wait_for_room`: wait on an event until a bounded buffer has room, or time out with
+  the caller's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator
+from types import TracebackType
+from typing import Any, Self
+
+from streamwire.errors import StreamwireError
+
+__all__ = ("AsyncClosing", "AsyncStartable", "wait_for_room")
+
+
+class AsyncClosing(ABC):
+    """``async with obj: ...`` closes ``obj`` on the way out."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release everything; idempotent."""
+
+    async def _close_on_exit(self, clean: bool) -> None:
+        """How leaving ``async with`` closes (``clean``: no exception). Producers override it
+        to flush only on a clean exit."""
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._close_on_exit(exc_type is None)
+
+
+class AsyncStartable(AsyncClosing):
+    """``await obj`` or ``async with obj`` starts it (once) before use."""
+
+    @abstractmethod
+    async def start(self) -> Self:
+        """Connect/declare/subscribe; returns ``self``."""
+
+    @abstractmethod
+    def _is_started(self) -> bool:
+        """Whether :meth:`start` already ran."""
+
+    def __await__(self) -> Generator[Any, None, Self]:
+        return self.start().__await__()
+
+    async def __aenter__(self) -> Self:
+        if not self._is_started():
+            await self.start()
+        return self
+
+
+async def wait_for_room(
+    has_room: Callable[[], bool],
+    wake: asyncio.Event,
+    timeout: float | None,
+    *,
+    check: Callable[[], None],
+    full: Callable[[float | None], StreamwireError],
+) -> None:
+    """Wait until ``has_room()``; ``wake`` is set whenever room may have appeared. ``check``
+    raises if the owner failed or closed meanwhile; after ``timeout`` seconds ``full(timeout)``
+    is raised (typically :class:`~streamwire.errors.ProducerBufferFull`).
+
+    Cancellation: only the wait stops; nothing was accepted.
+    """
+    if has_room():
+        return
+    try:
+        async with asyncio.timeout(timeout):
+            while not has_room():
+                wake.clear()
+                await wake.wait()
+                check()
+    except TimeoutError:
+        raise full(timeout) from None
