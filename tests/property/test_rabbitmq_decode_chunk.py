@@ -83,6 +83,10 @@ def test_hot_path_equals_general_path(
     ]
     got = decode_chunk(data, stream="s", skip_below=chunk_id + skip, amqp=amqp)
     assert [key(m) for m in got] == [key(m) for m in expected]
+    # as Deliver hands it over: a view of the tail of the frame's bytes (no copy)
+    framed = b"\x00\x08\x00\x01\x07" + data
+    tail = decode_chunk(memoryview(framed)[5:], stream="s", skip_below=chunk_id + skip, amqp=amqp)
+    assert [key(m) for m in tail] == [key(m) for m in expected]
     assert all(type(m.value) is bytes for m in got)
 
 

@@ -158,7 +158,12 @@ _SIZE: Final = struct.Struct(">I")
 
 
 def decode_chunk(
-    chunk: bytes, *, stream: str, skip_below: int = 0, verify_crc: bool = True, amqp: bool = True
+    chunk: bytes | memoryview,
+    *,
+    stream: str,
+    skip_below: int = 0,
+    verify_crc: bool = True,
+    amqp: bool = True,
 ) -> list[Message]:
     """Every message of an Osiris chunk at or after offset ``skip_below``.
 
@@ -168,7 +173,22 @@ def decode_chunk(
     the general decoders. Raises DecodeError / ChecksumMismatchError for a bad chunk.
     """
     header = parse_chunk_header(chunk)
-    start = CHUNK_HEADER_SIZE
+    # Work on the frame's own bytes when the chunk is a view of their tail (how Deliver
+    # hands it over), so a multi-megabyte chunk is not copied once more before slicing.
+    if (
+        isinstance(chunk, memoryview)
+        and isinstance(chunk.obj, bytes)
+        and chunk.c_contiguous
+        and chunk.itemsize == 1
+    ):
+        buf: bytes = chunk.obj
+        base = len(buf) - len(chunk)
+        if buf[base : base + 4] != chunk[:4]:  # not a tail view after all
+            buf, base = bytes(chunk), 0
+    else:
+        buf, base = (chunk if isinstance(chunk, bytes) else bytes(chunk)), 0
+    chunk = buf
+    start = base + CHUNK_HEADER_SIZE
     end = start + header.data_length
     if verify_crc:
         actual = crc32(memoryview(chunk)[start:end])

@@ -103,7 +103,10 @@ class Connection:
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
-        stream = await open_tcp(host, port, tls=tls, timeout=deadline.remaining())
+        # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces
+        stream = await open_tcp(
+            host, port, tls=tls, timeout=deadline.remaining(), read_size=1 << 20
+        )
         machine = StreamsConnection(settings)
         try:
             async with deadline.scope():

@@ -293,7 +293,7 @@ class Consumer(AsyncStartable):
             if self._credit_frame is None:
                 self._credit_frame = encode_frame(Credit(self._sid, 1))
             conn.send_nowait(self._credit_frame)
-        chunk = event.chunk if isinstance(event.chunk, bytes) else bytes(event.chunk)
+        chunk = event.chunk
         msgs = decode_chunk(
             chunk,
             stream=self.stream,

@@ -94,7 +94,7 @@ class Deliver(Frame):
         check_version(r, version, 1, 2)
         sub = r.u8()
         committed = r.u64() if version == 2 else None
-        return cls(sub, bytes(r.rest()), committed)  # one copy; the hot path slices bytes
+        return cls(sub, r.rest(), committed)  # a view of the frame: no copy
 
 
 @register()
