@@ -1,9 +1,10 @@
 """Run the benchmarks: ``python -m bench [--rounds 3] [--messages 200000] [--sizes 100,1000]``.
 
-Each round runs every client against the same broker, alternating, each on a fresh stream
-(publish, then consume what it published). Medians over the rounds are reported with ratios
-to the peers, as a table, as JSON (``bench/results/latest.json``) and as the Markdown block
-that ``docs/benchmarks.md`` quotes. Numbers are for this machine; compare ratios, not rates.
+Each round runs every client against the same broker, alternating: each publishes to a fresh
+stream; all consume one shared stream written once per round (the same chunk layout for
+all). Medians over the rounds are reported with ratios to the peers, as a table, as JSON
+(``bench/results/latest.json``) and as PNG plots (``docs/img``). Numbers are for this
+machine; compare ratios, not rates.
 """
 
 from __future__ import annotations
@@ -46,21 +47,28 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
         pub: dict[str, list[float]] = {name: [] for name in rabbitmq.PUBLISHERS}
         con: dict[str, list[float]] = {name: [] for name in rabbitmq.CONSUMERS}
         for rnd in range(rounds):
-            for name in rabbitmq.PUBLISHERS:
-                stream = await _fresh_stream(url)
-                try:
-                    pub[name].append(await rabbitmq.PUBLISHERS[name](url, stream, count, size))
-                    con[name].append(await rabbitmq.CONSUMERS[name](url, stream, count))
-                except Exception as exc:  # a peer that fails is reported, not fatal
-                    print(f"  {name} failed: {exc!r}", file=sys.stderr)
-                finally:
-                    await _drop(url, stream)
-                print(
-                    f"  size {size} round {rnd + 1} {name:<12} "
-                    f"publish {pub[name][-1] if pub[name] else 0:>10,.0f}/s  "
-                    f"consume {con[name][-1] if con[name] else 0:>10,.0f}/s",
-                    file=sys.stderr,
-                )
+            # consumers all read the same stream, written once per round, so that every
+            # client sees the same chunk layout
+            shared = await _fresh_stream(url)
+            await rabbitmq.streamwire_futures_publish(url, shared, count, size)
+            try:
+                for name in rabbitmq.PUBLISHERS:
+                    stream = await _fresh_stream(url)
+                    try:
+                        pub[name].append(await rabbitmq.PUBLISHERS[name](url, stream, count, size))
+                        con[name].append(await rabbitmq.CONSUMERS[name](url, shared, count))
+                    except Exception as exc:  # a peer that fails is reported, not fatal
+                        print(f"  {name} failed: {exc!r}", file=sys.stderr)
+                    finally:
+                        await _drop(url, stream)
+                    print(
+                        f"  size {size} round {rnd + 1} {name:<12} "
+                        f"publish {pub[name][-1] if pub[name] else 0:>10,.0f}/s  "
+                        f"consume {con[name][-1] if con[name] else 0:>10,.0f}/s",
+                        file=sys.stderr,
+                    )
+            finally:
+                await _drop(url, shared)
         results[str(size)] = {
             "publish": {k: statistics.median(v) for k, v in pub.items() if v},
             "consume": {k: statistics.median(v) for k, v in con.items() if v},

@@ -176,7 +176,7 @@ PUBLISHERS = {
 }
 CONSUMERS = {
     "streamwire": streamwire_consume,
-    "streamwire futures": streamwire_consume,
+    "streamwire futures": streamwire_consume,  # the same consumer: a second sample
     "rbfly": rbfly_consume,
     "rstream": rstream_consume,
     "raw ceiling": raw_consume,
