@@ -16,3 +16,5 @@ settings.register_profile(
 )
 settings.register_profile("nightly", max_examples=5000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+pytest_plugins = ["pytester"]
