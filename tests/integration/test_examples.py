@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,16 +16,20 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run(example: str, url: str) -> list[str]:
+def run_args(example: str, *args: str, timeout: float = 120) -> list[str]:
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / example), url],
+        [sys.executable, str(EXAMPLES / example), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
+
+
+def run(example: str, url: str) -> list[str]:
+    return run_args(example, url)
 
 
 def test_rabbitmq_quickstart() -> None:
@@ -44,3 +49,51 @@ def test_rabbitmq_super_stream() -> None:
 def test_rabbitmq_filtering_and_compression() -> None:
     lines = run("rabbitmq_filtering_and_compression.py", require("rabbitmq").url)
     assert lines == ["eu orders: 2", "log batches stored, last publishing id 4"]
+
+
+def _liftbridge_url() -> str:
+    broker, nats = require("liftbridge"), require("nats")
+    return f"liftbridge://{broker.host}:{broker.port}?nats=nats://{nats.host}:{nats.port}"
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "liftbridge"])
+def test_produce_then_consume_resumes_after_the_commit(broker: str) -> None:
+    url = require("rabbitmq").url if broker == "rabbitmq" else _liftbridge_url()
+    stream = f"example-{uuid.uuid4().hex[:8]}"
+    assert run_args("produce.py", url, stream, "5") == [f"published 5 messages to {stream}"]
+    first = run_args("consume.py", url, stream, "reader", "first")
+    assert first[-1] == "consumed 5 messages"
+    assert first[0].split()[2:] == ["event", "0", "0"]
+    assert run_args("produce.py", url, stream, "2")[-1].startswith("published 2")
+    again = run_args("consume.py", url, stream, "reader")  # resumes after the commit
+    assert again[-1] == "consumed 2 messages"
+
+
+def test_spark_job() -> None:
+    pytest.importorskip("pyspark")
+    url = require("rabbitmq").url
+    stream = f"example-spark-{uuid.uuid4().hex[:8]}"
+    lines = run_args("spark_sink.py", url, stream, timeout=600)
+    assert lines[0].startswith("batch 0: BatchMetrics(")
+    assert lines[-1] == "rows in the stream: 100"  # the replayed batch stored nothing twice
+
+
+def test_application_test_with_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMWIRE_RABBITMQ_URL", require("rabbitmq").url)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(EXAMPLES / "app_tests"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
