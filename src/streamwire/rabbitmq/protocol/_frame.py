@@ -27,7 +27,15 @@ from streamwire.rabbitmq.protocol.constants import (
     ResponseCode,
 )
 
-__all__ = ("FRAMES", "Frame", "Response", "decode_frame", "encode_frame", "register")
+__all__ = (
+    "FRAMES",
+    "Frame",
+    "ReferenceStreamRequest",
+    "Response",
+    "decode_frame",
+    "encode_frame",
+    "register",
+)
 
 _K = CommandKey
 _OK = ResponseCode.OK
@@ -169,3 +177,22 @@ class Response(Frame):
     @property
     def ok(self) -> bool:
         return self.code == _OK
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceStreamRequest(Frame):
+    """Requests that carry a publisher/consumer reference and a stream (QueryOffset,
+    QueryPublisherSequence): CorrelationId, Reference, Stream."""
+
+    correlation_id: int
+    reference: str
+    stream: str
+
+    def encode_body(self, w: Writer) -> None:
+        w.u32(self.correlation_id)
+        w_str(w, self.reference)
+        w_str(w, self.stream)
+
+    @classmethod
+    def decode_body(cls, r: Reader, key: int, version: int) -> Self:
+        return cls(r.u32(), r.string16("reference"), r.string16("stream"))

@@ -9,6 +9,7 @@ from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
 from streamwire.rabbitmq.protocol._frame import (
     Frame,
+    ReferenceStreamRequest,
     Response,
     check_version,
     r_map,
@@ -167,20 +168,8 @@ class StoreOffset(Frame):
 
 @register()
 @dataclass(frozen=True, slots=True)
-class QueryOffsetRequest(Frame):
+class QueryOffsetRequest(ReferenceStreamRequest):
     KEY: ClassVar[int] = _K.QUERY_OFFSET
-    correlation_id: int
-    reference: str
-    stream: str
-
-    def encode_body(self, w: Writer) -> None:
-        w.u32(self.correlation_id)
-        w_str(w, self.reference)
-        w_str(w, self.stream)
-
-    @classmethod
-    def decode_body(cls, r: Reader, key: int, version: int) -> Self:
-        return cls(r.u32(), r.string16("reference"), r.string16("stream"))
 
 
 @register()

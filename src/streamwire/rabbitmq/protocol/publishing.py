@@ -16,7 +16,14 @@ from streamwire.codec._structs import I16, I32
 from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
 from streamwire.errors import LocalProtocolError
-from streamwire.rabbitmq.protocol._frame import Frame, Response, check_version, register, w_str
+from streamwire.rabbitmq.protocol._frame import (
+    Frame,
+    ReferenceStreamRequest,
+    Response,
+    check_version,
+    register,
+    w_str,
+)
 from streamwire.rabbitmq.protocol.constants import MAX_REFERENCE_BYTES, RESPONSE_FLAG, CommandKey
 
 __all__ = (
@@ -90,20 +97,8 @@ class DeletePublisherRequest(Frame):
 
 @register()
 @dataclass(frozen=True, slots=True)
-class QueryPublisherSequenceRequest(Frame):
+class QueryPublisherSequenceRequest(ReferenceStreamRequest):
     KEY: ClassVar[int] = _K.QUERY_PUBLISHER_SEQUENCE
-    correlation_id: int
-    reference: str
-    stream: str
-
-    def encode_body(self, w: Writer) -> None:
-        w.u32(self.correlation_id)
-        w_str(w, self.reference)
-        w_str(w, self.stream)
-
-    @classmethod
-    def decode_body(cls, r: Reader, key: int, version: int) -> Self:
-        return cls(r.u32(), r.string16("reference"), r.string16("stream"))
 
 
 @register()
