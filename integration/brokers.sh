@@ -869,8 +869,22 @@ r310_install() {
   return "$rc"
 }
 
+# The node's files (config, mnesia, logs) must be reachable by the rabbitmq user, which a
+# clone under a private directory (mktemp -d makes them 0700) is not: the VM then exits at
+# startup without writing a log. Such clones keep the node's files in /var/tmp instead.
+r310_dir() {
+  local want="$STATE/rabbitmq310"
+  mkdir -p "$want"
+  if ! id rabbitmq >/dev/null 2>&1 || runuser -u rabbitmq -- test -x "$want" 2>/dev/null; then
+    printf '%s\n' "$want"
+  else
+    printf '/var/tmp/streamwire-rabbitmq310-%s\n' "$(printf %s "$STATE" | md5sum | cut -c1-12)"
+  fi
+}
+
 r310_env() {
-  local dir="$STATE/rabbitmq310"
+  local dir
+  dir="$(r310_dir)"
   printf '%s\n' PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8 LC_ALL=C.UTF-8 \
     RABBITMQ_NODENAME="$R310_NODE" RABBITMQ_USE_LONGNAME=false \
     RABBITMQ_NODE_IP_ADDRESS="$LOOPBACK" RABBITMQ_NODE_PORT="$R310_AMQP_PORT" \
@@ -911,15 +925,19 @@ r310_beam_running() {
 }
 
 up_rabbitmq310() {
-  local dir="$STATE/rabbitmq310" log rc=0 t0 version uid gid
-  mkdir -p "$dir/data/mnesia" "$dir/data/log"
-  log="$dir/harness.log"
+  local dir log rc=0 t0 version uid gid
+  mkdir -p "$STATE/rabbitmq310"
+  log="$STATE/rabbitmq310/harness.log"
   : >"$log"
-  local nodelog="$dir/data/log/$R310_NODE.log"
+  local nodelog=""
   if ! r310_install "$log"; then
     mark_unavailable rabbitmq310 "apt-get install rabbitmq-server (bookworm) failed" "$log"
     return 1
   fi
+  dir="$(r310_dir)"
+  mkdir -p "$dir/data/mnesia" "$dir/data/log"
+  nodelog="$dir/data/log/$R310_NODE.log"
+  [[ "$dir" == "$STATE/rabbitmq310" ]] || say "rabbitmq310: node files in $dir ($STATE is not readable by the rabbitmq user)"
   cat >"$dir/rabbitmq.conf" <<EOF
 # written by integration/brokers.sh; loopback only
 listeners.tcp.1 = $LOOPBACK:$R310_AMQP_PORT

@@ -39,6 +39,8 @@ class FakeLeader:
         self.subject = subject
         self.offset = 0
         self.late: list[tuple[str, bytes]] = []
+        self.received: list[tuple[str, bytes]] = []
+        """(correlation id, value) of every envelope seen, for failure messages."""
 
     async def start(self) -> None:
         await self.nc.subscribe(self.subject, cb=self.on_message)
@@ -52,6 +54,7 @@ class FakeLeader:
     async def on_message(self, msg: Msg) -> None:
         m = decode_publish(msg.data)
         inbox, cid, behaviour = m.ack_inbox, m.correlation_id, m.value
+        self.received.append((cid, behaviour))
         if behaviour == b"silent":
             return
         if behaviour == b"late":
@@ -120,10 +123,16 @@ async def test_acks_resolve_with_offsets(setup: tuple[lb.Client, FakeLeader, str
 async def test_error_acks_are_typed(
     setup: tuple[lb.Client, FakeLeader, str], value: bytes, error: type[lb.AckError], code: int
 ) -> None:
-    client, _, stream = setup
-    async with client.producer(stream) as producer:
-        with pytest.raises(error) as info:
-            await producer.send_and_wait(value)
+    client, leader, stream = setup
+    # A generous ack timeout: a CI run once saw a 5 s AckTimeout here on a loaded machine.
+    async with client.producer(stream, ack_timeout=30) as producer:
+        try:
+            with pytest.raises(error) as info:
+                await producer.send_and_wait(value)
+        except lb.AckTimeout as exc:
+            raise AssertionError(
+                f"{exc}; the leader saw {leader.received}, the client {client.stats}"
+            ) from exc
         assert info.value.code == code
         assert stream in str(info.value)
         assert (await producer.send_and_wait(b"ok")).offset == 0
