@@ -25,6 +25,7 @@ __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
 
 _PENDING: Final = 0
 _DONE: Final = 1
+_DONE_RUN: Final = bytes((_DONE,))
 
 
 class BatchConfirmation(NamedTuple):
@@ -52,7 +53,10 @@ class Batch:
 
 class Group:
     """Messages with publishing ids ``first + index``. With ``entries`` each item of ``data``
-    is a complete osiris entry (a sub-batch of several messages) rather than one message."""
+    is a complete osiris entry (a sub-batch of several messages) rather than one message;
+    with ``wrap`` each item is a body to be written as an AMQP message of one data section
+    (encoded while the Publish frame is built, so the caller's bytes are kept as they are).
+    """
 
     __slots__ = (
         "batch",
@@ -63,6 +67,7 @@ class Group:
         "futures",
         "remaining",
         "states",
+        "wrap",
         "written",
     )
 
@@ -75,8 +80,10 @@ class Group:
         batch: Batch | None,
         *,
         entries: bool = False,
+        wrap: bool = False,
     ) -> None:
         self.entries = entries
+        self.wrap = wrap
         self.first = first
         self.data = data
         self.filters = filters
@@ -138,45 +145,40 @@ class Outbox:
         limit = frame_max or 1 << 31
         add, entry_size = builder.add, builder.entry_size
         to_write = self._to_write
-        written_bytes = 0
         while to_write and builder.count < max_messages:
             group = to_write[0]
             i, n = group.written, len(group.data)
             data, states, fvs, first = group.data, group.states, group.filters, group.first
             full = False
-            fast = not filters and not group.entries
-            if fast:  # one loop in the builder
-                before = builder.size
-                i = builder.add_range(first, data, states, i, limit, max_messages)
-                written_bytes += builder.size - before
+            if not filters and not group.entries:  # one call into the builder
+                i = builder.add_range(first, data, states, i, limit, max_messages, wrap=group.wrap)
                 if i < n and builder.count < max_messages:
                     if builder.count:
                         full = True
                     else:  # the next message cannot fit even alone
                         self._too_big(group, i, frame_max)
-                        i += 1
-                        group.written = i
+                        group.written = i + 1
                         continue
-            while i < n and builder.count < max_messages and not fast:
-                if states[i]:
+            else:
+                while i < n and builder.count < max_messages:
+                    if states[i]:
+                        i += 1
+                        continue
+                    body = data[i]
+                    fv = fvs[i] if fvs is not None else None
+                    need = 8 + len(body) if group.entries else entry_size(body, fv)
+                    if builder.size + need > limit:
+                        if builder.count:
+                            full = True
+                            break
+                        self._too_big(group, i, frame_max)
+                        i += 1
+                        continue
+                    if group.entries:
+                        builder.add_entry(first + i, body)
+                    else:
+                        add(first + i, body, fv)
                     i += 1
-                    continue
-                body = data[i]
-                fv = fvs[i] if fvs is not None else None
-                need = 8 + len(body) if group.entries else entry_size(body, fv)
-                if builder.size + need > limit:
-                    if builder.count:
-                        full = True
-                        break
-                    self._too_big(group, i, frame_max)
-                    i += 1
-                    continue
-                if group.entries:
-                    builder.add_entry(first + i, body)
-                else:
-                    add(first + i, body, fv)
-                written_bytes += len(body) + (12 if not filters else 0)
-                i += 1
             group.written = i
             if i >= n:
                 to_write.popleft()
@@ -184,10 +186,8 @@ class Outbox:
                 break
         if not builder.count:
             return None
-        if not filters:  # counted with the 12-byte entry overhead: take it off
-            written_bytes -= 12 * builder.count
         self.unwritten -= builder.count
-        self.unwritten_bytes -= written_bytes
+        self.unwritten_bytes -= builder.payload_bytes
         self.in_flight += builder.count
         return builder.build()
 
@@ -234,6 +234,49 @@ class Outbox:
     def confirm(self, publishing_ids: tuple[int, ...]) -> int:
         """Resolve confirmed ids; unknown and repeated ids are ignored. Returns how many
         messages were resolved."""
+        ids = publishing_ids
+        n = len(ids)
+        if n < 2 or ids[-1] - ids[0] != n - 1 or ids != tuple(range(ids[0], ids[-1] + 1)):
+            return self._confirm_each(ids)
+        # The usual confirm: a run of consecutive ids, resolved group by group.
+        resolved, pos, end = 0, ids[0], ids[-1] + 1
+        while pos < end:
+            group = self._find(pos)
+            if group is None:  # ids nobody waits for (a retry, a stranger): one by one
+                return resolved + self._confirm_each(ids[pos - ids[0] :])
+            i = pos - group.first
+            m = min(end, group.first + len(group.data)) - pos
+            if group.states.count(_PENDING, i, i + m) == m:
+                resolved += self._confirm_run(group, i, m)
+            else:
+                resolved += self._confirm_each(ids[pos - ids[0] : pos - ids[0] + m])
+            pos += m
+        return resolved
+
+    def _confirm_run(self, group: Group, i: int, n: int) -> int:
+        """Resolve ``n`` pending messages of ``group`` from index ``i`` on."""
+        group.states[i : i + n] = _DONE_RUN * n
+        early = 0
+        if i + n > group.written:  # confirmed before we wrote them: a confused broker
+            since = max(group.written, i)
+            early = i + n - since
+            self.unwritten -= early
+            self.unwritten_bytes -= sum(map(len, group.data[since : i + n]))
+        futures = group.futures
+        if futures is not None:
+            new, stream, first = tuple.__new__, self.stream, group.first
+            for k in range(i, i + n):
+                future = futures[k]
+                if not future.done():
+                    future.set_result(new(Confirmation, (first + k, None, stream, None)))
+        group.remaining -= n
+        if not group.remaining:
+            self._group_done(group)
+        self.pending -= n
+        self.in_flight = max(0, self.in_flight - (n - early))
+        return n
+
+    def _confirm_each(self, publishing_ids: tuple[int, ...]) -> int:
         new = tuple.__new__
         stream = self.stream
         resolved = early = 0

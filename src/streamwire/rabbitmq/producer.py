@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self, TypeVar
+from itertools import accumulate
+from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
@@ -237,6 +239,7 @@ class Producer(AsyncStartable):
         batch: Batch | None = None,
         first: int | None = None,
         entries: bool = False,
+        wrap: bool = False,
     ) -> Group:
         create = self._loop.create_future
         first = self._next_id if first is None else first
@@ -249,6 +252,7 @@ class Producer(AsyncStartable):
             [create() for _ in data] if futures else None,
             batch,
             entries=entries,
+            wrap=wrap,
         )
         self._outbox.add(group)
         self._next_id = max(self._next_id, first + len(data))
@@ -322,8 +326,11 @@ class Producer(AsyncStartable):
         opts = self.options
         if opts.sub_batch_size:
             return (await self._accept_entries(values, timeout, futures=futures, batch=batch))[0]
-        encode = self._encode
         fast = opts.filter_value is None
+        if fast and type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
+            bodies = cast("Sequence[bytes]", values)
+            return await self._accept_bodies(bodies, timeout, futures=futures, batch=batch)
+        encode = self._encode
         groups: list[Group] = []
         data: list[bytes] = []
         filters: list[str | None] = []
@@ -350,6 +357,36 @@ class Producer(AsyncStartable):
             size += n
         if data:
             groups.append(self._add(data, filters, futures=futures, batch=batch))
+        return groups
+
+    async def _accept_bodies(
+        self,
+        values: Sequence[bytes],
+        timeout: float | None,
+        *,
+        futures: bool,
+        batch: Batch | None,
+    ) -> list[Group]:
+        """The fast path of :meth:`_accept_many` for a list of plain ``bytes`` bodies: they
+        are kept as given (the AMQP data section is written around them when the frame is
+        built), in as few groups as the buffer's room allows."""
+        opts, box = self.options, self._outbox
+        wrap = opts.amqp
+        groups: list[Group] = []
+        start, count = 0, len(values)
+        while start < count:
+            take = min(count - start, opts.max_buffer_messages - box.unwritten)
+            room_bytes = opts.max_buffer_bytes - box.unwritten_bytes
+            chunk = list(values[start : start + take]) if take > 0 else []
+            if chunk and sum(map(len, chunk)) > room_bytes:
+                take = bisect_right(list(accumulate(map(len, chunk))), room_bytes)
+                del chunk[take:]
+            if not chunk:
+                await self._wait_for_room(len(values[start]), timeout)
+                self._check()
+                continue
+            groups.append(self._add(chunk, None, futures=futures, batch=batch, wrap=wrap))
+            start += len(chunk)
         return groups
 
     async def _accept_entries(

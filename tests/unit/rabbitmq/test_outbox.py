@@ -156,7 +156,7 @@ async def test_duplicate_first_id_is_refused_and_fail_all_resolves_everything() 
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 6), min_size=1, max_size=8),
-    script=st.lists(st.tuples(st.sampled_from("wcfr"), st.integers(0, 60)), max_size=40),
+    script=st.lists(st.tuples(st.sampled_from("wcfrk"), st.integers(0, 60)), max_size=40),
 )
 def test_every_message_resolves_exactly_once(
     sizes: list[int], script: list[tuple[str, int]]
@@ -179,6 +179,9 @@ def test_every_message_resolves_exactly_once(
                     written.update(ids_of(frame))
             elif op == "c" and written:
                 box.confirm(tuple(sorted(written))[: 1 + arg % 4])
+            elif op == "k":  # a run of consecutive ids, written or not, known or not
+                start = 1 + arg % (total + 2)
+                box.confirm(tuple(range(start, start + 2 + arg % 7)))
             elif op == "f":
                 box.fail(1 + arg % total, LocalProtocolError("x"))
             elif op == "r":
@@ -188,7 +191,44 @@ def test_every_message_resolves_exactly_once(
             assert box.pending == sum(not f.done() for f in futures)
             assert 0 <= box.in_flight <= box.pending
             assert 0 <= box.unwritten <= box.pending
+            assert box.unwritten_bytes >= 0
+            assert box.unwritten or not box.unwritten_bytes
         box.fail_all(LocalProtocolError("end"))
         assert all(f.done() for g in groups for f in (g.futures or ()))
 
     asyncio.run(run())
+
+
+async def test_a_run_of_consecutive_confirms_resolves_every_message_with_its_id() -> None:
+    loop = asyncio.get_running_loop()
+    box = Outbox("s")
+    g = group(loop, 5, [b"m%d" % i for i in range(10)])
+    box.add(g)
+    assert box.next_frame(0, 0, 100, False) is not None
+    assert box.confirm(tuple(range(5, 11))) == 6
+    assert g.futures is not None
+    assert [f.result().publishing_id for f in g.futures[:6]] == list(range(5, 11))
+    assert not any(f.done() for f in g.futures[6:])
+    assert (box.pending, box.in_flight, box.unwritten) == (4, 4, 0)
+    assert box.confirm(tuple(range(5, 15))) == 4  # six of them again: only four are new
+    assert (box.pending, box.in_flight) == (0, 0)
+    assert box.confirm(tuple(range(5, 15))) == 0
+
+
+async def test_a_run_across_groups_and_before_the_write_is_counted_once() -> None:
+    loop = asyncio.get_running_loop()
+    box = Outbox("s")
+    first, second = group(loop, 1, [b"a", b"bb"]), group(loop, 3, [b"ccc", b"dddd"])
+    box.add(first)
+    box.add(second)
+    assert ids_of(box.next_frame(0, 0, 3, False) or b"") == [1, 2, 3]
+    assert (box.unwritten, box.unwritten_bytes) == (1, 4)
+    # 1..4 spans both groups, and 4 was never written (a confused broker)
+    assert box.confirm((1, 2, 3, 4)) == 4
+    assert (box.pending, box.in_flight, box.unwritten, box.unwritten_bytes) == (0, 0, 0, 0)
+    assert box.next_frame(0, 0, 3, False) is None
+    early = group(loop, 5, [b"e", b"ff", b"ggg"])
+    box.add(early)
+    assert box.confirm((6, 7)) == 2  # a run inside one group, none of it written yet
+    assert (box.pending, box.unwritten, box.unwritten_bytes, box.in_flight) == (1, 1, 1, 0)
+    assert ids_of(box.next_frame(0, 0, 3, False) or b"") == [5]

@@ -34,6 +34,8 @@ from streamwire.codec.writer import Writer
 from streamwire.errors import LocalProtocolError
 
 __all__ = (
+    "DATA_PREFIX_LONG",
+    "DATA_PREFIX_SHORT",
     "SECTION_NAMES",
     "AmqpMessage",
     "AmqpSequence",
@@ -50,9 +52,14 @@ __all__ = (
     "encode_message",
 )
 
-# ``00 53 75 a0 <n>`` for every n < 256, and the vbin32 prefix
-_DATA8: Final = tuple(b"\x00\x53\x75\xa0" + bytes((n,)) for n in range(256))
-_DATA32: Final = b"\x00\x53\x75\xb0"
+DATA_PREFIX_SHORT: Final = b"\x00\x53\x75\xa0"
+"""A data section (smallulong descriptor 0x75) of a vbin8: followed by a 1-byte length."""
+DATA_PREFIX_LONG: Final = b"\x00\x53\x75\xb0"
+"""A data section of a vbin32: followed by a 4-byte big-endian length."""
+
+# ``00 53 75 a0 <n>`` for every n < 256
+_DATA8: Final = tuple(DATA_PREFIX_SHORT + bytes((n,)) for n in range(256))
+_DATA32: Final = DATA_PREFIX_LONG
 _U32_MAX: Final = 0xFFFF_FFFF
 
 
