@@ -9,8 +9,13 @@ Routing (resolved client-side, like the official SDKs; the request then names th
 
 * ``partition=`` on the producer or on ``send`` pins the partition;
 * else a message with a ``key`` goes to ``XXH32(key, seed 0) % partitions`` (``MessagesKey``);
-* else batches rotate over the partitions (``Balanced``: one cursor per producer, advanced
-  per batch).
+* else the message goes to the producer's current partition, which moves to the next one
+  after ``max_batch_messages`` such messages or once a batch to it is sent (``Balanced``
+  as a sticky round robin, decided when the message is accepted).
+
+Every route is a partition when a message is accepted, and a batch takes the oldest queued
+messages of one partition, so messages of a partition are stored in the order they were sent,
+keyed or not.
 
 Delivery is at-least-once at best: a batch whose reply is lost with the connection fails its
 futures with the connection error (the server may or may not have stored it); later batches
@@ -54,7 +59,6 @@ __all__ = ("Producer", "ProducerOptions")
 
 logger = logging.getLogger(__name__)
 
-_BALANCED = -1  # route of messages without key or partition
 
 
 _Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
@@ -73,6 +77,7 @@ class Producer(AsyncStartable):
         self._conn: Connection | None = None
         self._partitions = 0
         self._cursor = 0
+        self._sticky = 0  # keyless messages routed to the current partition so far
         self._buffer: deque[_Entry] = deque()
         self._buffer_bytes = 0
         self._inflight: list[_Entry] = []
@@ -150,7 +155,15 @@ class Producer(AsyncStartable):
             return fixed, frame
         if msg.key:
             return key_partition(msg.key, self._partitions), frame
-        return _BALANCED, frame
+        return self._balanced(), frame
+
+    def _balanced(self) -> int:
+        """The current partition of keyless messages (see the module notes)."""
+        partition = self._cursor % max(self._partitions, 1)
+        self._sticky += 1
+        if self._sticky >= self.options.max_batch_messages:
+            self._cursor, self._sticky = self._cursor + 1, 0
+        return partition
 
     async def send(
         self,
@@ -281,29 +294,32 @@ class Producer(AsyncStartable):
                 self._idle.set()
 
     def _take_batch(self) -> tuple[list[_Entry], int]:
-        route = self._buffer[0][0]
+        """The oldest queued messages of the first queued message's partition, in order,
+        up to the batch limits; the others stay queued in their order."""
+        buffer = self._buffer
+        route = buffer[0][0]
         o = self.options
         taken: list[_Entry] = []
         rest: deque[_Entry] = deque()
         size = 0
-        while self._buffer:
-            entry = self._buffer.popleft()
-            fits = len(taken) < o.max_batch_messages and (
-                not taken or size + entry[3] <= o.max_batch_bytes
-            )
-            if entry[0] == route and fits:
-                taken.append(entry)
-                size += entry[3]
-            else:
-                rest.append(entry)
+        while buffer:
+            entry = buffer.popleft()
+            if entry[0] == route:
+                if len(taken) < o.max_batch_messages and (
+                    not taken or size + entry[3] <= o.max_batch_bytes
+                ):
+                    taken.append(entry)
+                    size += entry[3]
+                    continue
+                rest.append(entry)  # the batch is full: what follows waits for the next
+                break
+            rest.append(entry)
+        rest.extend(buffer)
         self._buffer = rest
         self._buffer_bytes -= size
-        if route == _BALANCED:
-            partition = self._cursor % max(self._partitions, 1)
-            self._cursor += 1
-        else:
-            partition = route
-        return taken, partition
+        if self._sticky and route == self._cursor % max(self._partitions, 1):
+            self._cursor, self._sticky = self._cursor + 1, 0
+        return taken, route
 
     async def _send(self, batch: list[_Entry], partition: int) -> None:
         self._inflight = batch

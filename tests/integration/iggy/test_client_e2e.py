@@ -179,6 +179,28 @@ async def test_balanced_batches_rotate_and_fixed_partitions_stick(client: iggy.C
     assert [(c.partition, c.offset) for c in confirmations] == [(0, 2), (0, 3)]
 
 
+async def test_a_partition_stores_messages_in_send_order_keyed_or_not(
+    client: iggy.Client,
+) -> None:
+    """Keyless messages are routed when accepted, and a batch takes the oldest messages of
+    one partition without skipping any, whatever their sizes."""
+    await client.create_stream(ADDRESS, partitions=2)
+    sent: list[tuple[bytes, bytes | None]] = []
+    for i in range(40):
+        key = None if i % 3 else b"k%d" % (i % 2)
+        sent.append((b"m%02d" % i + b"." * (300 if i % 4 == 1 else 0), key))
+    async with client.producer(ADDRESS, max_batch_messages=3, max_batch_bytes=600) as producer:
+        futures = [await producer.send(value, key=key) for value, key in sent]
+        await producer.flush()
+    where = [f.result().partition for f in futures]
+    for partition in (0, 1):
+        async with client.consumer(ADDRESS, offset="first", partition=partition) as consumer:
+            got = [m.value for m in await consumer.next_batch(100, timeout=1)]
+        want = [v for (v, _), p in zip(sent, where, strict=True) if p == partition]
+        assert got == want
+        assert want  # both partitions were used
+
+
 async def test_every_polling_strategy(client: iggy.Client) -> None:
     await client.create_stream(ADDRESS, partitions=1)
     await client.send(ADDRESS, [b"0", b"1", b"2"])
