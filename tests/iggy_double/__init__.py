@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from tests.iggy_double.server import IggyDouble
 from tests.iggy_double.state import IggyError, State
+from tests.iggy_double.threaded import ThreadedIggyDouble
 
-__all__ = ("IggyDouble", "IggyError", "State")
+__all__ = ("IggyDouble", "IggyError", "State", "ThreadedIggyDouble")

@@ -1,6 +1,8 @@
 """Helpers of the Spark tests: broker targets, streams, and reading back what a sink stored.
 
-Reading back uses streamwire directly (not the Spark source under test).
+Reading back uses streamwire directly (not the Spark source under test). Iggy streams are
+``"<stream>/t"`` addresses (a topic ``t`` in a stream of its own); where no real Iggy server
+runs, the tests use the conformance double (see ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ from typing import Any
 import pytest
 
 import streamwire
-from tests.brokers import require
+from tests.brokers import BrokerInfo, brokers_dir, require
 
-__all__ = ["Stored", "Target", "publish", "read_back", "target"]
+__all__ = [
+    "IGGY_PARTITIONS",
+    "Stored",
+    "Target",
+    "iggy_from_harness",
+    "iggy_target",
+    "publish",
+    "read_back",
+    "target",
+]
 
-#: Where an Iggy server would listen; probed only to learn whether iggy:// is supported.
-_IGGY_PROBE_URL = "iggy://iggy:iggy@127.0.0.1:8090"
+#: Partitions of the Iggy topics the tests create (several, to exercise per-partition offsets).
+IGGY_PARTITIONS = 2
 
 
 @dataclass(frozen=True)
@@ -36,10 +47,14 @@ class Target:
 
     def new_stream(self, prefix: str) -> str:
         name = f"spark-{prefix}-{uuid.uuid4().hex[:10]}"
+        if self.broker == "iggy":
+            name += "/t"  # Iggy addresses a topic inside a stream
         asyncio.run(_create(self.url, name, self.partitions))
         return name
 
     def delete_stream(self, name: str) -> None:
+        if self.broker == "iggy":
+            name = name.partition("/")[0]  # the whole stream, with its topic
         asyncio.run(_delete(self.url, name))
 
 
@@ -69,12 +84,26 @@ def _skip_unless_supported(url: str) -> None:
         pass  # supported; whether the broker answers is require()'s business
 
 
+def iggy_from_harness() -> BrokerInfo | None:
+    """The real Iggy server the harness reports (``.brokers/iggy.env``), or ``None`` when
+    it recorded none (then the tests use the conformance double). A recorded server that
+    does not answer skips the test, as for every harness broker."""
+    if (brokers_dir() / "iggy.env").is_file():
+        return require("iggy")
+    return None
+
+
+def iggy_target(url: str) -> Target:
+    """An Iggy server (real or the double) at ``url`` as a :class:`Target`."""
+    _skip_unless_supported(url)
+    return Target("iggy", url, partitions=IGGY_PARTITIONS)
+
+
 def target(broker: str) -> Target:
-    """The running ``broker`` as a :class:`Target`, or skip saying why it cannot be used."""
+    """The running harness ``broker`` as a :class:`Target`, or skip saying why it cannot be
+    used. (Iggy comes from the ``iggy`` fixture: the harness's server or the double.)"""
     if broker == "iggy":
-        _skip_unless_supported(_IGGY_PROBE_URL)
-        info = require("iggy")
-        return Target("iggy", info.url, partitions=1)
+        raise ValueError("use the 'iggy' fixture: it falls back to the conformance double")
     info = require(broker)
     if broker == "liftbridge":
         nats_url = info.extra.get("NATS_URL", "nats://127.0.0.1:4222")
@@ -111,9 +140,11 @@ async def _read_back(
     out: list[Stored] = []
     async with streamwire.connect(t.url, timeout=10.0) as client:
         consumers: list[tuple[int, streamwire.Consumer]] = [(0, client.consumer(stream))]
-        for p in range(1, t.partitions):  # Liftbridge: one consumer per partition
-            consumer: Any = client  # partition= is not in the unified signature
-            consumers.append((p, consumer.consumer(stream, partition=p)))
+        if t.partitions > 1:  # Liftbridge, Iggy: one consumer per partition
+            by_partition: Any = client  # partition= is not in the unified signature
+            consumers = [
+                (p, by_partition.consumer(stream, partition=p)) for p in range(t.partitions)
+            ]
         for _, consumer in consumers:
             await consumer.__aenter__()
         deadline = time.monotonic() + timeout

@@ -2,6 +2,11 @@
 
 Skips the whole directory when pyspark is not installed (the ``spark`` extra) and the
 session when no Java is on PATH.
+
+Iggy: the harness's server when it reports one (``.brokers/iggy.env``); otherwise the
+conformance double (``tests/iggy_double``), started once per session on a loopback
+ephemeral port by a background thread with its own event loop. Spark's Python workers are
+other processes: they reach it over TCP like a real server.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra (pyspark)")
 pytest.importorskip("pyarrow", reason="the Spark tests need the 'spark' extra (pyarrow)")
 
-from tests.spark._support import Target, target
+from tests.iggy_double import ThreadedIggyDouble
+from tests.spark._support import Target, iggy_from_harness, iggy_target, target
 
 #: JVM flags that halve SparkSession start on a small machine (docs/spark.md).
 JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
@@ -52,9 +58,37 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def iggy_url() -> Iterator[str]:
+    """The URL of an Iggy server: the harness's, or a conformance double for the session."""
+    real = iggy_from_harness()
+    if real is not None:
+        yield real.url
+        return
+    with ThreadedIggyDouble() as server:
+        yield server.url
+
+
+@pytest.fixture
+def iggy(iggy_url: str) -> Target:
+    return iggy_target(iggy_url)
+
+
 @pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
 def any_broker(request: pytest.FixtureRequest) -> Target:
     """Each broker in turn; skips (saying why) where it is missing or unsupported."""
+    if request.param == "iggy":
+        found: Target = request.getfixturevalue("iggy")
+        return found
+    return target(request.param)
+
+
+@pytest.fixture(params=["liftbridge", "iggy"])
+def at_least_once_broker(request: pytest.FixtureRequest) -> Target:
+    """Each broker without deduplication of re-sent messages."""
+    if request.param == "iggy":
+        found: Target = request.getfixturevalue("iggy")
+        return found
     return target(request.param)
 
 

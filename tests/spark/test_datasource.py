@@ -4,9 +4,11 @@ Trigger.AvailableNow, offsets, registration."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
-from streamwire.spark import StreamwireDataSource, register
+from streamwire.spark import SparkConfigurationError, StreamwireDataSource, register
+from streamwire.spark._runtime import close_runtime
 from tests.spark._support import Target, publish, read_back
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -220,6 +223,105 @@ def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None
             reader.stop()
     finally:
         rabbitmq.delete_stream(stream)
+
+
+def publish_to(t: Target, stream: str, partition: int, values: list[bytes]) -> None:
+    """Publish to one Iggy partition (``send`` with ``partition=`` is Iggy's)."""
+
+    async def run() -> None:
+        async with streamwire.connect(t.url, timeout=10.0) as client:
+            iggy: Any = client
+            batch = [
+                streamwire.Message(
+                    v, key=b"k" + v, headers={"h": streamwire.HeaderValue.string("x")}
+                )
+                for v in values
+            ]
+            await iggy.send(stream, batch, partition=partition, timeout=10.0)
+
+    asyncio.run(run())
+
+
+def test_iggy_reader_offsets_partitions_and_batch_ranges(iggy: Target) -> None:
+    """The Iggy reader's methods as Spark's source runner and planner call them (in this
+    process): per-partition offsets of a two-partition topic, admission control shared
+    among partitions, AvailableNow pinning, the rows, starting offsets, batch ranges."""
+    stream = iggy.new_stream("iggyoffsets")
+    try:
+        publish_to(iggy, stream, 0, [f"m{i:04d}".encode() for i in range(6)])
+        publish_to(iggy, stream, 1, [b"m0100", b"m0101"])
+        options = {"url": iggy.url, "stream": stream, "startingOffsets": "earliest"}
+        reader = StreamwireDataSource(options).streamReader(None)
+        try:
+            initial = reader.initialOffset()
+            assert json.dumps(initial) == json.dumps({stream: {"0": 0, "1": 0}})
+            start = json.loads(json.dumps(initial))
+            # 6 and 2 offsets available, 4 allowed: shared 3 + 1
+            end = reader.latestOffset(start, ReadMaxRows(4))
+            assert json.dumps(end) == json.dumps({stream: {"0": 3, "1": 1}})
+            assert reader.latestOffset(start, ReadAllAvailable()) == {stream: {"0": 6, "1": 2}}
+            assert reader.reportLatestOffset() == {stream: {"0": 6, "1": 2}}
+            reader.prepareForTriggerAvailableNow()
+            publish_to(iggy, stream, 1, [b"m0102", b"m0103", b"m0104"])
+            assert reader.latestOffset(end, ReadAllAvailable()) == {stream: {"0": 6, "1": 2}}
+
+            planned = pickle.loads(pickle.dumps(reader.partitions(start, end)))  # noqa: S301
+            assert [(p.partition, p.start, p.end) for p in planned] == [(0, 0, 3), (1, 0, 1)]
+            assert reader.partitions(end, end) == []
+            rows = [r for part in planned for r in reader.read(part)]
+            # (value, key, headers, stream, partition, offset, timestamp)
+            assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
+                (v, b"k" + v, {"h": b"x"}, stream, p, o)
+                for v, p, o in [
+                    (b"m0000", 0, 0),
+                    (b"m0001", 0, 1),
+                    (b"m0002", 0, 2),
+                    (b"m0100", 1, 0),
+                ]
+            ]
+            assert all(isinstance(r[6], datetime) for r in rows)
+            # the next micro-batch starts where this one ended
+            rest = reader.partitions(end, reader.latestOffset(end, ReadAllAvailable()))
+            assert [(p.partition, p.start, p.end) for p in rest] == [(0, 3, 6), (1, 1, 2)]
+        finally:
+            reader.stop()
+
+        # a new query starts at the tails, or where the JSON says (left out: earliest)
+        latest = StreamwireDataSource({**options, "startingOffsets": "latest"}).streamReader(None)
+        explicit = {**options, "startingOffsets": json.dumps({stream: {"1": 4}})}
+        given = StreamwireDataSource(explicit).streamReader(None)
+        try:
+            assert latest.initialOffset() == {stream: {"0": 6, "1": 5}}
+            assert given.initialOffset() == {stream: {"0": 0, "1": 4}}
+        finally:
+            latest.stop()
+            given.stop()
+
+        # batch reads: [startingOffsets, endingOffsets) per partition, -2 earliest, -1 latest
+        ranges = {
+            **options,
+            "startingOffsets": '{"0": 2, "1": -2}',
+            "endingOffsets": '{"0": 4, "1": -1}',
+        }
+        batch = StreamwireDataSource(ranges).reader(None)
+        parts = batch.partitions()
+        assert [(p.partition, p.start, p.end) for p in parts] == [(0, 2, 4), (1, 0, 5)]
+        assert [r[0] for r in batch.read(parts[0])] == [b"m0002", b"m0003"]
+        assert [r[5] for r in batch.read(parts[1])] == [0, 1, 2, 3, 4]
+    finally:
+        iggy.delete_stream(stream)
+
+
+def test_iggy_streams_are_stream_slash_topic(iggy: Target) -> None:
+    for bad in ("events", "events/", "/t", "a/b/c"):
+        with pytest.raises(SparkConfigurationError, match="'stream/topic'"):
+            StreamwireDataSource({"url": iggy.url, "stream": bad}).streamReader(None)
+    reader = StreamwireDataSource({"url": iggy.url, "stream": "no-such/t"}).reader(None)
+    try:
+        with pytest.raises(streamwire.ServerError):
+            reader.partitions()
+    finally:
+        close_runtime()  # the reader connected through this process's runtime
 
 
 def test_registration(spark: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ def test_round_trip_keeps_keys_headers_and_partition_order(spark: Any, any_broke
         for value, key, headers in data:
             assert by_value[value].key == key
             assert by_value[value].headers == (headers or {})
+
         # per Spark partition, the rows arrive in order (per broker partition, by offset)
         for bp in range(any_broker.partitions):
             seen = [m.value for m in sorted(stored, key=lambda m: m.offset) if m.partition == bp]
@@ -208,6 +210,57 @@ def test_a_replayed_batch_stores_every_row_exactly_once(
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         rabbitmq.delete_stream(stream)
+
+
+@pytest.mark.parametrize("failure", ["udf", "sink"])
+@pytest.mark.parametrize("how", ["foreachBatch", "datasource"])
+def test_a_replayed_batch_loses_no_row_at_least_once(
+    spark: Any, at_least_once_broker: Target, tmp_path: Path, how: str, failure: str
+) -> None:
+    """The same failure and restart on a broker without deduplication (Liftbridge, Iggy):
+    nothing is lost, and the replay re-sends all of batch 0, so exactly the rows the failed
+    run had stored are there twice."""
+    t = at_least_once_broker
+    stream = t.new_stream("alo")
+    source, marker = tmp_path / "in", tmp_path / "failed"
+    write_ids(source, "0a.json", range(ROWS_PER_FILE))
+    write_ids(source, "0b.json", range(ROWS_PER_FILE, 2 * ROWS_PER_FILE))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")  # as above
+    try:
+        # 1. batch 0 fails part-way through one partition
+        query, _ = start_query(spark, how, failure, tmp_path, t, stream)
+        problem = "injected failure" if failure == "udf" else "null 'value'"
+        with pytest.raises(Exception, match=problem):
+            query.awaitTermination()
+        assert marker.exists()
+        partial = read_back(t, stream, expect=1, settle=2.0)  # until it stays put
+        assert 0 < len(partial) < 2 * ROWS_PER_FILE, "the failure should hit mid-batch"
+        if failure == "sink":  # the sink publishes in chunks of 1000 rows: one went out
+            assert any(ROWS_PER_FILE <= int(m.value) < FAIL_AT for m in partial)
+
+        # 2. restart from the checkpoint: batch 0 runs again in full, then batch 1
+        write_ids(source, "1.json", range(2 * ROWS_PER_FILE, 2 * ROWS_PER_FILE + 500))
+        query, sink = start_query(spark, how, failure, tmp_path, t, stream)
+        query.awaitTermination()
+        assert query.exception() is None
+
+        total = 2 * ROWS_PER_FILE + 500
+        stored = read_back(t, stream, expect=total + len(partial))
+        counts = Counter(int(m.value) for m in stored)
+        assert sorted(counts) == list(range(total)), "rows were lost"
+        twice = sorted(v for v, n in counts.items() if n == 2)
+        assert twice == sorted(int(m.value) for m in partial)
+        assert len(stored) == total + len(partial)
+        assert all(m.key == m.value for m in stored)
+        if sink is not None:
+            replay, fresh = sink.metrics.batches
+            assert (replay.batch_id, fresh.batch_id) == (0, 1)
+            assert (replay.published, replay.skipped) == (2 * ROWS_PER_FILE, 0)
+            assert (fresh.published, fresh.skipped) == (500, 0)
+            assert not replay.exactly_once
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        t.delete_stream(stream)
 
 
 def test_deduplication_is_scoped_by_query_identity(spark: Any, rabbitmq: Target) -> None:

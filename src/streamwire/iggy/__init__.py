@@ -11,7 +11,7 @@ from typing import Any
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.iggy._connection import Connection, Credentials
-from streamwire.iggy.client import Client
+from streamwire.iggy.client import Client, PartitionOffsets
 from streamwire.iggy.consumer import Consumer
 from streamwire.iggy.options import ConsumerOptions, ProducerOptions
 from streamwire.iggy.producer import Producer
@@ -50,6 +50,7 @@ __all__ = (
     "GlobalPermissions",
     "IggyServerError",
     "MachineSettings",
+    "PartitionOffsets",
     "Permissions",
     "Producer",
     "ProducerOptions",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 from streamwire.codec.headers import HeaderValue
@@ -38,11 +39,37 @@ from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSConfig
 
-__all__ = ("Client",)
+__all__ = ("Client", "PartitionOffsets")
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """Where the messages of one partition are, as GET_TOPIC reports them.
+
+    ``next`` is the offset the next appended message gets (one past the newest; 0 for a
+    partition that never had a message); ``first`` is the oldest offset still stored
+    (``next - messages``: segments deleted by retention or ``delete_segments`` lower the
+    count), equal to ``next`` when nothing is stored.
+    """
+
+    partition: int
+    first: int
+    next: int
+    messages: int
+
+    @classmethod
+    def of(cls, record: st.PartitionRecord) -> PartitionOffsets:
+        # current_offset is the newest offset, and 0 before the first message: an empty
+        # partition and one holding only offset 0 differ by messages_count alone. A
+        # partition whose messages were all deleted keeps its current_offset.
+        had_messages = record.messages_count > 0 or record.current_offset > 0
+        nxt = record.current_offset + 1 if had_messages else 0
+        first = max(nxt - record.messages_count, 0)
+        return cls(record.id, first, nxt, record.messages_count)
 
 
 class Client(AdminMixin, AsyncClosing):
@@ -215,6 +242,17 @@ class Client(AdminMixin, AsyncClosing):
     async def get_topic(self, address: str) -> st.TopicDetails | None:
         stream, topic = topic_of(address)
         return await self.request(st.GetTopic(stream, topic))
+
+    async def partition_offsets(self, address: str) -> dict[int, PartitionOffsets]:
+        """``{partition id: PartitionOffsets}`` of every partition of topic ``address``
+        (``"stream/topic"``), in partition order, from one GET_TOPIC request. Raises
+        :class:`~streamwire.iggy.protocol.errors.TopicNameNotFound` when there is no such
+        topic."""
+        details = await self.get_topic(address)
+        if details is None:
+            raise TopicNameNotFound(f"topic {address!r} does not exist")
+        records = sorted(details.partitions, key=lambda p: p.id)
+        return {p.id: PartitionOffsets.of(p) for p in records}
 
     async def topics(self, stream: str) -> list[st.TopicRecord]:
         ident = parse_address(stream, topic_required=False)[0]

@@ -11,7 +11,9 @@ unified objects (typed ``Any`` at those calls: this module imports no protocol p
   (at-least-once).
 * **Partitions and offsets** for the reader: RabbitMQ streams are one partition (0) whose
   tail is found from ``stream_stats`` and the last user chunk; Liftbridge partitions come
-  from ``stream_info`` and their tails from ``partition_metadata`` (high watermark).
+  from ``stream_info`` and their tails from ``partition_metadata`` (high watermark); an Iggy
+  topic (``"stream/topic"``) gives every partition's first and next offsets in one
+  GET_TOPIC (``partition_offsets``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ _DEDUP: Final = frozenset({"rabbitmq"})
 #: The producer option bounding unconfirmed messages, where a protocol has one.
 _IN_FLIGHT_OPTION: Final = {"rabbitmq": "max_in_flight", "liftbridge": "max_in_flight"}
 #: Protocols the streaming/batch reader knows how to find partitions and tails for.
-_READABLE: Final = frozenset({"rabbitmq", "liftbridge"})
+_READABLE: Final = frozenset({"rabbitmq", "liftbridge", "iggy"})
+#: Messages an Iggy read asks for per poll, at most.
+_IGGY_POLL: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,19 @@ class Broker:
     @classmethod
     def of(cls, url: str) -> Broker:
         return cls(streamwire.parse_url(url).protocol)
+
+    def check_stream(self, stream: str) -> str:
+        """``stream`` if it names something this broker can address, else a
+        :class:`SparkConfigurationError` (Iggy: a ``"stream/topic"`` address)."""
+        if not stream:
+            raise SparkConfigurationError("a stream is required")
+        if self.protocol == "iggy":
+            name, _, topic = stream.partition("/")
+            if not name or not topic or "/" in topic:
+                raise SparkConfigurationError(
+                    f"an Iggy stream is addressed as 'stream/topic', not {stream!r}"
+                )
+        return stream
 
     @property
     def exactly_once(self) -> bool:
@@ -89,9 +106,30 @@ class Broker:
         self._check_readable()
         if self.protocol == "rabbitmq":
             return [0]
+        if self.protocol == "iggy":
+            return list(await self._iggy_offsets(client, stream))
         liftbridge: Any = client  # stream_info() is Liftbridge's, not the unified API's
         info = await liftbridge.stream_info(stream)
         return sorted(int(p) for p in info.partitions)
+
+    async def all_bounds(
+        self, client: streamwire.Client, stream: str, *, timeout: float
+    ) -> dict[int, tuple[int, int]]:
+        """:meth:`bounds` of every partition of ``stream``, in partition order (one round
+        trip on Iggy)."""
+        self._check_readable()
+        if self.protocol == "iggy":
+            offsets = await self._iggy_offsets(client, stream)
+            return {p: (o.first, o.next) for p, o in offsets.items()}
+        found = {}
+        for p in await self.partitions(client, stream):
+            found[p] = await self.bounds(client, stream, p, timeout=timeout)
+        return found
+
+    async def _iggy_offsets(self, client: streamwire.Client, stream: str) -> dict[int, Any]:
+        iggy: Any = client  # partition_offsets() is Iggy's
+        offsets: dict[int, Any] = await iggy.partition_offsets(stream)
+        return offsets
 
     async def bounds(
         self, client: streamwire.Client, stream: str, partition: int, *, timeout: float
@@ -102,6 +140,11 @@ class Broker:
         self._check_readable()
         if self.protocol == "rabbitmq":
             return await self._rabbitmq_bounds(client, stream, timeout)
+        if self.protocol == "iggy":
+            offsets = await self._iggy_offsets(client, stream)
+            if partition not in offsets:
+                raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
+            return offsets[partition].first, offsets[partition].next
         liftbridge: Any = client  # partition_metadata() is Liftbridge's
         meta = await liftbridge.partition_metadata(stream, partition)
         return 0, max(int(meta.high_watermark) + 1, 0)
@@ -122,12 +165,22 @@ class Broker:
         return earliest, (max(offsets) + 1 if offsets else earliest)
 
     def consumer(
-        self, client: streamwire.Client, stream: str, partition: int, offset: int
+        self,
+        client: streamwire.Client,
+        stream: str,
+        partition: int,
+        offset: int,
+        *,
+        wanted: int | None = None,
     ) -> streamwire.Consumer:
-        """A consumer of one partition from ``offset`` (not started)."""
+        """A consumer of one partition from ``offset`` (not started). ``wanted``: how many
+        messages the reader needs at most (Iggy polls no more than that per request)."""
         self._check_readable()
         if self.protocol == "rabbitmq":
             return client.consumer(stream, offset=offset)
+        if self.protocol == "iggy":  # partition= and batch_size= are Iggy's options
+            batch = min(max(wanted or _IGGY_POLL, 1), _IGGY_POLL)
+            return client.consumer(stream, offset=offset, partition=partition, batch_size=batch)
         return client.consumer(stream, offset=offset, partition=partition)  # Liftbridge's option
 
 

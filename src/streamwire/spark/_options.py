@@ -7,7 +7,7 @@ typed values and are what readers, writers and partitions carry (small and pickl
 option                   meaning
 =======================  =================================================================
 url                      broker URL (required): rabbitmq-stream://, liftbridge://, iggy://
-stream                   stream name (required)
+stream                   stream name (required); for Iggy the address "stream/topic"
 timeout                  seconds for connecting, opening producers/consumers, confirmations
                          and for a read to see its next message (default 60)
 startingOffsets          earliest | latest | JSON (reader; streaming default latest, batch
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamwire
+from streamwire.spark._brokers import Broker
 from streamwire.spark._offsets import StartSpec, parse_spec
 from streamwire.spark.errors import SparkConfigurationError
 
@@ -86,6 +87,10 @@ def _url(options: dict[str, str]) -> str:
     return url
 
 
+def _stream(options: dict[str, str], url: str) -> str:
+    return Broker.of(url).check_stream(_required(options, "stream"))
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     url: str
@@ -98,7 +103,8 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
         opts = _lower(options)
-        stream = _required(opts, "stream")
+        url = _url(opts)
+        stream = _stream(opts, url)
         ending = parse_spec(
             opts.get("endingoffsets"), stream, default="latest", option="endingOffsets"
         )
@@ -107,7 +113,7 @@ class SourceOptions:
         if streaming and "endingoffsets" in opts:
             raise SparkConfigurationError("endingOffsets applies to batch reads only")
         return cls(
-            url=_url(opts),
+            url=url,
             stream=stream,
             timeout=_float(opts, "timeout", 60.0),
             starting=parse_spec(
@@ -138,9 +144,10 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
         opts = _lower(options)
+        url = _url(opts)
         return cls(
-            url=_url(opts),
-            stream=_required(opts, "stream"),
+            url=url,
+            stream=_stream(opts, url),
             timeout=_float(opts, "timeout", 60.0),
             name=opts.get("name", "").strip() or "streamwire-sink",
             max_in_flight=_int(opts, "maxInFlight") or 1000,

@@ -14,7 +14,9 @@
 
 Source schema: ``value binary, key binary, headers map<string,binary>, stream string,
 partition int, offset long, timestamp timestamp``. Sink columns: ``value`` (required),
-``key``, ``headers`` (see ``_schema``). Options: see ``_options``.
+``key``, ``headers`` (see ``_schema``). Options: see ``_options``. Every broker reads and
+writes: RabbitMQ Streams, Liftbridge and Iggy (whose ``stream`` is ``"stream/topic"``);
+partitions and tails per broker come from ``_brokers``.
 
 Spark runs the pieces of a Python data source in several processes (planning workers, a
 long-lived source runner on the driver side, executor tasks, a fresh writer per commit),
@@ -154,13 +156,10 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
     rt, broker = runtime(), Broker.of(opts.url)
 
     def fetch(client: streamwire.Client) -> dict[int, tuple[int, int]]:
-        async def run() -> dict[int, tuple[int, int]]:
-            found = {}
-            for p in await broker.partitions(client, opts.stream):
-                found[p] = await broker.bounds(client, opts.stream, p, timeout=opts.timeout)
-            return found
-
-        return rt.call(run, timeout=opts.timeout)
+        return rt.call(
+            lambda: broker.all_bounds(client, opts.stream, timeout=opts.timeout),
+            timeout=opts.timeout,
+        )
 
     return rt.with_client(opts.client_key, fetch)
 
@@ -199,7 +198,9 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[tuple
 
     def open_with(client: streamwire.Client) -> streamwire.Consumer:
         async def run() -> streamwire.Consumer:
-            consumer = broker.consumer(client, opts.stream, part.partition, start)
+            consumer = broker.consumer(
+                client, opts.stream, part.partition, start, wanted=end - start
+            )
             await consumer.__aenter__()
             return consumer
 

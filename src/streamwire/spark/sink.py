@@ -133,6 +133,7 @@ class ForeachBatchSink:
         self.broker = Broker.of(url)  # validates the URL now
         if not stream:
             raise SparkConfigurationError("a target stream is required")
+        self.broker.check_stream(stream)
         if not name:
             raise SparkConfigurationError("the sink name must not be empty")
         if timeout <= 0:
@@ -257,7 +258,8 @@ def foreach_batch_sink(
     **producer_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``writeStream.foreachBatch`` that publishes each micro-batch to
-    ``stream`` at ``url`` (``rabbitmq-stream://``, ``liftbridge://``, ``iggy://``).
+    ``stream`` at ``url`` (``rabbitmq-stream://``, ``liftbridge://``, ``iggy://``; an
+    Iggy ``stream`` is a ``"stream/topic"`` address).
 
     Rows need a ``value`` column (binary, or string sent as UTF-8) and may have ``key``
     (binary or string) and ``headers`` (``map<string,binary>``); other columns are an
