@@ -10,6 +10,9 @@ available to user code. Each client runs in its best documented high-throughput 
   notes); ``subscribe`` as an async iterator (AMQP decoded by its Cython codec).
 * rstream: ``send_batch`` of 100 ``AMQPMessage`` with a confirm callback; ``subscribe``
   with ``amqp_decoder``.
+* java: the reference Java stream client (``bench/java_rabbitmq.py``), ``send`` with a
+  confirm callback and its default batching; a message handler reading each body; timed in
+  the JVM after a warm-up.
 
 Peers are only called (rbfly is GPL).
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 import streamwire.rabbitmq as rmq
 from bench import raw_rabbitmq
+from bench.java_rabbitmq import java_consume, java_publish
 
 TIMEOUT = 120.0
 
@@ -172,6 +176,7 @@ PUBLISHERS = {
     "streamwire futures": streamwire_futures_publish,
     "rbfly": rbfly_publish,
     "rstream": rstream_publish,
+    "java": java_publish,
     "raw ceiling": raw_publish,
 }
 CONSUMERS = {
@@ -179,5 +184,6 @@ CONSUMERS = {
     "streamwire futures": streamwire_consume,  # the same consumer: a second sample
     "rbfly": rbfly_consume,
     "rstream": rstream_consume,
+    "java": java_consume,
     "raw ceiling": raw_consume,
 }
