@@ -55,13 +55,16 @@ format: venv
 demo: venv brokers
 	$(VENV)/bin/streamwire demo
 
+BENCH_ARGS ?=
 bench: venv brokers
 	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 SOAK_SECONDS ?= 300
+SOAK_BROKERS ?= all
+SOAK_RATE ?= 5000
 soak: venv brokers
-	$(PY) -m bench.soak --seconds $(SOAK_SECONDS)
+	$(PY) -m bench.soak --seconds $(SOAK_SECONDS) --brokers $(SOAK_BROKERS) --rate $(SOAK_RATE)
 
 FUZZ_SECONDS ?= 60
 fuzz: venv

@@ -1,10 +1,12 @@
-"""Run the benchmarks: ``python -m bench [--rounds 3] [--messages 200000] [--sizes 100,1000]``.
+"""Run the benchmarks: ``python -m bench [--brokers rabbitmq,liftbridge,iggy] [--rounds 3]``.
 
-Each round runs every client against the same broker, alternating: each publishes to a fresh
-stream; all consume one shared stream written once per round (the same chunk layout for
-all). Medians over the rounds are reported with ratios to the peers, as a table, as JSON
-(``bench/results/latest.json``) and as PNG plots (``docs/img``). Numbers are for this
-machine; compare ratios, not rates.
+RabbitMQ (``--messages 200000 --sizes 100,1000``): each round runs every client against the
+same broker, alternating: each publishes to a fresh stream; all consume one shared stream
+written once per round (the same chunk layout for all). Liftbridge (``bench/liftbridge.py``)
+and Iggy (``bench/iggy.py``, on the conformance double unless ``--iggy URL``) follow the same
+scheme with their own message counts. Medians over the rounds are reported with ratios to
+the peers, as tables, as JSON (``bench/results/latest.json``, or ``--output``) and as PNG
+plots (``docs/img``). Numbers are for this machine; compare ratios, not rates.
 """
 
 from __future__ import annotations
@@ -22,11 +24,37 @@ from pathlib import Path
 from typing import Any
 
 import streamwire.rabbitmq as rmq
+from bench import iggy as iggy_bench
+from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
+from bench._common import first_line
 from bench.latency import percentiles, rabbitmq_latency
-from bench.plots import plot_latency, plot_throughput
+from bench.plots import plot_comparison, plot_latency, plot_throughput
 
 RESULTS = Path(__file__).resolve().parent / "results"
+BROKERS = ("rabbitmq", "liftbridge", "iggy")
+
+
+def parse_brokers(value: str) -> list[str]:
+    """``--brokers``: a comma-separated subset of :data:`BROKERS` (``all`` for every one),
+    in the order given, without repeats."""
+    names: list[str] = []
+    for item in value.split(","):
+        name = item.strip().lower()
+        if not name:
+            continue
+        if name == "all":
+            names.extend(b for b in BROKERS if b not in names)
+            continue
+        if name not in BROKERS:
+            raise argparse.ArgumentTypeError(
+                f"unknown broker {name!r} (choose from {', '.join(BROKERS)} or all)"
+            )
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise argparse.ArgumentTypeError("no broker selected")
+    return names
 
 
 async def _fresh_stream(url: str) -> str:
@@ -100,15 +128,48 @@ def table(results: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument(
+        "--brokers",
+        type=parse_brokers,
+        default=list(BROKERS),
+        help="comma-separated: rabbitmq, liftbridge, iggy, or all (default: all)",
+    )
+    parser.add_argument(
         "--rabbitmq",
         default=os.environ.get(
             "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
         ),
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--messages", type=int, default=200_000, help="RabbitMQ, per run")
+    parser.add_argument("--sizes", default="100,1000", help="RabbitMQ message sizes")
     parser.add_argument("--rate", type=int, default=5000, help="messages/s for latency")
+    parser.add_argument(
+        "--liftbridge",
+        default=os.environ.get("STREAMWIRE_LIFTBRIDGE_URL", liftbridge_bench.DEFAULT_URL),
+    )
+    parser.add_argument("--liftbridge-messages", type=int, default=20_000)
+    parser.add_argument(
+        "--liftbridge-window",
+        type=int,
+        default=10_000,
+        help="streamwire's in-flight window (messages awaiting their ack)",
+    )
+    parser.add_argument(
+        "--iggy",
+        default=os.environ.get("STREAMWIRE_IGGY_URL") or None,
+        help="a real Iggy 0.9 server (default: the conformance double in a subprocess)",
+    )
+    parser.add_argument("--iggy-messages", type=int, default=100_000)
+    parser.add_argument("--iggy-batch", type=int, default=1_000, help="messages per send/poll")
+    parser.add_argument(
+        "--size", type=int, default=256, help="message size for Liftbridge and Iggy (bytes)"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=RESULTS / "latest.json",
+        help="where to write the JSON report",
+    )
     parser.add_argument(
         "--plots",
         type=lambda value: Path(value) if value else None,
@@ -118,32 +179,98 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.time()
-    results = asyncio.run(run_rabbitmq(args.rabbitmq, args.rounds, args.messages, sizes))
-    latency = asyncio.run(rabbitmq_latency(args.rabbitmq, rate=args.rate, seconds=5.0))
-    report = {
+    report: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "brokers": args.brokers,
         "messages": args.messages,
         "rounds": args.rounds,
-        "rabbitmq": results,
-        "rabbitmq_latency": {
-            "rate_per_s": args.rate,
-            **{name: percentiles(samples) for name, samples in latency.items()},
-        },
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2))
-    print(table(results))
-    lat = report["rabbitmq_latency"]
-    print(
-        f"\nlatency at {args.rate} msg/s (ms): publish→confirm {lat['confirm_ms']}, "
-        f"publish→consume {lat['end_to_end_ms']}"
-    )
+    tables: list[str] = []
+    skipped: dict[str, str] = {}
+    latency: dict[str, list[float]] = {}
+    for broker in args.brokers:
+        if broker == "rabbitmq":
+            results = asyncio.run(run_rabbitmq(args.rabbitmq, args.rounds, args.messages, sizes))
+            latency = asyncio.run(rabbitmq_latency(args.rabbitmq, rate=args.rate, seconds=5.0))
+            report["rabbitmq"] = results
+            report["rabbitmq_latency"] = {
+                "rate_per_s": args.rate,
+                **{name: percentiles(samples) for name, samples in latency.items()},
+            }
+            lat = report["rabbitmq_latency"]
+            tables.append(
+                f"RabbitMQ Streams\n\n{table(results)}\n\n"
+                f"latency at {args.rate} msg/s (ms): publish→confirm {lat['confirm_ms']}, "
+                f"publish→consume {lat['end_to_end_ms']}"
+            )
+        elif broker == "liftbridge":
+            try:
+                lb_result = asyncio.run(
+                    liftbridge_bench.run(
+                        args.liftbridge,
+                        rounds=args.rounds,
+                        count=args.liftbridge_messages,
+                        size=args.size,
+                        window=args.liftbridge_window,
+                    )
+                )
+            except Exception as exc:  # e.g. no Liftbridge here: skip it, say why
+                skipped[broker] = first_line(exc)
+                continue
+            report["liftbridge"] = lb_result
+            tables.append(
+                f"Liftbridge ({args.liftbridge_messages:,} × {args.size} B, "
+                f"medians of {args.rounds})\n\n{liftbridge_bench.table(lb_result)}"
+            )
+        else:
+            try:
+                ig_result = asyncio.run(
+                    iggy_bench.run(
+                        args.iggy,
+                        rounds=args.rounds,
+                        count=args.iggy_messages,
+                        size=args.size,
+                        batch=args.iggy_batch,
+                    )
+                )
+            except Exception as exc:
+                skipped[broker] = first_line(exc)
+                continue
+            report["iggy"] = ig_result
+            tables.append(
+                f"Iggy ({args.iggy_messages:,} × {args.size} B, batches of {args.iggy_batch}, "
+                f"medians of {args.rounds})\n\n{iggy_bench.table(ig_result)}"
+            )
+    if skipped:
+        report["skipped"] = skipped
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    print("\n\n".join(tables))
+    for broker, reason in skipped.items():
+        print(f"\n{broker}: skipped ({reason})")
+    print(f"\nresults written to {args.output}")
     if args.plots:
-        plot_throughput(results, args.plots / "rabbitmq-throughput.png")
-        plot_latency(latency, args.rate, args.plots / "rabbitmq-latency-cdf.png")
+        if "rabbitmq" in report:
+            plot_throughput(report["rabbitmq"], args.plots / "rabbitmq-throughput.png")
+            plot_latency(latency, args.rate, args.plots / "rabbitmq-latency-cdf.png")
+        if "liftbridge" in report:
+            plot_comparison(
+                report["liftbridge"],
+                ("publish", "consume"),
+                f"Liftbridge, {args.size} B messages",
+                args.plots / "liftbridge-throughput.png",
+            )
+        if "iggy" in report:
+            where = "conformance double" if report["iggy"]["double"] else "server"
+            plot_comparison(
+                report["iggy"],
+                ("send", "poll"),
+                f"Iggy ({where}), {args.size} B messages",
+                args.plots / "iggy-throughput.png",
+            )
         print(f"plots written to {args.plots}")
-    return 0
+    return 1 if skipped else 0
 
 
 if __name__ == "__main__":

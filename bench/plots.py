@@ -57,3 +57,30 @@ def plot_latency(samples: dict[str, list[float]], rate: int, path: Path) -> None
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_comparison(
+    result: dict[str, Any], directions: tuple[str, str], title: str, path: Path
+) -> None:
+    """Median msg/s per client as bars, one panel per direction (Liftbridge, Iggy)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(directions), figsize=(11, 4))
+    for ax, direction in zip(axes, directions, strict=True):
+        rows = result.get(direction, {})
+        names = list(rows)
+        values = [rows[name]["msg_per_s"] for name in names]
+        bars = ax.bar(range(len(names)), values, color="tab:blue")
+        if "streamwire" in names:
+            bars[names.index("streamwire")].set_color("tab:orange")
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
+        ax.set_ylim(bottom=0)  # linear from zero: bar heights compare honestly
+        ax.set_ylabel("messages / s (median)")
+        ax.set_title(f"{title}: {direction}")
+        ax.grid(True, axis="y", alpha=0.3)
+        for x, value in enumerate(values):
+            ax.annotate(f"{value:,.0f}", (x, value), ha="center", va="bottom", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

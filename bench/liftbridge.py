@@ -1,0 +1,395 @@
+"""Liftbridge throughput: streamwire against gufo-liftbridge on the same server.
+
+Every publisher sends ``count`` messages of ``size`` bytes to partition 0 of a fresh
+one-partition stream and returns once all are stored; every consumer reads ``count``
+messages from the first offset of one shared stream (written once per round by streamwire,
+so every consumer sees the same log). Each result is a :class:`bench._common.Measurement`
+(wall clock, and this process's CPU time: gRPC's C-core threads are in this process; the
+Liftbridge server and nats-server are not).
+
+* **streamwire**: envelopes published straight onto NATS with LEADER acks, pipelined: at
+  most ``window`` messages await their ack (the producer's ``max_in_flight``), handed over
+  with ``send_batch`` in chunks of up to 1 000, then ``flush`` waits for every ack. Consuming:
+  ``next_batch`` over the gRPC Subscribe stream.
+* **gufo publish_bulk**: gufo-liftbridge 0.2.0's streaming ``PublishAsync`` with LEADER acks
+  (its only publishing mode that reports acks); requests are built lazily inside the timed
+  region, as a caller would. Done when the last ack has arrived.
+* **gufo publish ×64**: gufo's unary ``publish`` with 64 calls in flight on one client.
+  gufo sets no gRPC deadline, so Liftbridge v1.9.0 answers without waiting for the ack
+  (checked: the response has no ``ack``); the run therefore ends when the partition's high
+  watermark shows all ``count`` messages stored (polled with gufo's own
+  ``get_partition_metadata``).
+* **gufo publish**: the same unary ``publish``, awaited one by one (its documented use).
+* Consuming with gufo: ``subscribe(start_position=EARLIEST)``, an async generator over the
+  gRPC stream, reading ``value`` of each message.
+
+Peers are only called through their public API (gufo-liftbridge is BSD-3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import streamwire.liftbridge as lb
+from bench._common import (
+    Log,
+    Measurement,
+    Stopwatch,
+    cpu_ratios,
+    first_line,
+    fmt_cpu,
+    fmt_rate,
+    fmt_ratio,
+    markdown_table,
+    rate_ratios,
+    ratio,
+    rotated,
+    summarize,
+)
+from streamwire import parse_url
+
+__all__ = (
+    "CONSUMERS",
+    "DEFAULT_URL",
+    "PUBLISHERS",
+    "TARGET_RATIO",
+    "publish_verdict",
+    "run",
+    "table",
+)
+
+DEFAULT_URL = "liftbridge://127.0.0.1:9292?nats=nats://127.0.0.1:4222"
+TIMEOUT = 300.0
+"""Upper bound of one timed run (gufo's unary publish manages ~2 000 msg/s here)."""
+CHUNK = 1_000
+GUFO_CONCURRENCY = 64
+TARGET_RATIO = 3.0
+"""Publishing: streamwire should reach at least this multiple of gufo's fastest mode."""
+
+Publisher = Callable[[str, str, int, int, int], Awaitable[Measurement]]
+Consumer = Callable[[str, str, int], Awaitable[Measurement]]
+
+
+def grpc_address(url: str) -> str:
+    """``host:port`` of the gRPC server named by a ``liftbridge://`` URL."""
+    parsed = parse_url(url)
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    return f"{host}:{parsed.port}"
+
+
+async def _connect(url: str) -> lb.Client:
+    return await lb.connect(url, timeout=10, reconnect=None)
+
+
+# --- streamwire -------------------------------------------------------------------------
+
+
+async def streamwire_publish(
+    url: str, stream: str, count: int, size: int, window: int
+) -> Measurement:
+    async with (
+        await _connect(url) as client,
+        client.producer(
+            stream, ack_policy=lb.AckPolicy.LEADER, max_in_flight=window, ack_timeout=60.0
+        ) as producer,
+    ):
+        body = b"x" * size
+        chunk = min(CHUNK, window)
+        with Stopwatch() as sw:
+            for start in range(0, count, chunk):
+                await producer.send_batch([body] * min(chunk, count - start), timeout=TIMEOUT)
+            await producer.flush(timeout=TIMEOUT)
+        return sw.result(count)
+
+
+async def streamwire_consume(url: str, stream: str, count: int) -> Measurement:
+    async with await _connect(url) as client:
+        seen = 0
+        with Stopwatch() as sw:
+            async with client.consumer(stream, offset="first") as consumer:
+                while seen < count:
+                    batch = await consumer.next_batch(10_000, timeout=10)
+                    if not batch:
+                        raise RuntimeError(f"streamwire stalled after {seen} messages")
+                    seen += len(batch)
+        return sw.result(seen)
+
+
+# --- gufo-liftbridge --------------------------------------------------------------------
+
+
+def _gufo(url: str) -> Any:
+    from gufo.liftbridge.client import LiftbridgeClient
+
+    return LiftbridgeClient([grpc_address(url)])
+
+
+async def _gufo_ready(client: Any, stream: str) -> None:
+    """Open gufo's channel and learn the leaders before the clock starts (gufo retries an
+    unreachable server forever: bounded here)."""
+    async with asyncio.timeout(30):
+        await client.get_metadata(stream)
+
+
+async def _gufo_wait_stored(client: Any, stream: str, count: int) -> None:
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            meta = await client.get_partition_metadata(stream, 0)
+            if meta.high_watermark >= count - 1:
+                return
+            await asyncio.sleep(0.005)
+
+
+async def gufo_publish_bulk(
+    url: str, stream: str, count: int, size: int, window: int
+) -> Measurement:
+    from gufo.liftbridge.types import AckPolicy
+
+    async with _gufo(url) as client:
+        await _gufo_ready(client, stream)
+        body = b"x" * size
+
+        def requests() -> Iterator[Any]:
+            for _ in range(count):
+                yield client.get_publish_request(
+                    body, stream=stream, partition=0, ack_policy=AckPolicy.LEADER
+                )
+
+        acked = failed = 0
+        with Stopwatch() as sw:
+            async with asyncio.timeout(TIMEOUT):
+                # typed as yielding Ack; gufo 0.2.0 yields PublishResponse messages
+                async for response in client.publish_bulk(requests()):
+                    if response.HasField("asyncError"):
+                        failed += 1
+                    else:
+                        acked += 1
+                    if acked + failed >= count:
+                        break
+        if failed or acked < count:
+            raise RuntimeError(f"gufo publish_bulk: {acked} acked, {failed} failed of {count}")
+        return sw.result(count)
+
+
+async def gufo_publish_concurrent(
+    url: str, stream: str, count: int, size: int, window: int
+) -> Measurement:
+    from gufo.liftbridge.types import AckPolicy
+
+    async with _gufo(url) as client:
+        await _gufo_ready(client, stream)
+        body = b"x" * size
+        left = count
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await client.publish(body, stream=stream, partition=0, ack_policy=AckPolicy.LEADER)
+
+        with Stopwatch() as sw:
+            async with asyncio.timeout(TIMEOUT), asyncio.TaskGroup() as group:
+                for _ in range(min(GUFO_CONCURRENCY, count)):
+                    group.create_task(worker())
+            await _gufo_wait_stored(client, stream, count)
+        return sw.result(count)
+
+
+async def gufo_publish(url: str, stream: str, count: int, size: int, window: int) -> Measurement:
+    from gufo.liftbridge.types import AckPolicy
+
+    async with _gufo(url) as client:
+        await _gufo_ready(client, stream)
+        body = b"x" * size
+        with Stopwatch() as sw:
+            async with asyncio.timeout(TIMEOUT):
+                for _ in range(count):
+                    await client.publish(
+                        body, stream=stream, partition=0, ack_policy=AckPolicy.LEADER
+                    )
+            await _gufo_wait_stored(client, stream, count)
+        return sw.result(count)
+
+
+async def gufo_consume(url: str, stream: str, count: int) -> Measurement:
+    from gufo.liftbridge.types import StartPosition
+
+    async with _gufo(url) as client:
+        await _gufo_ready(client, stream)
+        seen = 0
+        with Stopwatch() as sw:
+            async with asyncio.timeout(TIMEOUT):
+                messages: Any = client.subscribe(
+                    stream, partition=0, start_position=StartPosition.EARLIEST
+                )
+                async with contextlib.aclosing(messages):
+                    async for message in messages:
+                        _ = message.value
+                        seen += 1
+                        if seen >= count:
+                            break
+        return sw.result(seen)
+
+
+PUBLISHERS: dict[str, Publisher] = {
+    "streamwire": streamwire_publish,
+    "gufo publish_bulk": gufo_publish_bulk,
+    f"gufo publish ×{GUFO_CONCURRENCY}": gufo_publish_concurrent,
+    "gufo publish": gufo_publish,
+}
+CONSUMERS: dict[str, Consumer] = {
+    "streamwire": streamwire_consume,
+    "gufo": gufo_consume,
+}
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _fresh_stream(admin: lb.Client) -> str:
+    name = f"bench-lb-{uuid.uuid4().hex[:10]}"
+    await admin.create_stream(name)
+    return name
+
+
+async def run(
+    url: str,
+    *,
+    rounds: int,
+    count: int,
+    size: int,
+    window: int = 10_000,
+    log: Log = _stderr,
+) -> dict[str, Any]:
+    """``rounds`` rounds of every publisher and consumer; medians, ratios and the verdict."""
+    pub: dict[str, list[Measurement]] = {name: [] for name in PUBLISHERS}
+    con: dict[str, list[Measurement]] = {name: [] for name in CONSUMERS}
+    async with await _connect(url) as admin:
+        for rnd in range(rounds):
+            shared = await _fresh_stream(admin)
+            try:
+                await streamwire_publish(url, shared, count, size, window)
+                for name in rotated(list(PUBLISHERS), rnd):
+                    stream = await _fresh_stream(admin)
+                    try:
+                        m = await PUBLISHERS[name](url, stream, count, size, window)
+                        pub[name].append(m)
+                        log(
+                            f"  liftbridge round {rnd + 1} publish {name:<18} "
+                            f"{m.rate:>10,.0f} msg/s  {m.cpu_us:>7.1f} µs CPU/msg"
+                        )
+                    except Exception as exc:  # a client that fails is reported, not fatal
+                        why = first_line(exc)
+                        log(f"  liftbridge round {rnd + 1} publish {name} failed: {why}")
+                    finally:
+                        await admin.delete_stream(stream, missing_ok=True)
+                for name in rotated(list(CONSUMERS), rnd):
+                    try:
+                        m = await CONSUMERS[name](url, shared, count)
+                        con[name].append(m)
+                        log(
+                            f"  liftbridge round {rnd + 1} consume {name:<18} "
+                            f"{m.rate:>10,.0f} msg/s  {m.cpu_us:>7.1f} µs CPU/msg"
+                        )
+                    except Exception as exc:
+                        why = first_line(exc)
+                        log(f"  liftbridge round {rnd + 1} consume {name} failed: {why}")
+            finally:
+                await admin.delete_stream(shared, missing_ok=True)
+    publish = summarize(pub)
+    consume = summarize(con)
+    return {
+        "server": url,
+        "messages": count,
+        "size": size,
+        "rounds": rounds,
+        "window": window,
+        "publish": publish,
+        "consume": consume,
+        "ratios": {"publish": rate_ratios(publish), "consume": rate_ratios(consume)},
+        "cpu_ratios": {"publish": cpu_ratios(publish), "consume": cpu_ratios(consume)},
+        "verdict": publish_verdict(publish),
+    }
+
+
+def publish_verdict(
+    publish: dict[str, dict[str, Any]], target: float = TARGET_RATIO
+) -> dict[str, Any]:
+    """streamwire's publishing rate over gufo's fastest mode, whether it meets ``target``
+    (``met`` is None when either side has no result), and that mode's client CPU per
+    message over streamwire's."""
+    mine = publish.get("streamwire", {}).get("msg_per_s")
+    peers = {
+        name: row["msg_per_s"]
+        for name, row in publish.items()
+        if name.startswith("gufo") and row.get("msg_per_s")
+    }
+    if mine is None or not peers:
+        return {
+            "fastest_gufo": None,
+            "ratio": None,
+            "cpu_ratio": None,
+            "target": target,
+            "met": None,
+        }
+    fastest = max(peers, key=lambda name: peers[name])
+    value = ratio(mine, peers[fastest])
+    return {
+        "fastest_gufo": fastest,
+        "ratio": value,
+        "cpu_ratio": ratio(
+            publish[fastest].get("cpu_us_per_msg"), publish["streamwire"].get("cpu_us_per_msg")
+        ),
+        "target": target,
+        "met": value is not None and value >= target,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The terminal/Markdown table of a :func:`run` result."""
+    rows: list[list[str]] = []
+    for direction in ("publish", "consume"):
+        for name, row in result[direction].items():
+            mine = name == "streamwire"
+            rows.append(
+                [
+                    direction,
+                    name,
+                    fmt_rate(row["msg_per_s"]),
+                    fmt_cpu(row["cpu_us_per_msg"]),
+                    "–" if mine else fmt_ratio(result["ratios"][direction].get(name)),
+                    "–" if mine else fmt_ratio(result["cpu_ratios"][direction].get(name)),
+                ]
+            )
+    text = markdown_table(
+        [
+            "direction",
+            "client",
+            "msg/s",
+            "client CPU µs/msg",
+            "rate: streamwire ÷ client",
+            "CPU: client ÷ streamwire",
+        ],
+        rows,
+        right=(2, 3, 4, 5),
+    )
+    verdict = result["verdict"]
+    if verdict["met"] is None:
+        line = "publish target: no result to compare"
+    else:
+        line = (
+            f"publish: streamwire ÷ fastest gufo mode ({verdict['fastest_gufo']}) = "
+            f"{verdict['ratio']:.2f}x, target ≥ {verdict['target']:g}x: "
+            f"{'met' if verdict['met'] else 'NOT met'}; client CPU per message "
+            f"{fmt_ratio(verdict['cpu_ratio'])} streamwire's"
+        )
+    return f"{text}\n\n{line}"

@@ -1,0 +1,294 @@
+"""The benchmark runner's pure helpers (bench/_common.py, the Liftbridge verdict and tables,
+the Iggy table, the CLI's broker list) and the soak's mixed load, with fake brokers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from bench import iggy as iggy_bench
+from bench import liftbridge as liftbridge_bench
+from bench import soak
+from bench.__main__ import parse_brokers
+from bench._common import (
+    Measurement,
+    Stopwatch,
+    cpu_ratios,
+    markdown_table,
+    median,
+    rate_ratios,
+    ratio,
+    rotated,
+    rss_verdict,
+    summarize,
+)
+
+# --- measurements, medians, ratios -------------------------------------------------------
+
+
+def test_measurement_rate_and_cpu_per_message() -> None:
+    m = Measurement(messages=20_000, seconds=2.0, cpu_seconds=0.5, server_cpu_seconds=0.2)
+    assert m.rate == 10_000
+    assert m.cpu_us == pytest.approx(25.0)
+    assert m.server_cpu_us == pytest.approx(10.0)
+    assert Measurement(0, 0.0, 0.0).rate == 0.0
+    assert Measurement(0, 1.0, 0.1).cpu_us == 0.0
+    assert Measurement(10, 1.0, 0.1).server_cpu_us is None
+
+
+def test_stopwatch_freezes_at_exit() -> None:
+    with Stopwatch() as sw:
+        time.sleep(0.01)
+    first = sw.result(5)
+    time.sleep(0.01)
+    assert sw.result(5) == first
+    assert first.seconds >= 0.01
+    assert first.messages == 5
+
+
+def test_median_and_ratio() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0]) == 2.5
+    assert median([]) is None
+    assert ratio(30.0, 10.0) == 3.0
+    assert ratio(None, 10.0) is None
+    assert ratio(1.0, None) is None
+    assert ratio(1.0, 0.0) is None
+
+
+def test_summarize_takes_medians_and_skips_empty_clients() -> None:
+    runs = {
+        "a": [
+            Measurement(100, 1.0, 0.001),
+            Measurement(100, 4.0, 0.003),
+            Measurement(100, 2.0, 0.002),
+        ],
+        "b": [],
+    }
+    out = summarize(runs)
+    assert list(out) == ["a"]
+    assert out["a"]["msg_per_s"] == 50.0  # rates 100, 25, 50
+    assert out["a"]["cpu_us_per_msg"] == pytest.approx(20.0)
+    assert out["a"]["rounds"] == [100.0, 25.0, 50.0]
+    assert "server_cpu_us_per_msg" not in out["a"]
+    with_server = summarize(
+        {"c": [Measurement(10, 1.0, 0.0, 0.001), Measurement(10, 1.0, 0.0, 0.003)]}
+    )
+    assert with_server["c"]["server_cpu_us_per_msg"] == pytest.approx(200.0)
+
+
+def test_rate_and_cpu_ratios_are_relative_to_streamwire() -> None:
+    rows: dict[str, dict[str, Any]] = {
+        "streamwire": {"msg_per_s": 30_000.0, "cpu_us_per_msg": 20.0},
+        "peer": {"msg_per_s": 10_000.0, "cpu_us_per_msg": 80.0},
+        "broken": {"msg_per_s": 0.0, "cpu_us_per_msg": None},
+    }
+    assert rate_ratios(rows) == {"peer": 3.0}
+    assert cpu_ratios(rows) == {"peer": 4.0}
+    assert rate_ratios({"peer": rows["peer"]}) == {}
+
+
+def test_rotated_starts_each_round_elsewhere() -> None:
+    names = ["a", "b", "c"]
+    assert rotated(names, 0) == ["a", "b", "c"]
+    assert rotated(names, 1) == ["b", "c", "a"]
+    assert rotated(names, 4) == ["b", "c", "a"]
+    assert rotated([], 3) == []
+
+
+def test_markdown_table_alignment_and_shape() -> None:
+    text = markdown_table(["x", "n"], [["a", "1"], ["b", "22"]], right=(1,))
+    assert text.splitlines() == ["| x | n |", "|---|---:|", "| a | 1 |", "| b | 22 |"]
+    with pytest.raises(ValueError, match="2 cells"):
+        markdown_table(["x", "y", "z"], [["a", "b"]])
+
+
+# --- RSS flatness ------------------------------------------------------------------------
+
+
+def test_rss_flat_ignores_warm_up_growth() -> None:
+    samples = [(0.0, 40.0), (10.0, 55.0), (20.0, 60.0), (30.0, 61.0), (40.0, 61.5), (50.0, 61.2),
+               (60.0, 61.8), (70.0, 61.4)]  # fmt: skip
+    verdict = rss_verdict(samples, max_growth_mb=5.0)
+    assert verdict.flat is True
+    assert verdict.growth_mb == pytest.approx(0.3)  # 61.8 - 61.5: the second half starts at t=40
+    assert "t=40s" in verdict.reason
+    assert verdict.reason.startswith("flat")
+
+
+def test_rss_growing_in_the_second_half_is_not_flat() -> None:
+    samples = [(float(t), 50.0 + 2.0 * t) for t in range(10)]
+    verdict = rss_verdict(samples, max_growth_mb=5.0)
+    assert verdict.flat is False
+    assert verdict.growth_mb == pytest.approx(8.0)  # t=5..9: 60 -> 68
+    assert verdict.slope_mb_per_min == pytest.approx(120.0)
+    assert "NOT flat" in verdict.reason
+
+
+def test_rss_shrinking_is_flat_and_too_few_samples_is_inconclusive() -> None:
+    shrinking = [(float(t), 80.0 - t) for t in range(8)]
+    assert rss_verdict(shrinking).flat is True
+    few = rss_verdict([(0.0, 10.0), (1.0, 90.0), (2.0, 91.0)], min_samples=4)
+    assert few.flat is None
+    assert few.growth_mb is None
+    assert "inconclusive" in few.reason
+
+
+# --- the CLI's broker selection ----------------------------------------------------------
+
+
+def test_parse_brokers() -> None:
+    assert parse_brokers("liftbridge,iggy") == ["liftbridge", "iggy"]
+    assert parse_brokers(" Iggy , iggy,rabbitmq ") == ["iggy", "rabbitmq"]
+    assert parse_brokers("all") == ["rabbitmq", "liftbridge", "iggy"]
+    with pytest.raises(argparse.ArgumentTypeError, match="kafka"):
+        parse_brokers("rabbitmq,kafka")
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_brokers(",")
+
+
+# --- Liftbridge verdict and table --------------------------------------------------------
+
+
+def _row(rate: float, cpu: float = 10.0) -> dict[str, Any]:
+    return {"msg_per_s": rate, "cpu_us_per_msg": cpu, "rounds": [rate]}
+
+
+def test_publish_verdict_against_the_fastest_gufo_mode() -> None:
+    publish = {
+        "streamwire": _row(30_000),
+        "gufo publish_bulk": _row(9_000),
+        "gufo publish ×64": _row(11_000),
+        "gufo publish": _row(2_000),
+    }
+    verdict = liftbridge_bench.publish_verdict(publish)
+    assert verdict["fastest_gufo"] == "gufo publish ×64"
+    assert verdict["ratio"] == pytest.approx(30_000 / 11_000)
+    assert verdict["met"] is False  # 2.73x < 3x
+    publish["gufo publish ×64"] = _row(9_500)
+    assert liftbridge_bench.publish_verdict(publish)["met"] is True  # 30000 / 9500 = 3.16x
+    assert liftbridge_bench.publish_verdict({"streamwire": _row(1.0)})["met"] is None
+
+
+def test_liftbridge_table() -> None:
+    publish = {"streamwire": _row(30_000, 31.06), "gufo publish_bulk": _row(10_000, 95.0)}
+    consume = {"streamwire": _row(20_000), "gufo": _row(25_000)}
+    result = {
+        "publish": publish,
+        "consume": consume,
+        "ratios": {"publish": rate_ratios(publish), "consume": rate_ratios(consume)},
+        "cpu_ratios": {"publish": cpu_ratios(publish), "consume": cpu_ratios(consume)},
+        "verdict": liftbridge_bench.publish_verdict(publish),
+    }
+    text = liftbridge_bench.table(result)
+    lines = text.splitlines()
+    assert lines[2] == "| publish | streamwire | 30,000 | 31.1 | – | – |"
+    assert lines[3] == "| publish | gufo publish_bulk | 10,000 | 95.0 | 3.00x | 3.06x |"
+    assert lines[5] == "| consume | gufo | 25,000 | 10.0 | 0.80x | 1.00x |"
+    assert lines[-1].endswith(
+        "= 3.00x, target ≥ 3x: met; client CPU per message 3.06x streamwire's"
+    )
+
+
+def test_iggy_table_names_the_double() -> None:
+    send = {
+        "streamwire": {**_row(60_000, 8.0), "server_cpu_us_per_msg": 10.0},
+        "apache-iggy": {**_row(90_000, 2.0), "server_cpu_us_per_msg": 9.5},
+    }
+    poll = {"streamwire": _row(50_000, 9.0), "apache-iggy": _row(150_000, 1.0)}
+    result = {
+        "server": iggy_bench.DOUBLE_LABEL,
+        "double": True,
+        "send": send,
+        "poll": poll,
+        "ratios": {"send": {"apache-iggy": 60 / 90}, "poll": {"apache-iggy": 1 / 3}},
+        "cpu_ratios": {"send": {"apache-iggy": 0.25}, "poll": {"apache-iggy": 1 / 9}},
+    }
+    text = iggy_bench.table(result)
+    assert "| send | apache-iggy | 90,000 | 2.0 | 9.5 | 0.67x | 0.25x |" in text
+    assert "| poll | streamwire | 50,000 | 9.0 | – | – | – |" in text
+    assert "not Iggy's throughput" in text
+
+
+# --- the soak's mixed load ---------------------------------------------------------------
+
+
+class FakeBroker:
+    """A log that ``send`` appends to and ``receive`` reads from."""
+
+    def __init__(self, fail_sends: int = 0, deliver: bool = True) -> None:
+        self.stored = 0
+        self.read = 0
+        self.fail_sends = fail_sends
+        self.deliver = deliver
+
+    async def send(self, n: int) -> None:
+        await asyncio.sleep(0)
+        if self.fail_sends:
+            self.fail_sends -= 1
+            raise ConnectionError("broker went away")
+        self.stored += n
+
+    async def receive(self) -> int:
+        await asyncio.sleep(0.001)
+        if not self.deliver:
+            return 0
+        n, self.read = self.stored - self.read, self.stored
+        return n
+
+
+async def test_mixed_load_unpaced_consumes_everything_published() -> None:
+    broker = FakeBroker()
+    counters = soak.Counters()
+    until = time.monotonic() + 0.05
+    async with asyncio.timeout(10):
+        await soak.mixed_load(broker.send, broker.receive, until=until, rate=0, counters=counters)
+    assert counters.published == broker.stored > 0
+    assert counters.published % soak.CHUNK == 0
+    assert counters.consumed == counters.published
+    assert counters.errors == 0
+
+
+async def test_mixed_load_paces_publishing() -> None:
+    broker = FakeBroker()
+    counters = soak.Counters()
+    started = time.monotonic()
+    async with asyncio.timeout(10):
+        await soak.mixed_load(
+            broker.send, broker.receive, until=started + 0.2, rate=1_000, counters=counters
+        )
+    producing_time = 0.2
+    assert 0 < counters.published <= 1_000 * producing_time + 1
+    assert counters.consumed == counters.published
+
+
+async def test_mixed_load_counts_failures_and_keeps_going(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(soak, "RETRY_PAUSE", 0.001)
+    broker = FakeBroker(fail_sends=2)
+    counters = soak.Counters()
+    async with asyncio.timeout(10):
+        await soak.mixed_load(
+            broker.send, broker.receive, until=time.monotonic() + 0.05, rate=0, counters=counters
+        )
+    assert counters.errors == 2
+    assert counters.last_error == "ConnectionError: broker went away"
+    assert counters.published > 0
+    assert counters.consumed == counters.published
+
+
+async def test_mixed_load_drain_gives_up_when_nothing_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(soak, "DRAIN_IDLE", 0.05)
+    broker = FakeBroker(deliver=False)
+    counters = soak.Counters()
+    async with asyncio.timeout(10):
+        await soak.mixed_load(
+            broker.send, broker.receive, until=time.monotonic() + 0.02, rate=0, counters=counters
+        )
+    assert counters.published > 0
+    assert counters.consumed == 0
