@@ -27,7 +27,7 @@ from nats.aio.msg import Msg
 from streamwire.codec.message import Confirmation
 from streamwire.errors import ConnectionClosed, StreamwireError
 from streamwire.liftbridge.protocol.errors import ACK_ERRORS, AckTimeout, NoResponders
-from streamwire.liftbridge.protocol.messages import decode_ack, partition_from_ack
+from streamwire.liftbridge.protocol.messages import parse_ack, partition_of
 from streamwire.transport.inflight import InflightTable
 
 __all__ = ("AckRouter", "AckStats", "InboxLink")
@@ -88,12 +88,16 @@ class AckRouter:
         return self._reply_prefix + correlation_id
 
     def expect(
-        self, correlation_id: str, timeout: float | None, what: str = "message"
+        self,
+        correlation_id: str,
+        timeout: float | None,
+        what: str = "message",
+        on_done: Callable[[asyncio.Future[Confirmation]], object] | None = None,
     ) -> asyncio.Future[Confirmation]:
         """A future for the ack of ``correlation_id``; it fails with :class:`AckTimeout`
         after ``timeout`` seconds (``None``: never). ``what`` names the message in that
-        error."""
-        future = self.table.register(correlation_id)
+        error; ``on_done`` is called with the future once it is done."""
+        future = self.table.register(correlation_id, on_done)
         if timeout is not None:
             when = self._loop.time() + timeout
             heapq.heappush(self._expiry, (when, correlation_id, what))
@@ -139,22 +143,23 @@ class AckRouter:
             self._status(msg)
             return
         try:
-            ack = decode_ack(msg.data)
+            ack = parse_ack(msg.data)
         except StreamwireError as exc:
             self.stats.invalid += 1
             logger.debug("dropped a non-ack on the ack inbox: %s", exc)
             return
-        cid = ack.correlation_id
+        cid = ack.correlationId
         if cid not in self.table:
             self.stats.unmatched += 1
             return
         self.stats.acks += 1
-        if ack.ack_error:
+        error = int(ack.ackError)
+        if error:
             self.stats.error_acks += 1
-            where = f"{ack.stream!r} ({ack.msg_subject})"
-            self.table.fail(cid, ACK_ERRORS.from_code(ack.ack_error, f"message {cid} on {where}"))
+            where = f"{ack.stream!r} ({ack.msgSubject})"
+            self.table.fail(cid, ACK_ERRORS.from_code(error, f"message {cid} on {where}"))
             return
-        partition = partition_from_ack(ack)
+        partition = partition_of(ack.partitionSubject, ack.msgSubject)
         self.table.resolve(cid, Confirmation(None, ack.offset, ack.stream, partition))
 
     def _status(self, msg: Msg) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,13 @@ MsgHandler = Callable[[Msg], Awaitable[None]]
 
 #: nats-py's default ``pending_size``: its write buffer, beyond which publish waits.
 _PENDING = 2 * 1024 * 1024
+
+#: What nats-py refuses in a published subject (it would split or inject protocol lines).
+_BAD_SUBJECT = re.compile(r"[ \t\r\n]")
+
+#: The nats-py internals :meth:`NatsLink.publish_many` writes through (present since 2.0;
+#: without them it publishes message by message).
+_BULK_API = ("_send_command", "_flush_pending", "_flush_queue", "stats", "is_draining_pubs")
 
 
 @dataclass(slots=True)
@@ -88,6 +96,9 @@ class NatsLink:
         self.on_closed: list[Callable[[StreamwireError], None]] = []
         self.on_reconnected: list[Callable[[], None]] = []
         self._closing = False
+        self.bulk = all(hasattr(nc, name) for name in _BULK_API)
+        """Whether :meth:`publish_many` writes one buffer entry for many messages."""
+        self._valid_subjects: set[str] = set()
 
     @classmethod
     async def connect(
@@ -256,6 +267,69 @@ class NatsLink:
             ) from exc
         except (nats.errors.Error, OSError) as exc:
             raise translate_nats(exc, f"publishing to {subject}") from exc
+
+    async def publish_many(
+        self, messages: Sequence[tuple[str, bytes, str]], *, timeout: float | None = None
+    ) -> None:
+        """Queue ``(subject, payload, reply)`` messages, in order, as what nats-py's own
+        ``publish`` would write for each (``PUB <subject> <reply> <size>``), but as one
+        entry of its write buffer: the per-message work of ``publish`` (validation, stats,
+        a buffer append, a flusher wake-up) is done once for the lot. Subjects are checked
+        once per distinct subject; a bad subject or a payload above ``max_payload`` raises
+        :class:`ConfigurationError` before anything is queued. While nats-py is
+        reconnecting, or when its buffer is near ``timeout``'s back-pressure limit, messages
+        go one by one through :meth:`publish` (same buffering and
+        :class:`ProducerBufferFull` rules).
+
+        Cancellation: the messages may or may not have been queued.
+        """
+        nc = self._nc
+        if not messages:
+            return
+        valid, limit = self._valid_subjects, nc.max_payload
+        out_bytes = 0
+        for subject, payload, reply in messages:  # refuse before anything is queued
+            if subject not in valid:
+                self._check_subject(subject)
+            if reply and reply not in valid:
+                self._check_subject(reply)
+            n = len(payload)
+            if n > limit:
+                raise ConfigurationError(
+                    f"publishing to {subject}: the payload exceeds the server's max_payload"
+                )
+            out_bytes += n
+        crowded = (
+            timeout is not None
+            and nc.pending_data_size + out_bytes + 64 * len(messages) >= self._pending_limit
+        )
+        if not self.bulk or crowded or not nc.is_connected:
+            for subject, payload, reply in messages:
+                await self.publish(subject, payload, reply, timeout=timeout)
+            return
+        if nc.is_closed or nc.is_draining_pubs:
+            raise translate_nats(nats.errors.ConnectionClosedError(), "publishing")
+        parts: list[bytes] = []
+        append = parts.append
+        for subject, payload, reply in messages:
+            append(f"PUB {subject} {reply} {len(payload)}\r\n".encode())
+            append(payload)
+            append(b"\r\n")
+        nc.stats["out_msgs"] += len(messages)
+        nc.stats["out_bytes"] += out_bytes
+        try:
+            await nc._send_command(b"".join(parts))
+            if nc._flush_queue is not None and nc._flush_queue.empty():
+                await nc._flush_pending()
+        except (nats.errors.Error, OSError) as exc:
+            raise translate_nats(exc, "publishing") from exc
+
+    def _check_subject(self, subject: str) -> None:
+        if not subject or _BAD_SUBJECT.search(subject):
+            raise ConfigurationError(f"{subject!r} is not a valid NATS subject")
+        if len(self._valid_subjects) >= 4096:  # bounded: subjects are few per client
+            self._valid_subjects.clear()
+        self._valid_subjects.add(subject)
 
     async def flush(self, timeout: float | None) -> None:
         """PING/PONG round trip: everything queued so far reached the server.

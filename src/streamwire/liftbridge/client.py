@@ -182,10 +182,16 @@ class Client(AsyncClosing):
             raise ClosedError("the Liftbridge client is closed")
         return self._acks.next_id()
 
-    def _expect(self, cid: str, timeout: float | None, what: str) -> asyncio.Future[Confirmation]:
+    def _expect(
+        self,
+        cid: str,
+        timeout: float | None,
+        what: str,
+        on_done: Callable[[asyncio.Future[Confirmation]], object] | None = None,
+    ) -> asyncio.Future[Confirmation]:
         if self._acks is None:
             raise ClosedError("the Liftbridge client is closed")
-        return self._acks.expect(cid, timeout, what)
+        return self._acks.expect(cid, timeout, what, on_done)
 
     def _forget(self, cid: str) -> None:
         if self._acks is not None:
@@ -203,6 +209,14 @@ class Client(AsyncClosing):
         if link is None or self._closed:
             raise ClosedError("the Liftbridge client is closed")
         await link.publish(subject, data, reply, timeout=timeout)
+
+    async def _publish_many(
+        self, messages: Sequence[tuple[str, bytes, str]], timeout: float | None = None
+    ) -> None:
+        link = self._link
+        if link is None or self._closed:
+            raise ClosedError("the Liftbridge client is closed")
+        await link.publish_many(messages, timeout=timeout)
 
     async def _flush_nats(self, timeout: float | None) -> None:
         link = self._link

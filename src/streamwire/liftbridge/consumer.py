@@ -248,7 +248,9 @@ class Consumer(AsyncStartable):
             if isinstance(err, ResourceExhausted):  # stop position or end of readonly
                 await put(_END)
                 return None
-            err.__cause__ = exc
+            # Without grpc's traceback: its frames hold the broken call (in a reference cycle
+            # through this frame), and a live call keeps its channel's connection open.
+            err.__cause__ = exc.with_traceback(None)
             return err
 
     async def _resubscribe(self, cause: StreamwireError) -> bool:
@@ -409,7 +411,9 @@ class Consumer(AsyncStartable):
         call, self._call = self._call, None
         if call is not None:
             call.cancel()
-        reader = self._reader
+        # Let go of the task: a cancelled task keeps its traceback, whose frames hold the gRPC
+        # call, and grpc keeps a call's HTTP/2 connection open even after the channel closed.
+        reader, self._reader = self._reader, None
         if reader is not None and not reader.done():
             reader.cancel()
             await asyncio.wait({reader})  # a cancellation of close() itself still propagates

@@ -275,20 +275,32 @@ class Producer(AsyncStartable):
             future: asyncio.Future[Confirmation] = client._loop.create_future()
             future.set_result(Confirmation(None, None, self.stream, p))
             return future
-        future = client._expect(cid, self.options.ack_timeout, f"a message to {subject}")
+        future = self._expect(cid, f"a message to {subject}")
         reply = client._reply_subject(cid) if self.options.detect_no_responders else ""
         try:
             await client._publish(subject, data, reply, block)
         except BaseException:
-            client._forget(cid)
+            self._unexpect([cid], [future])
             raise
-        self._track(future)
         return future
 
-    def _track(self, future: asyncio.Future[Confirmation]) -> None:
+    def _expect(self, cid: str, what: str) -> asyncio.Future[Confirmation]:
+        """Register the ack future of ``cid`` and count it as pending from now on (before
+        the publish: its ack may arrive while the publish still waits for the buffer)."""
+        future = self._client._expect(cid, self.options.ack_timeout, what, self._done)
         self._pending.add(future)
         self._idle.clear()
-        future.add_done_callback(self._done)
+        return future
+
+    def _unexpect(self, cids: list[str], futures: list[asyncio.Future[Confirmation]]) -> None:
+        """The publish of these failed: stop waiting for their acks."""
+        for cid in cids:
+            self._client._forget(cid)
+        self._pending.difference_update(futures)
+        if len(self._pending) < self.options.max_in_flight:
+            self._room.set()
+        if not self._pending:
+            self._idle.set()
 
     def _done(self, future: asyncio.Future[Confirmation]) -> None:
         self._pending.discard(future)
@@ -346,15 +358,48 @@ class Producer(AsyncStartable):
         Cancellation: the messages published before the cancellation stay published.
         """
         self._check()
-        futures: list[asyncio.Future[Confirmation]] = []
-        limit = self.options.max_in_flight
-        for value in values:
+        encoded: list[tuple[str, bytes, int]] = []
+        for value in values:  # a message that cannot be encoded fails the call: none sent
             cid = self._client._next_correlation_id()
             data, key_bytes = self._encode(value, None, None, cid, None)
-            p = self._partition(key_bytes, None)
+            encoded.append((cid, data, self._partition(key_bytes, None)))
+        futures: list[asyncio.Future[Confirmation]] = []
+        limit = self.options.max_in_flight
+        start = 0
+        while start < len(encoded):
             if len(self._pending) >= limit:
                 await self._wait_for_room(timeout)
-            futures.append(await self._publish(cid, data, p))
+            end = start + max(limit - len(self._pending), 1)
+            futures += await self._publish_many(encoded[start:end])
+            start = end
+        return futures
+
+    async def _publish_many(
+        self, items: list[tuple[str, bytes, int]]
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Publish ``(correlation id, envelope, partition)`` items in one NATS write."""
+        client, subjects, opts = self._client, self._subjects, self.options
+        if not self._acked:
+            await client._publish_many([(subjects[p], data, "") for _, data, p in items])
+            done: list[asyncio.Future[Confirmation]] = []
+            for _, _, p in items:
+                future: asyncio.Future[Confirmation] = client._loop.create_future()
+                future.set_result(Confirmation(None, None, self.stream, p))
+                done.append(future)
+            return done
+        expect = self._expect
+        whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
+        futures = [expect(cid, whats[p]) for cid, _, p in items]
+        if opts.detect_no_responders:
+            reply = client._reply_subject
+            messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
+        else:
+            messages = [(subjects[p], data, "") for _, data, p in items]
+        try:
+            await client._publish_many(messages, opts.max_block)
+        except BaseException:
+            self._unexpect([cid for cid, _, _ in items], futures)
+            raise
         return futures
 
     async def flush(self, timeout: float | None = None) -> None:

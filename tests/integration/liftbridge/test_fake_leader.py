@@ -20,7 +20,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 import streamwire.liftbridge as lb
-from streamwire.errors import ConnectionClosed, FlushTimeout, ProducerBufferFull
+from streamwire.errors import ConfigurationError, ConnectionClosed, FlushTimeout, ProducerBufferFull
 from streamwire.liftbridge.protocol.errors import UnknownAckError
 from streamwire.liftbridge.protocol.messages import Ack, decode_publish, encode_ack
 from streamwire.liftbridge.protocol.metadata import PartitionInfo, StreamInfo
@@ -182,3 +182,27 @@ async def test_flush_times_out_and_close_does_not_hang(
     await client.close()
     with pytest.raises(ConnectionClosed):
         await pending
+
+
+async def test_send_batch_windows_by_max_in_flight_and_keeps_order(
+    setup: tuple[lb.Client, FakeLeader, str],
+) -> None:
+    client, leader, stream = setup
+    async with client.producer(stream, max_in_flight=7) as producer:
+        futures = await producer.send_batch([b"ok"] * 50)
+        await producer.flush(timeout=10)
+        assert [f.result().offset for f in futures] == list(range(50))
+        assert producer.pending == 0
+    assert [cid for cid, _ in leader.received] == [f"{i:x}" for i in range(1, 51)]
+
+
+async def test_send_batch_with_a_bad_value_sends_nothing(
+    setup: tuple[lb.Client, FakeLeader, str],
+) -> None:
+    client, leader, stream = setup
+    async with client.producer(stream) as producer:
+        with pytest.raises(ConfigurationError):
+            await producer.send_batch([b"ok", b"ok", "not bytes"])  # type: ignore[list-item]
+        assert producer.pending == 0
+        assert (await producer.send_and_wait(b"ok")).offset == 0  # the first thing sent
+    assert [value for _, value in leader.received] == [b"ok"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -259,3 +260,23 @@ def test_ids_with_a_plain_container() -> None:
 def test_ids_invalid_settings(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         CorrelationIds(**kwargs)
+
+
+async def test_on_done_runs_once_after_the_entry_is_gone() -> None:
+    table: InflightTable[int, str] = InflightTable()
+    seen: list[tuple[int, str, bool]] = []
+
+    def watcher(key: int) -> Callable[[asyncio.Future[str]], None]:
+        def on_done(f: asyncio.Future[str]) -> None:
+            seen.append((key, "cancelled" if f.cancelled() else f.result(), key in table))
+
+        return on_done
+
+    first = table.register(1, watcher(1))
+    second = table.register(2, watcher(2))
+    assert table.resolve(1, "one")
+    second.cancel()  # the waiter gave up: the entry goes, and on_done still runs
+    await settle()
+    assert await first == "one"
+    assert seen == [(1, "one", False), (2, "cancelled", False)]
+    assert len(table) == 0

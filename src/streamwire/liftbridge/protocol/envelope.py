@@ -39,6 +39,7 @@ __all__ = (
     "decode_envelope",
     "encode_envelope",
     "encode_header",
+    "envelope_payload",
     "is_envelope",
 )
 
@@ -177,3 +178,20 @@ def decode_envelope(
             if actual != carried:
                 raise ChecksumMismatchError("envelope CRC-32C", carried, actual)
     return EnvelopeHeader(version, header_len, flags, msg_type, carried), payload
+
+
+def envelope_payload(data: BytesLike, expected: int, *, verify_crc: bool = True) -> bytes:
+    """The payload of an envelope of type ``expected``, as ``bytes`` (what protobuf parses):
+    the hot path of reading acks. A plain 8-byte header on ``bytes`` is checked inline;
+    anything else goes through :func:`decode_envelope` (same checks, same errors)."""
+    if (
+        type(data) is bytes
+        and len(data) >= HEADER_SIZE
+        and data[5] == HEADER_SIZE
+        and data[6] == 0
+        and data[7] == expected
+        and data[4] == VERSION
+        and data[:4] == MAGIC
+    ):
+        return data[HEADER_SIZE:]
+    return bytes(decode_envelope(data, expected=expected, verify_crc=verify_crc)[1])

@@ -29,7 +29,12 @@ from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
 from streamwire.errors import ConfigurationError, DecodeError, StreamwireError
 from streamwire.liftbridge._pb import api_pb2 as pb
-from streamwire.liftbridge.protocol.envelope import MessageType, decode_envelope, encode_envelope
+from streamwire.liftbridge.protocol.envelope import (
+    MessageType,
+    decode_envelope,
+    encode_envelope,
+    envelope_payload,
+)
 
 __all__ = (
     "NO_EXPECTED_OFFSET",
@@ -45,8 +50,10 @@ __all__ = (
     "headers_from_wire",
     "headers_to_wire",
     "is_literal_subject",
+    "parse_ack",
     "partition_from_ack",
     "partition_for_key",
+    "partition_of",
     "partition_subject",
     "to_message",
 )
@@ -256,19 +263,26 @@ def decode_publish(data: BytesLike, *, verify_crc: bool = True) -> PublishedMess
 # --- acks -------------------------------------------------------------------------------
 
 
-def _parse(target: pb.Message | pb.Ack, payload: memoryview, what: str) -> None:
+def _parse(target: pb.Message | pb.Ack, payload: BytesLike, what: str) -> None:
     try:
-        target.ParseFromString(bytes(payload))
+        target.ParseFromString(payload if type(payload) is bytes else bytes(payload))
     except (_PbDecodeError, ValueError, TypeError, RuntimeError) as exc:
         raise DecodeError(f"{what} protobuf ({exc})", None, frame="envelope") from None
+
+
+def parse_ack(data: BytesLike, *, verify_crc: bool = True) -> pb.Ack:
+    """The protobuf Ack of an Ack envelope, checked strictly (the client's ack inbox reads
+    only the fields it needs from it); raises only :class:`DecodeError` /
+    :class:`~streamwire.errors.ChecksumMismatchError` on malformed input."""
+    msg = pb.Ack()
+    _parse(msg, envelope_payload(data, MessageType.ACK, verify_crc=verify_crc), "Ack")
+    return msg
 
 
 def decode_ack(data: BytesLike, *, verify_crc: bool = True) -> Ack:
     """Read an Ack envelope strictly; raises only :class:`DecodeError` /
     :class:`~streamwire.errors.ChecksumMismatchError` on malformed input."""
-    _, payload = decode_envelope(data, expected=MessageType.ACK, verify_crc=verify_crc)
-    msg = pb.Ack()
-    _parse(msg, payload, "Ack")
+    msg = parse_ack(data, verify_crc=verify_crc)
     return Ack(
         stream=msg.stream,
         partition_subject=msg.partitionSubject,
@@ -329,8 +343,16 @@ def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
 def partition_from_ack(ack: Ack) -> int | None:
     """The partition an ack is for: the Ack has no partition field, but ``msg_subject`` is
     the partition subject (``partition_subject`` for 0, one more token ``.<n>`` for n)."""
-    base = ack.partition_subject.split(".")
-    tokens = ack.msg_subject.split(".")
+    return partition_of(ack.partition_subject, ack.msg_subject)
+
+
+def partition_of(partition_subject: str, msg_subject: str) -> int | None:
+    """The partition number of ``msg_subject`` on a stream whose partition 0 is published
+    on ``partition_subject`` (see :func:`partition_from_ack`)."""
+    if msg_subject == partition_subject:
+        return 0
+    base = partition_subject.split(".")
+    tokens = msg_subject.split(".")
     if len(tokens) == len(base):
         return 0
     if len(tokens) == len(base) + 1 and tokens[-1].isdigit() and tokens[-1].isascii():
