@@ -41,6 +41,7 @@ from streamwire.liftbridge.protocol.messages import (
     partition_for_key,
     partition_subject,
 )
+from streamwire.liftbridge.protocol.publish_template import PublishTemplate
 from streamwire.transport.resources import AsyncStartable, wait_for_room
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ class Producer(AsyncStartable):
         self._closed = False
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
+        self._template: PublishTemplate | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -214,6 +216,13 @@ class Producer(AsyncStartable):
                     "a plain (envelope=False) message has no key, headers nor expected offset"
                 )
             data = payload
+        elif not wire and expected_offset is None:  # the usual message: shared fields cached
+            template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+            if template is None or template.ack_inbox != inbox:
+                template = self._template = PublishTemplate(
+                    ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
+                )
+            data = template.encode(payload, cid, None if key is None else bytes(key))
         else:
             data = encode_publish(
                 payload,
