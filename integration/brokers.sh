@@ -2,6 +2,11 @@
 # Broker harness for streamwire's integration tests.
 #
 #   integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
+#   integration/brokers.sh restart rabbitmq|rabbitmq310|nats
+#
+# `restart` stops the named broker's server and starts it again on the same data (streams,
+# users and offsets survive), returning once it is ready; it exits 3 when the harness does not
+# run that broker, 1 when it did not come back.
 #
 # "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq310 (the RabbitMQ 3.10
 # compatibility broker) is only started when named.
@@ -103,6 +108,7 @@ say() { printf '[brokers] %s\n' "$*" >&2; }
 usage() {
   cat >&2 <<'EOF'
 usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
+       integration/brokers.sh restart rabbitmq|rabbitmq310|nats
 EOF
   exit 2
 }
@@ -1339,6 +1345,67 @@ one_down() {
   say "$name: down"
 }
 
+# one_restart NAME: stop the server only (data, mounts, epmd and the env file stay), then `up`
+# it again, which waits until it is ready. Exit 3: the harness does not run NAME.
+one_restart() {
+  local name="$1" i p
+  if [[ "$BACKEND" == docker ]]; then
+    mkdir -p "$STATE/$name"
+    if [[ -z "$(compose ps -q "$name" 2>/dev/null)" ]]; then
+      say "$name: no container of the harness runs it; nothing to restart"
+      return 3
+    fi
+    say "$name: restarting its container"
+    compose restart "$name" >>"$STATE/$name/compose.log" 2>&1 || return 1
+    one_up "$name"
+    return
+  fi
+  case "$name" in
+    rabbitmq)
+      if ! rmq_beam_running; then
+        say "rabbitmq: the harness does not run it; nothing to restart"
+        return 3
+      fi
+      say "rabbitmq: stopping $RMQ_NODE for a restart"
+      rmq_stop_node "$STATE/rabbitmq/harness.log"
+      ;;
+    rabbitmq310)
+      if ! r310_beam_running; then
+        say "rabbitmq310: the harness does not run it; nothing to restart"
+        return 3
+      fi
+      say "rabbitmq310: stopping $R310_NODE for a restart"
+      r310_ctl stop >>"$STATE/rabbitmq310/harness.log" 2>&1 || true
+      for ((i = 0; i < 60; i++)); do
+        r310_beam_running || break
+        sleep 0.5
+      done
+      if r310_beam_running; then
+        say "rabbitmq310: the VM did not stop within 30 s; killing it"
+        for p in $(r310_pids); do
+          if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
+            kill -KILL "$p" 2>/dev/null || true
+          fi
+        done
+        sleep 0.5
+      fi
+      ;;
+    nats)
+      if ! pid_alive "$STATE/nats/nats.pid" "$(nats_bin)"; then
+        say "nats: the harness does not run it; nothing to restart"
+        return 3
+      fi
+      say "nats: stopping for a restart"
+      stop_pid nats "$STATE/nats/nats.pid" "$(nats_bin)"
+      ;;
+    *)
+      say "$name: restart is not supported (liftbridge: up starts it on a fresh data dir; iggy: no native server)"
+      return 2
+      ;;
+  esac
+  one_up "$name"
+}
+
 expand_targets() {
   local t="${1:-all}" k
   if [[ "$t" == all ]]; then
@@ -1367,7 +1434,7 @@ main() {
   ((${#targets[@]} > 0)) || exit 2
   mkdir -p "$STATE"
   case "$cmd" in
-    up | down)
+    up | down | restart)
       exec 9>"$STATE/.lock"
       if ! flock -w 900 9; then
         say "another brokers.sh up/down holds $STATE/.lock"
@@ -1375,10 +1442,14 @@ main() {
       fi
       ;;
     status) ;;
-    _up1 | _down1)
+    _up1 | _down1 | _restart1)
       # internal: one broker, in a child process (see one_up)
       select_backend
-      if [[ "$cmd" == _up1 ]]; then one_up "$target"; else one_down "$target"; fi
+      case "$cmd" in
+        _up1) one_up "$target" ;;
+        _down1) one_down "$target" ;;
+        _restart1) one_restart "$target" ;;
+      esac
       exit $?
       ;;
     *) usage ;;
@@ -1406,6 +1477,14 @@ main() {
       for name in "${order[@]}"; do
         STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _down1 "$name" || rc=1
       done
+      ;;
+    restart)
+      if ((${#targets[@]} != 1)) || [[ "$target" == all ]]; then
+        say "restart needs one broker name"
+        usage
+      fi
+      say "backend: $BACKEND; state in $STATE"
+      STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _restart1 "$target" || rc=$?
       ;;
     status)
       if [[ "$target" == all ]]; then

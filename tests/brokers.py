@@ -8,6 +8,7 @@ the calling test with the recorded reason.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from dataclasses import dataclass, field
@@ -15,9 +16,22 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["KNOWN_BROKERS", "BrokerInfo", "brokers_dir", "read_env", "require"]
+__all__ = [
+    "KNOWN_BROKERS",
+    "RESTARTABLE",
+    "BrokerInfo",
+    "HarnessError",
+    "NotManaged",
+    "brokers_dir",
+    "ensure_up",
+    "read_env",
+    "require",
+    "restart",
+    "restart_blocker",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+HARNESS = REPO_ROOT / "integration" / "brokers.sh"
 
 #: Names accepted by ``integration/brokers.sh`` (besides ``all``).
 KNOWN_BROKERS = frozenset({"rabbitmq", "rabbitmq310", "nats", "liftbridge", "iggy"})
@@ -127,3 +141,90 @@ def require(name: str) -> BrokerInfo:
             reason = reason[:_MAX_REASON_CHARS] + " [...]"
         pytest.skip(f"broker {name} is unavailable: {reason}")
     pytest.skip(_not_running(name))
+
+
+# --- restarting a harness broker ---------------------------------------------------------
+
+#: Brokers ``integration/brokers.sh restart`` can restart on their data.
+RESTARTABLE = frozenset({"rabbitmq", "rabbitmq310", "nats"})
+
+#: Backends recorded in the env files by the harness (``BACKEND=``).
+_HARNESS_BACKENDS = frozenset({"docker", "native", "native-host", "native-chroot"})
+
+
+class HarnessError(Exception):
+    """``integration/brokers.sh`` failed (the message holds its output)."""
+
+
+class NotManaged(HarnessError):
+    """The harness says it does not run that broker (exit status 3)."""
+
+
+def restart_blocker(info: BrokerInfo) -> str | None:
+    """Why a test must not restart ``info`` through the harness (``None``: it may).
+
+    Only a broker the harness itself runs, on loopback, that the tests are not pointed away
+    from, is restarted: ``STREAMWIRE_<NAME>_URL`` naming another broker, an env file that
+    the harness did not write, or a native backend without root (the harness needs it) all
+    say no.
+    """
+    name = info.name
+    if name not in RESTARTABLE:
+        return f"integration/brokers.sh cannot restart {name}"
+    if not os.access(HARNESS, os.X_OK):
+        return f"{HARNESS} is missing or not executable"
+    override = os.environ.get(f"STREAMWIRE_{name.upper()}_URL")
+    if override and override != info.url:
+        return f"STREAMWIRE_{name.upper()}_URL points at {override}, not the harness's {name}"
+    backend = info.extra.get("BACKEND", "")
+    if backend not in _HARNESS_BACKENDS:
+        return f"{name} was not started by integration/brokers.sh (backend {backend!r})"
+    if info.host not in ("127.0.0.1", "localhost", "::1"):
+        return f"{name} runs on {info.host}, not on this machine's loopback"
+    if backend.startswith("native") and os.geteuid() != 0:
+        return f"restarting the native {name} needs root"
+    return None
+
+
+async def _harness(*args: str, timeout: float) -> str:
+    """Run ``integration/brokers.sh ARGS`` (same state directory as the tests) and return its
+    output; :class:`NotManaged` on exit 3, :class:`HarnessError` on any other failure or
+    after ``timeout`` seconds (the script is killed)."""
+    env = {**os.environ, "STREAMWIRE_BROKERS_DIR": str(brokers_dir())}
+    process = await asyncio.create_subprocess_exec(
+        str(HARNESS),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), timeout)
+    except BaseException:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        raise
+    text = out.decode(errors="replace")
+    if process.returncode == 3:
+        raise NotManaged(text)
+    if process.returncode != 0:
+        raise HarnessError(f"brokers.sh {' '.join(args)} exited {process.returncode}:\n{text}")
+    return text
+
+
+async def restart(name: str, *, timeout: float = 240.0) -> str:
+    """``integration/brokers.sh restart NAME``: stop the broker and start it again on its data;
+    returns once it is ready (its output), within ``timeout`` seconds."""
+    return await _harness("restart", name, timeout=timeout)
+
+
+async def ensure_up(name: str, *, timeout: float = 240.0) -> None:
+    """Start ``name`` with the harness unless its recorded main port answers (for a test's
+    ``finally`` after a restart that may not have finished)."""
+    env_file = brokers_dir() / f"{name}.env"
+    if env_file.is_file():
+        info = _to_info(name, read_env(env_file))
+        if await asyncio.to_thread(_answers, info.host, info.port):
+            return
+    await _harness("up", name, timeout=timeout)

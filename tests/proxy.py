@@ -9,18 +9,24 @@ bytes both ways. On command it can:
 * ``latency``: delay each forwarded chunk by that many seconds;
 * ``bandwidth``: cap throughput in bytes per second per direction.
 
-Every loop is bounded by the proxy's lifetime; ``aclose()`` stops everything.
+Every loop is bounded by the proxy's lifetime; ``aclose()`` stops everything. ``bytes_down``
+and ``bytes_up`` count what was forwarded (to the clients, to the upstreams).
+
+Also here, for fault scenarios: :func:`wait_until` (a condition, within a time limit) and
+:class:`LeakCheck` (no task or socket left behind after close).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ("FaultProxy",)
+__all__ = ("FaultProxy", "LeakCheck", "wait_until")
 
 
 @dataclass
@@ -55,6 +61,9 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self.port = 0
         self.connections_made = 0
+        #: Bytes forwarded from the upstreams to the clients, and the other way.
+        self.bytes_down = 0
+        self.bytes_up = 0
 
     async def start(self) -> FaultProxy:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -110,13 +119,18 @@ class FaultProxy:
         self.connections_made += 1
         link = _Link(writer, up_writer)
         link.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, link)),
-            asyncio.create_task(self._pump(up_reader, writer, link)),
+            asyncio.create_task(self._pump(reader, up_writer, link, upstream=True)),
+            asyncio.create_task(self._pump(up_reader, writer, link, upstream=False)),
         ]
         self._links.append(link)
 
     async def _pump(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        *,
+        upstream: bool = False,
     ) -> None:
         try:
             while True:
@@ -129,6 +143,10 @@ class FaultProxy:
                 if self.bandwidth:
                     await asyncio.sleep(len(data) / self.bandwidth)
                 writer.write(data)
+                if upstream:
+                    self.bytes_up += len(data)
+                else:
+                    self.bytes_down += len(data)
                 await writer.drain()
         except (OSError, asyncio.IncompleteReadError):
             pass
@@ -144,3 +162,69 @@ class FaultProxy:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every 20 ms; fail the test with ``what`` if it is still false after
+    ``timeout`` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                if condition():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout} s: {what}") from None
+
+
+def _sockets() -> set[str]:
+    """This process's open sockets (``socket:[inode]``); empty where /proc is missing."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{name}")
+                if target.startswith("socket:"):
+                    found.add(target)
+    return found
+
+
+class LeakCheck:
+    """What runs and what is open now, to compare with after a scenario.
+
+    Create it when the scenario's fixtures are up; after closing the clients under test,
+    ``await check.verify()`` waits (bounded) until every asyncio task and every socket created
+    since is gone, and fails naming what is left.
+    """
+
+    def __init__(self) -> None:
+        self._tasks = set(asyncio.all_tasks())
+        self._sockets = _sockets()
+
+    def leftovers(
+        self, expected: frozenset[str] = frozenset()
+    ) -> tuple[list[asyncio.Task[object]], list[str]]:
+        current = asyncio.current_task()
+        tasks = [
+            t
+            for t in asyncio.all_tasks()
+            if t not in self._tasks and t is not current and not t.done()
+        ]
+        sockets = sorted(_sockets() - self._sockets - expected)
+        return tasks, sockets
+
+    async def verify(self, timeout: float = 5.0, *, expected: Iterable[int] = ()) -> None:
+        """``expected``: descriptors of sockets that may be new (e.g. a server listening
+        again after a restart)."""
+        known: set[str] = set()
+        for fd in expected:
+            with contextlib.suppress(OSError):
+                known.add(os.readlink(f"/proc/self/fd/{fd}"))
+        allowed = frozenset(known)
+        try:
+            await wait_until(lambda: not any(self.leftovers(allowed)), timeout, "")
+        except AssertionError:
+            tasks, sockets = self.leftovers(allowed)
+            raise AssertionError(
+                f"left {timeout} s after close: tasks {tasks}, sockets {sockets}"
+            ) from None

@@ -9,7 +9,8 @@ the poll semantics of ``server-0.9.0-edge.5``. Fidelity is checked by driving it
 official ``apache-iggy`` 0.9.0 client (``tests/integration/iggy/test_double_fidelity.py``).
 
 Faults for client tests: :meth:`IggyDouble.silence` (swallow the next requests),
-:meth:`IggyDouble.corrupt_next_reply`, :meth:`IggyDouble.evict`.
+:meth:`IggyDouble.corrupt_next_reply`, :meth:`IggyDouble.evict`, and a restart
+(:meth:`IggyDouble.stop`, then :meth:`IggyDouble.start_again`).
 """
 
 from __future__ import annotations
@@ -110,6 +111,16 @@ class IggyDouble:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    async def start_again(self) -> None:
+        """After :meth:`stop`: listen again on the same port, with the same state (streams,
+        messages, users, consumer offsets), as a server restarted on its data would. Sessions
+        do not survive: clients log in again."""
+        if self.port == 0:
+            raise RuntimeError("start_again() needs a server that was started before")
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, ssl=self._ssl, reuse_address=True
+        )
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -60,7 +60,6 @@ __all__ = ("Producer", "ProducerOptions")
 logger = logging.getLogger(__name__)
 
 
-
 _Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
 """(route, frame, future, size)"""
 

@@ -7,6 +7,7 @@ Each test owns its processes and stops them by pid (TERM, then KILL) when it end
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -18,11 +19,15 @@ from pathlib import Path
 import streamwire.liftbridge as lb
 from streamwire.errors import StreamwireError
 
-__all__ = ("ClusterDidNotForm", "LocalCluster", "Node")
+__all__ = ("ClusterDidNotForm", "LocalCluster", "NatsServer", "Node", "ServerDidNotStart")
 
 
 class ClusterDidNotForm(Exception):
     """The servers never all saw each other (see the message for their logs)."""
+
+
+class ServerDidNotStart(Exception):
+    """A private server did not answer in time (see the message for its log)."""
 
 
 def _free_port() -> int:
@@ -56,6 +61,91 @@ class Node:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    async def stop_async(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``, without blocking the event loop."""
+        await _terminate(self.process, timeout)
+
+
+async def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        await asyncio.to_thread(process.wait, timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        await asyncio.to_thread(process.wait, 10)
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session, appending its output to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+class NatsServer:
+    """A private nats-server (the harness's binary) on a free loopback port, with a log in
+    ``workdir``. It keeps its port across :meth:`stop` and :meth:`start`, so a client's
+    reconnects find it again; the test that starts it stops it (by pid)."""
+
+    def __init__(self, binary: str, workdir: Path) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = _free_port()
+        self.log = workdir / f"nats-{self.port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    async def start(self, timeout: float = 15.0) -> None:
+        """Start (again, on the same port) and wait until it sends its INFO line."""
+        if self.running:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        process = self.process = _spawn(
+            [self.binary, "-a", "127.0.0.1", "-p", str(self.port)], self.log
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                while not await self._answers():
+                    if process.poll() is not None:
+                        raise ServerDidNotStart(f"nats-server exited:\n{self.logs()}")
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            await self.stop()
+            raise ServerDidNotStart(
+                f"nats-server silent after {timeout} s:\n{self.logs()}"
+            ) from None
+
+    async def _answers(self) -> bool:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            return False
+        try:
+            async with asyncio.timeout(2):
+                return (await reader.readline()).startswith(b"INFO ")
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (SIGKILL after ``timeout``); idempotent."""
+        if self.process is not None:
+            await _terminate(self.process, timeout)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
 
 class LocalCluster:
@@ -125,6 +215,14 @@ class LocalCluster:
                     start_new_session=True,
                 )
             self.nodes[server_id] = Node(server_id, port, process, log)
+
+    def respawn(self, server_id: str) -> None:
+        """Start a stopped node again: same configuration, port and data directory (its
+        log is appended to)."""
+        node = self.nodes[server_id]
+        if node.running:
+            raise RuntimeError(f"{server_id} is still running")
+        node.process = _spawn([self.binary, "-c", str(self.workdir / f"{server_id}.yml")], node.log)
 
     def url(self, server_id: str) -> str:
         return f"liftbridge://127.0.0.1:{self.nodes[server_id].port}?nats={self.nats_url}"
