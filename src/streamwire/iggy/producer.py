@@ -29,8 +29,8 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Self
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Self, cast
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
@@ -44,7 +44,7 @@ from streamwire.errors import (
 from streamwire.iggy._admin import topic_of
 from streamwire.iggy._connection import Connection
 from streamwire.iggy.options import ProducerOptions
-from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch
+from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_id
 from streamwire.iggy.protocol.errors import TopicNameNotFound
 from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
@@ -147,14 +147,21 @@ class Producer(AsyncStartable):
     ) -> tuple[int, OutgoingMessage]:
         msg = value if isinstance(value, Message) else Message(value, key=key, headers=headers)
         frame = to_outgoing(msg, now_us=time.time_ns() // 1000, key_header=self.options.key_header)
-        fixed = partition if partition is not None else self.options.partition
+        fixed = self._fixed(partition)
         if fixed is not None:
-            if not 0 <= fixed < max(self._partitions, 1) or isinstance(fixed, bool):
-                raise ConfigurationError(f"partition {fixed} not in 0..{self._partitions - 1}")
             return fixed, frame
         if msg.key:
             return key_partition(msg.key, self._partitions), frame
         return self._balanced(), frame
+
+    def _fixed(self, partition: int | None) -> int | None:
+        """The pinned partition (``send``'s, else the producer's), checked, or ``None``."""
+        fixed = partition if partition is not None else self.options.partition
+        if fixed is not None and (
+            not 0 <= fixed < max(self._partitions, 1) or isinstance(fixed, bool)
+        ):
+            raise ConfigurationError(f"partition {fixed} not in 0..{self._partitions - 1}")
+        return fixed
 
     def _balanced(self) -> int:
         """The current partition of keyless messages (see the module notes)."""
@@ -247,10 +254,31 @@ class Producer(AsyncStartable):
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
         self._check()
+        if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
+            return await self._send_bodies(cast("Sequence[bytes]", values), timeout)
         futures = []
         for value in values:
             route, frame = self._prepare(value, None, None, None)
             size = len(frame.payload) + len(frame.user_headers) + 48
+            if self._full(size):
+                self._work.set()
+                await self._wait_for_room(size, timeout)
+            futures.append(self._accept(route, frame, size))
+        return futures
+
+    async def _send_bodies(
+        self, values: Sequence[bytes], timeout: float | None
+    ) -> list[asyncio.Future[Confirmation]]:
+        """``send_batch`` of plain ``bytes``: no key, no headers, so the frames are built
+        straight from the bodies (what ``to_outgoing(Message(value))`` makes), with one
+        origin time for the call."""
+        now = time.time_ns() // 1000
+        fixed = self._fixed(None)
+        futures = []
+        for value in values:
+            route = self._balanced() if fixed is None else fixed
+            frame = OutgoingMessage(id=random_message_id(), payload=value, origin_timestamp=now)
+            size = len(value) + 48
             if self._full(size):
                 self._work.set()
                 await self._wait_for_room(size, timeout)
