@@ -67,6 +67,11 @@ class ProducerOptions:
     max_buffer_bytes: int = 32 * 1024 * 1024
     max_in_flight: int = 10_000
     """Messages written but not yet confirmed (the broker blocks at 50 000 per connection)."""
+    max_frame_messages: int = 3_000
+    """Entries per Publish frame at most (frames also stay under the connection's
+    ``frame_max``). Several moderate frames in flight keep the broker storing one while the
+    client encodes the next and confirms come back; one huge frame leaves both sides
+    waiting in turn."""
     max_block: float | None = 30.0
     """How long ``send`` waits for room in a full buffer before raising ProducerBufferFull."""
     confirm_timeout: float | None = 30.0
@@ -83,7 +88,12 @@ class ProducerOptions:
     """Sub-batch compression: none, gzip, snappy, lz4 or zstd (every consumer must know it)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_buffer_messages", "max_buffer_bytes", "max_in_flight"):
+        for name in (
+            "max_buffer_messages",
+            "max_buffer_bytes",
+            "max_in_flight",
+            "max_frame_messages",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
         if not 0 <= self.sub_batch_size <= MAX_SUB_BATCH_RECORDS:
@@ -481,7 +491,9 @@ class Producer(AsyncStartable):
                 self._work.clear()
                 self._settle()
                 continue
-            frame = box.next_frame(self._publisher_id, conn.frame_max, room, filters)
+            frame = box.next_frame(
+                self._publisher_id, conn.frame_max, min(room, opts.max_frame_messages), filters
+            )
             self._room.set()
             if frame is None:
                 self._settle()
