@@ -4,9 +4,16 @@ to write inconsistent headers."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamwire.codec.checksums import crc32c
-from streamwire.errors import ChecksumMismatchError, DecodeError, LocalProtocolError
+from streamwire.errors import (
+    ChecksumMismatchError,
+    DecodeError,
+    LocalProtocolError,
+    StreamwireError,
+)
 from streamwire.liftbridge.protocol.envelope import (
     FLAG_CRC32C,
     HEADER_SIZE,
@@ -17,6 +24,7 @@ from streamwire.liftbridge.protocol.envelope import (
     decode_envelope,
     encode_envelope,
     encode_header,
+    envelope_payload,
     is_envelope,
 )
 from tests.unit.liftbridge.support import load_vector
@@ -181,3 +189,33 @@ def test_encoder_refuses_message_types_beyond_a_byte(msg_type: int) -> None:
 def test_encoder_accepts_consistent_explicit_fields() -> None:
     assert encode_header(0, header_len=8, flags=0) == MAGIC + bytes([0, 8, 0, 0])
     assert encode_header(1, crc=7, header_len=12, flags=FLAG_CRC32C)[5] == 12
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    head=st.one_of(
+        st.binary(max_size=16),
+        st.tuples(
+            st.sampled_from([0, 1]), st.integers(0, 20), st.integers(0, 3), st.integers(0, 2)
+        ).map(lambda t: MAGIC + bytes(t)),
+    ),
+    payload=st.binary(max_size=40),
+    expected=st.sampled_from([MessageType.PUBLISH, MessageType.ACK]),
+    as_view=st.booleans(),
+)
+def test_envelope_payload_agrees_with_decode_envelope(
+    head: bytes, payload: bytes, expected: int, as_view: bool
+) -> None:
+    """The inline shortcut for plain headers returns what decode_envelope does, and refuses
+    what it refuses, with the same exception type."""
+    data = head + payload
+    arg: bytes | memoryview = memoryview(data) if as_view else data
+    try:
+        want: bytes | type[Exception] = bytes(decode_envelope(arg, expected=expected)[1])
+    except StreamwireError as exc:
+        want = type(exc)
+    try:
+        got: bytes | type[Exception] = envelope_payload(arg, expected)
+    except StreamwireError as exc:
+        got = type(exc)
+    assert got == want
