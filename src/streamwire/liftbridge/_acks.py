@@ -100,6 +100,8 @@ class AckRouter:
         future = self.table.register(correlation_id, on_done)
         if timeout is not None:
             when = self._loop.time() + timeout
+            if len(self._expiry) > 2 * len(self.table) + 1024:
+                self._compact()
             heapq.heappush(self._expiry, (when, correlation_id, what))
             if self._timer is None or when < self._timer_at:
                 self._schedule(when)
@@ -116,6 +118,14 @@ class AckRouter:
             self._timer.cancel()
         self._timer_at = when
         self._timer = self._loop.call_at(when, self._expire)
+
+    def _compact(self) -> None:
+        """Drop the deadlines of messages already acked (amortised O(1) per message): the
+        heap then holds about as many entries as messages awaiting an ack, instead of one
+        per message sent during the last ``ack_timeout`` seconds."""
+        table = self.table
+        self._expiry = [entry for entry in self._expiry if entry[1] in table]
+        heapq.heapify(self._expiry)
 
     def _expire(self) -> None:
         self._timer = None

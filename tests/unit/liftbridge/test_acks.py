@@ -160,3 +160,25 @@ async def test_forget_cancels_and_close_fails_the_rest(router: tuple[AckRouter, 
     with pytest.raises(ConnectionClosed):
         waiting.result()
     await asyncio.sleep(0)
+
+
+async def test_deadlines_of_acked_messages_do_not_pile_up(
+    router: tuple[AckRouter, FakeLink],
+) -> None:
+    """Every message gets a deadline; once acked, its entry is dropped at the next compaction,
+    so the heap stays near the number of messages still waiting, whatever the rate."""
+    r, link = router
+    waiting = [r.expect(r.next_id(), 60.0) for _ in range(10)]  # never acked
+    for _ in range(10_000):
+        cid = r.next_id()
+        future = r.expect(cid, 60.0)
+        await link.deliver("_INBOX.test.a", ack_bytes(cid, offset=1))
+        assert future.done()
+    assert len(r._expiry) <= 2 * len(r.table) + 1025
+    assert len(r.table) == 10
+    late = r.expect(r.next_id(), 0.01)  # deadlines still fire after compactions
+    with pytest.raises(AckTimeout):
+        await asyncio.wait_for(late, 5)
+    assert not any(f.done() for f in waiting)
+    r.close()
+    assert all(isinstance(f.exception(), ConnectionClosed) for f in waiting)
