@@ -201,6 +201,29 @@ def markdown_table(
     return "\n".join(lines)
 
 
+def comparison_table(
+    result: Mapping[str, Any], directions: Sequence[str], *, peer: str, server_cpu: bool = False
+) -> str:
+    """The Markdown table of a peer comparison: one row per client and direction, with
+    rates, client CPU per message (and the server's, with ``server_cpu``) and the ratios
+    against streamwire from ``result["ratios"]`` / ``result["cpu_ratios"]``."""
+    rows: list[list[str]] = []
+    for direction in directions:
+        for name, row in result[direction].items():
+            mine = name == "streamwire"
+            cells = [direction, name, fmt_rate(row["msg_per_s"]), fmt_cpu(row["cpu_us_per_msg"])]
+            if server_cpu:
+                cells.append(fmt_cpu(row.get("server_cpu_us_per_msg")))
+            cells.append("–" if mine else fmt_ratio(result["ratios"][direction].get(name)))
+            cells.append("–" if mine else fmt_ratio(result["cpu_ratios"][direction].get(name)))
+            rows.append(cells)
+    headers = ["direction", "client", "msg/s", "client CPU µs/msg"]
+    if server_cpu:
+        headers.append("server CPU µs/msg")
+    headers += [f"rate: streamwire ÷ {peer}", f"CPU: {peer} ÷ streamwire"]
+    return markdown_table(headers, rows, right=tuple(range(2, len(headers))))
+
+
 def rss_mb() -> float:
     """This process's resident set size in MiB (from /proc; falls back to the peak)."""
     try:

@@ -43,12 +43,9 @@ from bench._common import (
     Log,
     Measurement,
     Stopwatch,
+    comparison_table,
     cpu_ratios,
     first_line,
-    fmt_cpu,
-    fmt_rate,
-    fmt_ratio,
-    markdown_table,
     rate_ratios,
     rotated,
     summarize,
@@ -388,34 +385,7 @@ def _progress(direction: str, rnd: int, name: str, m: Measurement) -> str:
 
 def table(result: dict[str, Any]) -> str:
     """The terminal/Markdown table of a :func:`run` result."""
-    rows: list[list[str]] = []
-    for direction in ("send", "poll"):
-        for name, row in result[direction].items():
-            mine = name == "streamwire"
-            rows.append(
-                [
-                    direction,
-                    name,
-                    fmt_rate(row["msg_per_s"]),
-                    fmt_cpu(row["cpu_us_per_msg"]),
-                    fmt_cpu(row.get("server_cpu_us_per_msg")),
-                    "–" if mine else fmt_ratio(result["ratios"][direction].get(name)),
-                    "–" if mine else fmt_ratio(result["cpu_ratios"][direction].get(name)),
-                ]
-            )
-    text = markdown_table(
-        [
-            "direction",
-            "client",
-            "msg/s",
-            "client CPU µs/msg",
-            "server CPU µs/msg",
-            "rate: streamwire ÷ peer",
-            "CPU: peer ÷ streamwire",
-        ],
-        rows,
-        right=(2, 3, 4, 5, 6),
-    )
+    text = comparison_table(result, ("send", "poll"), peer="peer", server_cpu=True)
     where = result["server"]
     note = (
         f"server: {where} — a Python server: this compares client-side cost on a slow "

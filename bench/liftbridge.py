@@ -40,12 +40,10 @@ from bench._common import (
     Log,
     Measurement,
     Stopwatch,
+    comparison_table,
     cpu_ratios,
     first_line,
-    fmt_cpu,
-    fmt_rate,
     fmt_ratio,
-    markdown_table,
     rate_ratios,
     ratio,
     rotated,
@@ -356,32 +354,7 @@ def publish_verdict(
 
 def table(result: dict[str, Any]) -> str:
     """The terminal/Markdown table of a :func:`run` result."""
-    rows: list[list[str]] = []
-    for direction in ("publish", "consume"):
-        for name, row in result[direction].items():
-            mine = name == "streamwire"
-            rows.append(
-                [
-                    direction,
-                    name,
-                    fmt_rate(row["msg_per_s"]),
-                    fmt_cpu(row["cpu_us_per_msg"]),
-                    "–" if mine else fmt_ratio(result["ratios"][direction].get(name)),
-                    "–" if mine else fmt_ratio(result["cpu_ratios"][direction].get(name)),
-                ]
-            )
-    text = markdown_table(
-        [
-            "direction",
-            "client",
-            "msg/s",
-            "client CPU µs/msg",
-            "rate: streamwire ÷ client",
-            "CPU: client ÷ streamwire",
-        ],
-        rows,
-        right=(2, 3, 4, 5),
-    )
+    text = comparison_table(result, ("publish", "consume"), peer="client")
     verdict = result["verdict"]
     if verdict["met"] is None:
         line = "publish target: no result to compare"
