@@ -21,18 +21,16 @@ from collections.abc import AsyncIterator
 import pytest
 
 import streamwire.iggy as iggy
-from streamwire.codec.message import Confirmation
 from streamwire.errors import RequestTimeout, StreamwireError, TransportError
 from streamwire.errors import TimeoutError as SwTimeoutError
 from tests.iggy_double import IggyDouble
+from tests.outcomes import Sent, confirmed, failures, settle
 from tests.proxy import FaultProxy, LeakCheck, wait_until
 
 ADDRESS = "faults/t"
 #: Added to every bound, for a loaded two-core machine.
 SLACK = 10.0
 REDIAL = iggy.ReconnectPolicy(initial_delay=0.05, max_delay=0.3, max_elapsed=20.0)
-
-Sent = list[tuple[bytes, "asyncio.Future[Confirmation]"]]
 
 
 @pytest.fixture
@@ -47,27 +45,6 @@ async def via(proxy: FaultProxy, **options: object) -> iggy.Client:
 
 def values(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}{i}".encode() for i in range(count)]
-
-
-async def settle(sent: Sent, bound: float) -> None:
-    futures = [f for _, f in sent]
-    if futures:
-        _, pending = await asyncio.wait(futures, timeout=bound)
-        assert not pending, f"{len(pending)} of {len(futures)} futures still pending"
-
-
-def failures(sent: Sent) -> list[BaseException]:
-    return [exc for _, f in sent if (exc := f.exception()) is not None]
-
-
-def confirmed(sent: Sent) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    for value, f in sent:
-        if f.exception() is None:
-            offset = f.result().offset
-            assert offset is not None
-            out[offset] = value
-    return out
 
 
 async def stored(client: iggy.Client) -> dict[int, bytes]:

@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 import pytest
 
 import streamwire.liftbridge as lb
-from streamwire.codec.message import Confirmation
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from tests.brokers import BrokerInfo, require
 from tests.integration.liftbridge.cluster import LocalCluster, NatsServer
 from tests.integration.liftbridge.conftest import unique
+from tests.outcomes import Sent, confirmed, failures, settle
 from tests.proxy import FaultProxy, LeakCheck, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -45,8 +45,6 @@ ACK_TIMEOUT = 4.0
 #: Added to every bound, for a loaded two-core machine.
 SLACK = 10.0
 RESUBSCRIBE = lb.ReconnectPolicy(initial_delay=0.05, max_delay=0.5, max_elapsed=30.0)
-
-Sent = list[tuple[bytes, "asyncio.Future[Confirmation]"]]
 
 
 # --- fixtures and helpers ----------------------------------------------------------------
@@ -93,29 +91,6 @@ def values(prefix: str, count: int) -> list[bytes]:
 
 async def send_all(producer: lb.Producer, items: list[bytes]) -> Sent:
     return [(v, await producer.send(v)) for v in items]
-
-
-async def settle(sent: Sent, bound: float) -> None:
-    """Every future ends (confirmed or failed) within ``bound`` seconds."""
-    futures = [f for _, f in sent]
-    if futures:
-        _, pending = await asyncio.wait(futures, timeout=bound)
-        assert not pending, f"{len(pending)} of {len(futures)} futures still pending"
-
-
-def failures(sent: Sent) -> list[BaseException]:
-    return [exc for _, f in sent if (exc := f.exception()) is not None]
-
-
-def confirmed(sent: Sent) -> dict[int, bytes]:
-    """offset → value of every confirmed message (the futures must have settled)."""
-    out: dict[int, bytes] = {}
-    for value, f in sent:
-        if f.exception() is None:
-            offset = f.result().offset
-            assert offset is not None
-            out[offset] = value
-    return out
 
 
 def assert_typed(errors: list[BaseException], *allowed: type[StreamwireError]) -> None:
