@@ -26,6 +26,7 @@ from streamwire.errors import (
     ConfigurationError,
     ConnectError,
     ConnectionClosed,
+    DecodeError,
     RequestTimeout,
     StreamwireError,
 )
@@ -183,13 +184,16 @@ class Channels:
             response_deserializer=m.response.FromString,
         )
         try:
-            return await call(request, timeout=timeout)
+            response = await call(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc, what) from exc
         except asyncio.CancelledError:
             raise
         except grpc.RpcError as exc:  # pragma: no cover - grpc.aio raises AioRpcError
             raise ConnectionClosed(f"{what}: {exc}") from exc
+        if response is None:  # grpc logs the protobuf error and hands out None
+            raise DecodeError(m.response.DESCRIPTOR.full_name, frame=f"the {what} reply")
+        return response
 
     def subscribe(
         self, channel: grpc.aio.Channel, request: PbMessage

@@ -28,6 +28,7 @@ from streamwire.errors import (
     ConnectionClosed,
     ConnectTimeout,
     ProducerBufferFull,
+    RemoteProtocolError,
     RequestTimeout,
     StreamwireError,
     TransportError,
@@ -78,6 +79,11 @@ def translate_nats(exc: BaseException, what: str) -> StreamwireError:
         return ConnectError(f"{what}: no NATS server could be reached")
     if isinstance(exc, nats.errors.AuthorizationError):
         return ConnectError(f"{what}: NATS authorization failed ({detail})")
+    if isinstance(exc, nats.errors.ProtocolError):
+        return RemoteProtocolError(f"{what}: the NATS server broke the protocol ({detail})")
+    if isinstance(exc, ValueError) and isinstance(exc.__context__, asyncio.LimitOverrunError):
+        # nats-py reads the handshake with StreamReader.readline (64 KiB limit)
+        return RemoteProtocolError(f"{what}: a line from the NATS server exceeds 64 KiB")
     if isinstance(exc, nats.errors.StaleConnectionError | ConnectionError | EOFError):
         return ConnectionClosed(f"{what}: NATS connection lost ({detail})")
     if isinstance(exc, OSError | nats.errors.Error):
@@ -169,6 +175,10 @@ class NatsLink:
                 connecting.result()
             except Exception as exc:
                 raise translate_nats(exc, what) from exc
+            if not nc.is_connected:
+                # nats-py returns from connect() still CONNECTING when the server answers
+                # the first PING with something else than PONG or -ERR
+                raise RemoteProtocolError(f"{what}: the server did not answer PING with PONG")
         except BaseException:
             failed.cancel()
             connecting.cancel()

@@ -35,6 +35,7 @@ from streamwire.errors import (
     ConfigurationError,
     ConnectError,
     ConnectionClosed,
+    DecodeError,
     RequestTimeout,
     StreamwireError,
 )
@@ -237,6 +238,9 @@ class Consumer(AsyncStartable):
                 msg = await call.read()
                 if msg is grpc.aio.EOF:
                     await put(_END)
+                    return None
+                if msg is None:  # grpc logs an undecodable message and hands out None
+                    await put(DecodeError("liftbridge.Message", frame=f"the subscription {self}"))
                     return None
                 if msg.offset < self._skip_below:
                     continue

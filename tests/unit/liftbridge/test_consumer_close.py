@@ -21,8 +21,10 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import pytest
 
 from streamwire.codec.offset import Offset
+from streamwire.errors import DecodeError
 from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.transport.reconnect import ReconnectPolicy
@@ -114,3 +116,18 @@ async def test_close_after_a_resubscription_drops_the_broken_call() -> None:
         assert ref() is None, "the closed consumer still holds the broken gRPC call"
     finally:
         gc.enable()
+
+
+async def test_an_undecodable_message_fails_the_consumer_with_a_decode_error() -> None:
+    """grpc.aio logs a message its deserializer refused and hands out ``None``: the consumer
+    delivers what came before, then raises DecodeError (not an AttributeError)."""
+    consumer = Consumer(_Client(), "s", options=ConsumerOptions())  # type: ignore[arg-type]
+    consumer._call = _Call([pb.Message(offset=0, value=b"a"), None])  # type: ignore[list-item]
+    consumer._started = True
+    consumer._reader = asyncio.create_task(consumer._read_loop())
+    first = await consumer.next(timeout=5)
+    assert first is not None
+    assert first.value == b"a"
+    with pytest.raises(DecodeError, match="subscription"):
+        await consumer.next(timeout=5)
+    await consumer.close()
