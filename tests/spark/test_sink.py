@@ -160,7 +160,9 @@ def start_query(
         writer = writer.foreachBatch(sink)
     else:
         writer = writer.format("streamwire").option("url", t.url).option("stream", stream)
-        writer = writer.option("name", "eo")
+        # Small chunks: rows before the failing one are handed to the producer (and stored)
+        # before Spark kills the task, whatever the lag between the UDF and the writer.
+        writer = writer.option("name", "eo").option("chunkRows", "100")
     return writer.start(), sink
 
 

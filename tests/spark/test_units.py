@@ -151,6 +151,10 @@ def test_sink_options() -> None:
     )
     with pytest.raises(SparkConfigurationError, match="true or false"):
         SinkOptions.parse({"url": URL, "stream": "s", "ignoreExtraColumns": "yes"})
+    assert opts.chunk_rows == 1000
+    assert SinkOptions.parse({"url": URL, "stream": "s", "CHUNKROWS": "100"}).chunk_rows == 100
+    with pytest.raises(SparkConfigurationError, match="chunkRows"):
+        SinkOptions.parse({"url": URL, "stream": "s", "chunkRows": "0"})
 
 
 # --- the column contract -----------------------------------------------------------------

@@ -17,6 +17,8 @@ maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming re
 name                     sink name, prefix of the RabbitMQ producer references
                          (default streamwire-sink)
 maxInFlight              unconfirmed messages per producer (default 1000)
+chunkRows                rows a writer task hands to its producer at a time (default 1000);
+                         rows of a chunk not yet handed over when a task dies are not sent
 ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
 writeId                  batch writer: a stable identity for deduplication across reruns
                          of the same write (RabbitMQ); default a fresh id per write
@@ -140,6 +142,7 @@ class SinkOptions:
     max_in_flight: int
     ignore_extra_columns: bool
     write_id: str | None
+    chunk_rows: int = 1000
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -153,4 +156,5 @@ class SinkOptions:
             max_in_flight=_int(opts, "maxInFlight") or 1000,
             ignore_extra_columns=_bool(opts, "ignoreExtraColumns"),
             write_id=opts.get("writeid", "").strip() or None,
+            chunk_rows=_int(opts, "chunkRows") or 1000,
         )

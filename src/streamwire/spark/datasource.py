@@ -124,6 +124,7 @@ class StreamwireDataSource(DataSource):
             layout=layout,
             max_in_flight=opts.max_in_flight,
             connect_options=(("timeout", opts.timeout),),
+            chunk_rows=opts.chunk_rows,
         )
 
     def writer(self, schema: Any, overwrite: bool) -> StreamwireBatchWriter:
