@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -40,9 +37,8 @@ from streamwire.iggy.protocol.framing import (
     encode_result_section,
 )
 from streamwire.iggy.protocol.machine import MachineSettings
+from tests.hostile import Evil, Script, hostile_server, released
 from tests.proxy import LeakCheck, wait_until
-
-Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 MAX_FRAME = 64 * 1024
 """The inbound frame bound the hostile tests use (``MachineSettings.max_frame_size``)."""
@@ -86,79 +82,16 @@ async def login(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> R
     return request
 
 
-@dataclass
-class Evil:
-    port: int
-    connections: int = 0
-    ticks: int = 0
-    handlers: list[asyncio.Task[None]] = field(default_factory=list)
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@contextlib.asynccontextmanager
-async def evil(script: Script) -> AsyncIterator[Evil]:
+def evil(script: Script) -> contextlib.AbstractAsyncContextManager[Evil]:
     """Serve ``script`` to every connection, then hold the line open, saying nothing.
 
-    On exit: the loop must still have run a ticker, and once the server side is torn down no
-    task or socket created by the client may remain."""
-    state = Evil(port=0)
+    On exit: the loop must still have run a ticker, and the client may hold no task or
+    socket, while the server still holds its end and once it is torn down."""
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        state.connections += 1
-        state.writers.append(writer)
-        task = asyncio.current_task()
-        if task is not None:
-            state.handlers.append(task)
-        with contextlib.suppress(Exception):
-            await script(reader, writer)
-            async with asyncio.timeout(30):
-                await state.stop.wait()
-        writer.close()
+    async def after(check: LeakCheck, state: Evil) -> None:
+        await check.verify(timeout=3.0)
 
-    async def ticker() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            state.ticks += 1
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    state.port = server.sockets[0].getsockname()[1]
-    tick_task = asyncio.create_task(ticker())
-    check = LeakCheck()
-    try:
-        yield state
-        await asyncio.sleep(0.05)  # the loop still runs other tasks after the failure
-        assert state.ticks > 0, "the event loop was blocked"
-        await released(check, state)  # while the server still holds its end open
-    finally:
-        tick_task.cancel()
-        state.stop.set()
-        for writer in state.writers:
-            writer.transport.abort()
-        async with asyncio.timeout(BUDGET):
-            await asyncio.gather(*state.handlers, tick_task, return_exceptions=True)
-        server.close()
-        await server.wait_closed()
-    await check.verify(timeout=3.0)
-
-
-async def released(check: LeakCheck, state: Evil) -> None:
-    """Wait (bounded) until the client holds no task and no socket, the server's own
-    connection handlers and accepted sockets excepted."""
-    server_side = set()
-    for writer in state.writers:
-        with contextlib.suppress(OSError):
-            fd = writer.get_extra_info("socket").fileno()
-            server_side.add(os.readlink(f"/proc/self/fd/{fd}"))
-
-    def leftovers() -> tuple[list[asyncio.Task[object]], list[str]]:
-        tasks, sockets = check.leftovers(frozenset(server_side))
-        return [t for t in tasks if t not in state.handlers], sockets
-
-    try:
-        await wait_until(lambda: not any(leftovers()), 3.0, "")
-    except AssertionError:
-        raise AssertionError(f"the client left {leftovers()} behind") from None
+    return hostile_server(script, budget=BUDGET, while_open=released, after=after)
 
 
 async def connect(port: int, *, timeout: float = 1.0, request_timeout: float = 5.0) -> iggy.Client:

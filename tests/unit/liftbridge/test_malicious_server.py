@@ -29,10 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -49,9 +47,9 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.client import Client
+from tests.hostile import Evil, Script, hostile_server, released
 from tests.proxy import LeakCheck, wait_until
 
-Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 Expected = type[StreamwireError] | tuple[type[StreamwireError], ...]
 
 BUDGET = 8.0
@@ -93,25 +91,6 @@ def grpc_server(reply: Callable[[bytes, grpc.ServicerContext], bytes]) -> Iterat
         server.stop(None).wait(5)
 
 
-@dataclass
-class Evil:
-    port: int = 0
-    connections: int = 0
-    ticks: int = 0
-    handlers: list[asyncio.Task[None]] = field(default_factory=list)
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def _server_side(state: Evil) -> set[str]:
-    found = set()
-    for writer in state.writers:
-        with contextlib.suppress(OSError, AttributeError):
-            fd = writer.get_extra_info("socket").fileno()
-            found.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return found
-
-
 def _tcp(port: int | None = None) -> set[str]:
     """This host's TCP sockets (``socket:[inode]``), or those connected to ``port``."""
     found = set()
@@ -124,68 +103,33 @@ def _tcp(port: int | None = None) -> set[str]:
     return found
 
 
-async def released(check: LeakCheck, state: Evil, *, connecting_ok: bool) -> None:
+async def lb_released(check: LeakCheck, state: Evil, *, connecting_ok: bool) -> None:
     """Wait (bounded) until the client holds no task and no TCP socket, the hostile server's
     own handlers and accepted sockets excepted (and, with ``connecting_ok``, gRPC's connection
     attempts to it: see the module notes)."""
-
-    def leftovers() -> tuple[list[asyncio.Task[object]], list[str]]:
-        allowed = _server_side(state) | (_tcp(state.port) if connecting_ok else set())
-        tasks, sockets = check.leftovers(frozenset(allowed))
-        tcp = _tcp()
-        return [t for t in tasks if t not in state.handlers], [s for s in sockets if s in tcp]
-
-    try:
-        await wait_until(lambda: not any(leftovers()), 3.0, "")
-    except AssertionError:
-        raise AssertionError(f"the client left {leftovers()} behind") from None
+    await released(
+        check,
+        state,
+        allowed=lambda: _tcp(state.port) if connecting_ok else set(),
+        counted=lambda sockets: [s for s in sockets if s in _tcp()],
+    )
 
 
-@contextlib.asynccontextmanager
-async def evil(script: Script, *, connecting_ok: bool = False) -> AsyncIterator[Evil]:
+def evil(
+    script: Script, *, connecting_ok: bool = False
+) -> contextlib.AbstractAsyncContextManager[Evil]:
     """A TCP server playing ``script`` to every connection, then holding the line open.
 
     On exit: the loop must still have run a ticker; the client must have let go of every task
     and socket while the server still holds its end, and of everything once it is gone."""
-    state = Evil()
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        state.connections += 1
-        state.writers.append(writer)
-        task = asyncio.current_task()
-        if task is not None:
-            state.handlers.append(task)
-        with contextlib.suppress(Exception):
-            await script(reader, writer)
-            async with asyncio.timeout(30):
-                await state.stop.wait()
-        writer.close()
+    async def while_open(check: LeakCheck, state: Evil) -> None:
+        await lb_released(check, state, connecting_ok=connecting_ok)
 
-    async def ticker() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            state.ticks += 1
+    async def after(check: LeakCheck, state: Evil) -> None:
+        await lb_released(check, state, connecting_ok=False)
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    state.port = server.sockets[0].getsockname()[1]
-    tick_task = asyncio.create_task(ticker())
-    check = LeakCheck()
-    try:
-        yield state
-        await asyncio.sleep(0.05)  # the loop still runs other tasks after the failure
-        assert state.ticks > 0, "the event loop was blocked"
-        await released(check, state, connecting_ok=connecting_ok)
-    finally:
-        tick_task.cancel()
-        state.stop.set()
-        for writer in state.writers:
-            writer.transport.abort()
-        async with asyncio.timeout(BUDGET):
-            await asyncio.gather(*state.handlers, tick_task, return_exceptions=True)
-        server.close()
-        await server.wait_closed()
-    state.writers.clear()
-    await released(check, state, connecting_ok=False)  # and all of it once the server is gone
+    return hostile_server(script, budget=BUDGET, while_open=while_open, after=after)
 
 
 async def connect(grpc_port: int, nats_port: int, **kwargs: Any) -> lb.Client:
