@@ -50,7 +50,7 @@ from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
-from streamwire.transport.resources import AsyncStartable, wait_for_room
+from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -239,12 +239,9 @@ class Producer(AsyncStartable):
         Cancellation: the message may still be stored; only the wait stops.
         """
         future = await self.send(value, key=key, headers=headers, partition=partition)
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                return await asyncio.shield(future)
-        except TimeoutError:
-            raise FlushTimeout(f"no confirmation within {wait} s") from None
+        return await wait_confirmed(
+            future, self.options.confirm_timeout if timeout is None else timeout
+        )
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None

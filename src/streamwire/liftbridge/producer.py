@@ -42,7 +42,7 @@ from streamwire.liftbridge.protocol.messages import (
     partition_subject,
 )
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate
-from streamwire.transport.resources import AsyncStartable, wait_for_room
+from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -349,15 +349,9 @@ class Producer(AsyncStartable):
         future = await self.send(
             value, key=key, headers=headers, partition=partition, expected_offset=expected_offset
         )
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        scope = asyncio.timeout(wait)
-        try:
-            async with scope:
-                return await asyncio.shield(future)
-        except TimeoutError:
-            if not scope.expired():
-                raise  # the message's own AckTimeout
-            raise FlushTimeout(f"no confirmation within {wait} s") from None
+        return await wait_confirmed(  # the message's own AckTimeout passes through
+            future, self.options.confirm_timeout if timeout is None else timeout
+        )
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None

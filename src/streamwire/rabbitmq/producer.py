@@ -47,7 +47,7 @@ from streamwire.rabbitmq.protocol.publishing import (
     encode_sub_batch,
     validate_reference,
 )
-from streamwire.transport.resources import AsyncStartable, wait_for_room
+from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -317,12 +317,9 @@ class Producer(AsyncStartable):
         return await self._wait(future, timeout, "no confirmation")
 
     async def _wait(self, future: asyncio.Future[_T], timeout: float | None, what: str) -> _T:
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                return await asyncio.shield(future)
-        except TimeoutError:
-            raise FlushTimeout(f"{what} within {wait} s") from None
+        return await wait_confirmed(
+            future, self.options.confirm_timeout if timeout is None else timeout, what
+        )
 
     async def _accept_many(
         self,

@@ -13,11 +13,13 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from streamwire.errors import StreamwireError
+from streamwire.errors import FlushTimeout, StreamwireError
 
-__all__ = ("AsyncClosing", "AsyncStartable", "wait_for_room")
+__all__ = ("AsyncClosing", "AsyncStartable", "wait_confirmed", "wait_for_room")
+
+_T = TypeVar("_T")
 
 
 class AsyncClosing(ABC):
@@ -88,3 +90,22 @@ async def wait_for_room(
                 check()
     except TimeoutError:
         raise full(timeout) from None
+
+
+async def wait_confirmed(
+    future: asyncio.Future[_T], wait: float | None, what: str = "no confirmation"
+) -> _T:
+    """Wait up to ``wait`` seconds for a producer's confirmation future (shielded: the
+    message is not cancelled). :class:`FlushTimeout` when this wait runs out; the future's
+    own failure (a per-message timeout included) is raised as it is.
+
+    Cancellation: only the wait stops.
+    """
+    scope = asyncio.timeout(wait)
+    try:
+        async with scope:
+            return await asyncio.shield(future)
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise FlushTimeout(f"{what} within {wait} s") from None
