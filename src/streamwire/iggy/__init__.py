@@ -79,6 +79,7 @@ async def connect(
     timeout: float | None = 30.0,
     request_timeout: float = 30.0,
     heartbeat_interval: float | None = 5.0,
+    max_in_flight: int = 3,
     reconnect: ReconnectPolicy | None = _UNSET,
     settings: MachineSettings | None = None,
 ) -> Client:
@@ -88,7 +89,13 @@ async def connect(
     logs in with a personal access token instead). Explicit arguments override the URL.
     ``timeout`` is one budget for TCP, TLS and the login; ``request_timeout`` bounds each
     reply afterwards (the server drops malformed requests silently, so this is how a
-    stalled request ends); ``heartbeat_interval`` pings an idle connection. ``reconnect``
+    stalled request ends); ``heartbeat_interval`` pings an idle connection.
+    ``max_in_flight`` is how many reads and SendMessages one connection may have awaiting
+    replies: a producer keeps up to that many batches in flight, and a consumer polls up to
+    ``max_in_flight - 1`` batches ahead, so that the server always has the next request
+    while the client works (1: strictly one request at a time, as the official SDKs; the
+    server answers a connection's requests in order either way). With more than one, a
+    batch that fails may be followed by later batches that were stored. ``reconnect``
     (default :class:`ReconnectPolicy` ``()``; ``None`` turns it off) re-dials lost
     connections on their next use. Credentials default to ``iggy``/``iggy``.
 
@@ -114,7 +121,9 @@ async def connect(
         username, password = "iggy", password if password is not None else "iggy"
     credentials = Credentials(username=username, password=password or "", token=token)
     machine = settings or MachineSettings(
-        request_timeout=request_timeout, heartbeat_interval=heartbeat_interval
+        request_timeout=request_timeout,
+        heartbeat_interval=heartbeat_interval,
+        max_in_flight=max_in_flight,
     )
     client = Client(
         host or "localhost",

@@ -1,10 +1,14 @@
 """The asyncio driver of one Iggy connection.
 
 It moves bytes and owns two tasks: a reader that feeds the sans-IO machine, and a timer
-that wakes the machine at its deadlines (reply timeouts, heartbeat pings). Requests go one at
-a time under a lock, as the protocol requires. When the connection ends (eviction, protocol
-violation, silence, end of stream, local close) every waiter and listener learns why through
-one recorded exception.
+that wakes the machine at its deadlines (reply timeouts, heartbeat pings). Requests are
+written in the order they are made, under a lock; replies come back in that order (the
+server handles a connection's requests one at a time) and resolve one future each. Up to
+``MachineSettings.max_in_flight`` reads and SendMessages may await their replies at once
+(:meth:`Connection.submit`); login, logout, metadata and consumer-offset writes go alone and
+keep the lock until answered. When the connection ends (eviction, protocol violation,
+silence, end of stream, local close) every waiter and listener learns why through one
+recorded exception.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from streamwire.errors import (
     ClosedError,
+    ConfigurationError,
     ConnectionClosed,
     ConnectTimeout,
     ServerError,
@@ -25,6 +30,7 @@ from streamwire.errors import (
 )
 from streamwire.iggy.protocol import events as ev
 from streamwire.iggy.protocol._wire import RequestPayload
+from streamwire.iggy.protocol.constants import COMMANDS, Operation
 from streamwire.iggy.protocol.machine import IggyConnection, MachineSettings, PendingRequest
 from streamwire.iggy.protocol.system import (
     LoginRegister,
@@ -62,6 +68,18 @@ class Credentials:
         return LoginRegister(username=self.username or "", password=self.password or "")
 
 
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _operation(payload: RequestPayload[Any]) -> Operation:
+    operation = COMMANDS[payload.command].operation
+    if operation is None:
+        raise ConfigurationError(f"{payload.command.name} is not a request")
+    return operation
+
+
 class Connection:
     """A logged-in connection. Create with :meth:`open`; close with :meth:`close`."""
 
@@ -70,10 +88,9 @@ class Connection:
         self._machine = machine
         self.address = address
         self._loop = asyncio.get_running_loop()
-        self._lock = asyncio.Lock()
-        self._waiter: tuple[PendingRequest, asyncio.Future[Any]] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._lock = asyncio.Lock()  # writing order; held through a request that goes alone
+        self._waiters: dict[PendingRequest, asyncio.Future[Any]] = {}
+        self._progress = asyncio.Event()  # a reply arrived or the connection ended
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._error: StreamwireError | None = None
@@ -122,7 +139,7 @@ class Connection:
         deadline = deadline or Deadline(None)
         try:
             async with deadline.scope(ConnectTimeout, what=f"logging in to {address}"):
-                self.login = await self._call(credentials.login_payload(), None, login=True)
+                self.login = await self._call_alone(credentials.login_payload(), None, login=True)
         except BaseException:
             await self._shutdown(ClosedError("login failed"))
             raise
@@ -159,36 +176,99 @@ class Connection:
         Cancellation: a request already sent still completes on the wire (its reply is
         consumed and dropped); the connection stays usable.
         """
-        result: R = await self._call(payload, timeout)
-        return result
+        operation = _operation(payload)
+        if operation.pipelinable:
+            result: R = await (await self.submit(payload, timeout=timeout))
+            return result
+        return cast(R, await self._call_alone(payload, timeout))
 
-    async def _call(
+    async def submit(
+        self, payload: RequestPayload[R], *, timeout: float | None = None
+    ) -> asyncio.Future[R]:
+        """Send a read, Ping or SendMessages as soon as the connection has room for it (at
+        most ``max_in_flight`` awaiting replies) and return a future of its reply without
+        waiting for it. Requests are written in the order of the calls, and their replies
+        resolve in that order. A transient rejection (57/58) is retried only if nothing was
+        sent after the request; otherwise the future fails with it.
+
+        Cancellation: before the request is written nothing is sent; cancelling the
+        returned future drops the reply when it comes.
+        """
+        operation = _operation(payload)
+        if not operation.pipelinable:
+            raise ConfigurationError(f"{payload.command.name} cannot be pipelined: use request()")
+        async with self._lock:
+            await self._room(operation)
+            pending = self._machine.send(payload, self._loop.time(), timeout=timeout)
+            future = self._register(pending)
+            await self._flush()
+        return asyncio.ensure_future(self._outcome(pending, future, locked=False))
+
+    async def _call_alone(
         self, payload: RequestPayload[Any], timeout: float | None, *, login: bool = False
     ) -> Any:
         async with self._lock:
-            await self._idle.wait()  # a cancelled caller's request may still be in flight
-            self.check()
+            await self._room(None)  # a cancelled caller's request may still be in flight
             now = self._loop.time()
             if login:
                 pending = self._machine.login(payload, now)
             else:
                 pending = self._machine.send(payload, now, timeout=timeout)
-            for attempt in range(_TRANSIENT_RETRIES + 1):
-                future: asyncio.Future[Any] = self._loop.create_future()
-                self._waiter = (pending, future)
-                self._idle.clear()
-                await self._flush()
-                try:
-                    return await future
-                except ServerError as exc:
-                    if exc.code not in _TRANSIENT_CODES or attempt == _TRANSIENT_RETRIES:
-                        raise
-                    logger.debug("%s: transient %s, retrying", pending.command.name, exc)
-                await asyncio.sleep(0.05 * (attempt + 1))
-                await self._idle.wait()
-                self.check()
-                pending = self._machine.retry(pending, self._loop.time())
-            raise AssertionError("unreachable")  # pragma: no cover
+            future = self._register(pending)
+            await self._flush()
+            return await self._outcome(pending, future, locked=True)
+
+    async def _room(self, operation: Operation | None) -> None:
+        """Wait, holding the lock, until the machine takes a request of ``operation`` (None:
+        until nothing is in flight)."""
+        machine = self._machine
+        while True:
+            self.check()
+            if operation is None:
+                if not machine.in_flight:
+                    return
+            elif machine.can_send(operation):
+                return
+            self._progress.clear()
+            await self._progress.wait()
+
+    def _register(self, pending: PendingRequest) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = self._loop.create_future()
+        # the reply may come after its caller went away (cancelled): never warn about it
+        future.add_done_callback(_consume)
+        self._waiters[pending] = future
+        return future
+
+    async def _outcome(
+        self, pending: PendingRequest, future: asyncio.Future[Any], *, locked: bool
+    ) -> Any:
+        """The reply's result, retrying transient rejections with the same request number
+        (``locked``: the caller holds the lock, so nothing can have been sent after it)."""
+        for attempt in range(_TRANSIENT_RETRIES + 1):
+            try:
+                return await future
+            except ServerError as exc:
+                if exc.code not in _TRANSIENT_CODES or attempt == _TRANSIENT_RETRIES:
+                    raise
+                logger.debug("%s: transient %s, retrying", pending.command.name, exc)
+                if locked:
+                    pending, future = await self._resend(pending, attempt)
+                    continue
+                async with self._lock:
+                    if self._machine.queued_after(pending):
+                        raise  # re-sending it would put it behind a later request
+                    pending, future = await self._resend(pending, attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _resend(
+        self, pending: PendingRequest, attempt: int
+    ) -> tuple[PendingRequest, asyncio.Future[Any]]:
+        await asyncio.sleep(0.05 * (attempt + 1))
+        await self._room(None)
+        pending = self._machine.retry(pending, self._loop.time())
+        future = self._register(pending)
+        await self._flush()
+        return pending, future
 
     async def ping(self, timeout: float | None = None) -> None:
         await self.request(Ping(), timeout=timeout)
@@ -265,19 +345,14 @@ class Connection:
     def _resolve(
         self, pending: PendingRequest, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        waiter = self._waiter
-        if waiter is None or waiter[0] is not pending:
+        future = self._waiters.pop(pending, None)
+        if future is None or future.done():
             logger.debug("dropping the reply to %s: nobody waits", pending.command.name)
+        elif error is not None:
+            future.set_exception(error)
         else:
-            self._waiter = None
-            future = waiter[1]
-            if not future.done():
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(result)
-        if self._machine.pending is None:
-            self._idle.set()
+            future.set_result(result)
+        self._progress.set()
         self._wakeup.set()  # the next deadline moved (reply deadline → heartbeat)
 
     def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
@@ -287,10 +362,11 @@ class Connection:
             exc.__cause__ = cause
         self._error = exc
         logger.debug("connection to %s ended: %s", self.address, exc)
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter[1].done():
-            waiter[1].set_exception(exc)
-        self._idle.set()
+        waiters, self._waiters = self._waiters, {}
+        for future in waiters.values():
+            if not future.done():
+                future.set_exception(exc)
+        self._progress.set()
         self._wakeup.set()
         self._stream.abort()
         for callback in list(self.on_lost):

@@ -2,13 +2,20 @@
 
 The consumer polls (``batch_size`` messages per request) only when its local queue is empty,
 rotating over its partitions, and sleeps ``poll_interval`` after a round that found nothing,
-so the local queue is bounded by one poll reply. Each partition starts where ``offset`` says
-(see :func:`streamwire.iggy._options.start_strategy`; ``"next"`` without a name means "only
-what is written from now on"), then the consumer tracks positions and polls
-``Offset(next)``. With ``group=`` it joins (creating the group if ``create_group``), syncs
-its assignment and polls the assigned partitions as a group consumer, syncing again before
-every round of polls and after 5009/5006 refusals or the resync sentinel. ``commit()``
-stores offsets;
+so the local queue is bounded by one poll reply. With ``prefetch`` (and a connection with
+``max_in_flight`` >= 2), a full reply also sends the next ``max_in_flight - 1`` polls at once
+(the partitions next in turn, from the positions full replies would lead to) before its
+messages are built, so that the server works while the client does; a poll sent ahead is
+used only if its partition is still at that position on the same connection when its turn
+comes (else it and those after it are dropped), so the queue holds at most
+``max_in_flight`` replies.
+
+Each partition starts where ``offset`` says (see
+:func:`streamwire.iggy._options.start_strategy`; ``"next"`` without a name means "only what is
+written from now on"), then the consumer tracks positions and polls ``Offset(next)``. With
+``group=`` it joins (creating the group if ``create_group``), syncs its assignment and polls
+the assigned partitions as a group consumer, syncing again before every round of polls and
+after 5009/5006 refusals or the resync sentinel. ``commit()`` stores offsets;
 ``auto_commit_messages``/``auto_commit_interval`` commit automatically and on close;
 ``server_auto_commit`` lets the server store every polled offset. See ``docs/iggy.md``.
 """
@@ -30,7 +37,6 @@ from streamwire.iggy._admin import topic_of
 from streamwire.iggy._connection import Connection
 from streamwire.iggy._options import start_strategy
 from streamwire.iggy.options import ConsumerOptions
-from streamwire.iggy.protocol.batch import verify_messages
 from streamwire.iggy.protocol.errors import (
     ConsumerGroupMemberNotFound,
     ConsumerGroupNameAlreadyExists,
@@ -44,9 +50,14 @@ from streamwire.iggy.protocol.groups import (
     SyncConsumerGroup,
 )
 from streamwire.iggy.protocol.identifiers import Consumer as WireConsumer
-from streamwire.iggy.protocol.identifiers import Identifier
-from streamwire.iggy.protocol.mapping import from_stored
-from streamwire.iggy.protocol.messaging import GetConsumerOffset, PollMessages, StoreConsumerOffset
+from streamwire.iggy.protocol.identifiers import Identifier, PollingStrategy
+from streamwire.iggy.protocol.mapping import received_messages
+from streamwire.iggy.protocol.messaging import (
+    GetConsumerOffset,
+    PolledMessages,
+    PollMessages,
+    StoreConsumerOffset,
+)
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.transport.resources import AsyncStartable
 
@@ -91,6 +102,8 @@ class Consumer(AsyncStartable):
         self._positions: dict[int, int | None] = {}
         self._cursor = 0
         self._ready: deque[Message] = deque()
+        # the poll sent ahead: (connection, partition, position, reply)
+        self._ahead: deque[tuple[Connection, int, int, asyncio.Future[PolledMessages]]] = deque()
         self._last: dict[int, int] = {}
         self._committed: dict[int, int] = {}
         self._uncommitted = 0
@@ -234,7 +247,7 @@ class Consumer(AsyncStartable):
         for i in range(len(parts)):
             partition = parts[(self._cursor + i) % len(parts)]
             try:
-                found = await self._poll(conn, partition)
+                polled = await self._poll(conn, partition)
             except (ConsumerGroupPartitionNotOwned, ConsumerGroupMemberNotFound) as exc:
                 if self.group is None:  # pragma: no cover - only group polls get these
                     raise
@@ -244,40 +257,108 @@ class Consumer(AsyncStartable):
                 else:
                     await self._sync(conn)
                 return False
-            if found:
+            if polled is not None:
                 self._cursor = (self._cursor + i + 1) % len(parts)
+                await self._deliver(conn, partition, *polled)
                 return True
         return False
 
-    async def _poll(self, conn: Connection, partition: int) -> bool:
-        strategy, count = start_strategy(
+    def _poll_request(
+        self, partition: int, strategy: PollingStrategy | None = None
+    ) -> PollMessages:
+        planned, count = start_strategy(
             self.offset, self._positions.get(partition), self.options.batch_size
         )
-        reply = await conn.request(
-            PollMessages(
-                consumer=self._identity,
-                stream=self.stream,
-                topic=self.topic,
-                partition=partition,
-                strategy=strategy,
-                count=count,
-                auto_commit=self.options.server_auto_commit,
-            )
+        strategy = planned if strategy is None else strategy
+        return PollMessages(
+            consumer=self._identity,
+            stream=self.stream,
+            topic=self.topic,
+            partition=partition,
+            strategy=strategy,
+            count=count,
+            auto_commit=self.options.server_auto_commit,
         )
+
+    async def _poll_ahead(self, conn: Connection) -> None:
+        """Send the next polls now, while they may be (see the module notes): up to
+        ``max_in_flight - 1`` of them, each for the partition next in turn and from where the
+        polls before it lead if they come back full."""
+        o = self.options
+        depth = conn.machine.settings.max_in_flight - 1
+        if not o.prefetch or self.group is not None or o.server_auto_commit or depth < 1:
+            return
+        parts = self._partitions
+        while len(self._ahead) < depth:
+            partition = parts[(self._cursor + len(self._ahead)) % len(parts)]
+            position = self._positions.get(partition)
+            if position is None:
+                return
+            position += o.batch_size * sum(1 for a in self._ahead if a[1] == partition)
+            strategy = PollingStrategy.offset(position)
+            try:
+                reply = await conn.submit(self._poll_request(partition, strategy))
+            except StreamwireError as exc:  # the next poll meets it again; this one has data
+                logger.debug("polling %s ahead failed: %s", self.address, exc)
+                return
+            self._ahead.append((conn, partition, position, reply))
+
+    def _take_ahead(
+        self, conn: Connection, partition: int
+    ) -> asyncio.Future[PolledMessages] | None:
+        """The oldest poll sent ahead if it is the one this poll would send; else drop them
+        all (their replies are dropped when they come)."""
+        if not self._ahead:
+            return None
+        sent_on, pid, position, reply = self._ahead[0]
+        if sent_on is conn and pid == partition and self._positions.get(pid) == position:
+            self._ahead.popleft()
+            return reply
+        self._drop_ahead()
+        return None
+
+    def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, deque()
+        for _, _, _, reply in ahead:
+            reply.cancel()
+
+    async def _poll(self, conn: Connection, partition: int) -> tuple[PolledMessages, int] | None:
+        """Poll ``partition`` once: the reply and the count asked for, or ``None`` if
+        nothing came."""
+        ahead = self._take_ahead(conn, partition)
+        request = self._poll_request(partition)
+        if ahead is not None:
+            reply = await ahead
+        else:
+            reply = await conn.request(request)
         if reply.needs_resync:
             await self._sync(conn)
-            return False
-        messages = reply.messages
-        if not messages:
-            return False
-        if self.options.verify_checksums:
-            verify_messages(messages)
-        self._positions[partition] = messages[-1].offset + 1
-        key_header = self.options.key_header
-        self._ready.extend(
-            from_stored(m, stream=self.address, key_header=key_header) for m in messages
-        )
-        return True
+            return None
+        if not reply.messages_count:
+            return None
+        return reply, request.count
+
+    async def _deliver(
+        self, conn: Connection, partition: int, reply: PolledMessages, asked: int
+    ) -> None:
+        """Queue a reply's messages. After a full reply, the next poll is sent first, so
+        that the server works on it while the messages are built (checksums, objects)."""
+        before = self._positions.get(partition)
+        self._positions[partition] = reply.frames[-1][0] + 1  # the last message's offset
+        try:
+            if reply.messages_count >= asked:
+                await self._poll_ahead(conn)
+            messages = received_messages(
+                reply,
+                stream=self.address,
+                key_header=self.options.key_header,
+                verify=self.options.verify_checksums,
+            )
+        except BaseException:  # nothing was queued: poll these again
+            self._positions[partition] = before
+            self._drop_ahead()
+            raise
+        self._ready.extend(messages)
 
     async def _handed_out(self, messages: list[Message]) -> None:
         for msg in messages:
@@ -365,6 +446,7 @@ class Consumer(AsyncStartable):
         if self._closed:
             return
         self._closed = True
+        self._drop_ahead()
         conn, self._conn = self._conn, None
         try:
             if conn is not None and conn.is_open:

@@ -54,6 +54,12 @@ class ConsumerOptions:
     create_group: bool = True
     key_header: str | None = KEY_HEADER
     ack: AckLevel = AckLevel.QUORUM
+    prefetch: bool = True
+    """After a full poll reply, send the next ``max_in_flight - 1`` polls at once (while
+    this reply's messages are built and processed) when the connection allows more than one
+    request in flight. Only for a consumer that is not in a group and without
+    ``server_auto_commit`` (the server would store the offsets of messages not handed out
+    yet). The local queue then holds up to ``max_in_flight`` replies."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

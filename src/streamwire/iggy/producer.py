@@ -44,11 +44,11 @@ from streamwire.errors import (
 from streamwire.iggy._admin import topic_of
 from streamwire.iggy._connection import Connection
 from streamwire.iggy.options import ProducerOptions
-from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_id
+from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_ids
 from streamwire.iggy.protocol.errors import TopicNameNotFound
 from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
-from streamwire.iggy.protocol.messaging import SendMessages
+from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
 
@@ -79,8 +79,10 @@ class Producer(AsyncStartable):
         self._sticky = 0  # keyless messages routed to the current partition so far
         self._buffer: deque[_Entry] = deque()
         self._buffer_bytes = 0
-        self._inflight: list[_Entry] = []
+        # batches sent and awaiting their replies (up to the connection's max_in_flight)
+        self._inflight: dict[asyncio.Future[SendConfirmations], tuple[list[_Entry], int]] = {}
         self._room = asyncio.Event()
+        self._window = asyncio.Event()  # a batch in flight was answered
         self._work = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -128,7 +130,7 @@ class Producer(AsyncStartable):
     @property
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
-        return len(self._buffer) + len(self._inflight)
+        return len(self._buffer) + sum(len(b) for b, _ in self._inflight.values())
 
     # --- sending -------------------------------------------------------------------------
 
@@ -268,18 +270,30 @@ class Producer(AsyncStartable):
     ) -> list[asyncio.Future[Confirmation]]:
         """``send_batch`` of plain ``bytes``: no key, no headers, so the frames are built
         straight from the bodies (what ``to_outgoing(Message(value))`` makes), with one
-        origin time for the call."""
+        origin time for the call and the ids drawn at once."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
-        futures = []
-        for value in values:
+        ids = random_message_ids(len(values))
+        create_future = self._loop.create_future
+        new_frame = tuple.__new__  # OutgoingMessage(id, value, now) without its __new__
+        futures: list[asyncio.Future[Confirmation]] = []
+        append = futures.append
+        for value, msg_id in zip(values, ids, strict=True):
             route = self._balanced() if fixed is None else fixed
-            frame = OutgoingMessage(id=random_message_id(), payload=value, origin_timestamp=now)
             size = len(value) + 48
             if self._full(size):
+                if futures:
+                    self._idle.clear()
                 self._work.set()
                 await self._wait_for_room(size, timeout)
-            futures.append(self._accept(route, frame, size))
+            future: asyncio.Future[Confirmation] = create_future()
+            frame = new_frame(OutgoingMessage, (msg_id, value, now, b""))
+            self._buffer.append((route, frame, future, size))
+            self._buffer_bytes += size
+            append(future)
+        if futures:
+            self._idle.clear()
+            self._work.set()
         return futures
 
     async def flush(self, timeout: float | None = None) -> None:
@@ -306,16 +320,23 @@ class Producer(AsyncStartable):
             await self._work.wait()
             if not self._buffer:
                 self._work.clear()
-                self._idle.set()
+                self._settle()
                 continue
             o = self.options
             if o.linger and len(self._buffer) < o.max_batch_messages:
                 await asyncio.sleep(o.linger)
+            limit = self._client.settings.max_in_flight
+            while len(self._inflight) >= limit:  # wait here, not on the connection: if it
+                self._window.clear()  # is lost meanwhile, the next batch goes over a new one
+                await self._window.wait()
             batch, partition = self._take_batch()
             self._room.set()
             await self._send(batch, partition)
-            if not self._buffer:
-                self._idle.set()
+            self._settle()
+
+    def _settle(self) -> None:
+        if not self._buffer and not self._inflight:
+            self._idle.set()
 
     def _take_batch(self) -> tuple[list[_Entry], int]:
         """The oldest queued messages of the first queued message's partition, in order,
@@ -346,7 +367,8 @@ class Producer(AsyncStartable):
         return taken, route
 
     async def _send(self, batch: list[_Entry], partition: int) -> None:
-        self._inflight = batch
+        """Send one batch; its reply resolves the futures later (:meth:`_confirmed`), so the
+        next batch can go out meanwhile (the connection's ``max_in_flight``)."""
         try:
             request = SendMessages(
                 stream=self.stream,
@@ -356,7 +378,7 @@ class Producer(AsyncStartable):
                 batch=encode_batch([e[1] for e in batch]),
             )
             conn = await self._connection()
-            reply = await conn.request(request)
+            reply = await conn.submit(request)
         except asyncio.CancelledError:
             self._fail_entries(batch, ClosedError(f"producer for {self.address!r} closed"))
             raise
@@ -364,8 +386,24 @@ class Producer(AsyncStartable):
             logger.debug("send to %s partition %d failed: %s", self.address, partition, exc)
             self._fail_entries(batch, exc)
             return
+        self._inflight[reply] = (batch, partition)
+        reply.add_done_callback(self._confirmed)
+
+    def _confirmed(self, reply: asyncio.Future[SendConfirmations]) -> None:
+        batch, partition = self._inflight.pop(reply)
+        self._window.set()
+        try:
+            if reply.cancelled():
+                self._fail_entries(batch, ClosedError(f"producer for {self.address!r} closed"))
+            elif (exc := reply.exception()) is not None:
+                logger.debug("send to %s partition %d failed: %s", self.address, partition, exc)
+                self._fail_entries(batch, exc)
+            else:
+                self._resolve(batch, partition, reply.result())
         finally:
-            self._inflight = []
+            self._settle()
+
+    def _resolve(self, batch: list[_Entry], partition: int, reply: SendConfirmations) -> None:
         base = None
         for confirmation in reply.confirmations:
             if confirmation.partition_id == partition:
@@ -413,4 +451,6 @@ class Producer(AsyncStartable):
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
+            if self._inflight:  # their replies are settled once the connection is closed
+                await asyncio.gather(*self._inflight, return_exceptions=True)
             self._client._forget(self)

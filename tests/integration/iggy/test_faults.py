@@ -93,21 +93,25 @@ async def test_cut_with_a_batch_in_flight(
     lost = failures(around)
     assert lost, "the batch in flight at the cut should have failed"
     assert all(isinstance(e, TransportError) for e in lost), lost[:3]
-    assert len(lost) <= 100  # one batch: the rest went over the new connection
+    # the batches in flight (up to max_in_flight of 100): the rest went over the new connection
+    assert len(lost) <= 100 * pc.settings.max_in_flight
     assert not failures(after)
     assert proxy.connections_made >= 3  # management, producer, producer again
     assert_readable(await stored(client), confirmed(before + around + after))
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["lock-step", "prefetch"])
 async def test_cut_mid_poll_resumes_after_the_last_message_and_the_commit(
-    client: iggy.Client, double: IggyDouble, proxy: FaultProxy
+    client: iggy.Client, double: IggyDouble, proxy: FaultProxy, prefetch: bool
 ) -> None:
     await client.create_stream(ADDRESS)
     await client.send(ADDRESS, values("m", 1000))
     leaks = LeakCheck()
     pc = await via(proxy, timeout=5, request_timeout=5, reconnect=REDIAL)
     try:
-        async with pc.consumer(ADDRESS, name="reader", offset="first", batch_size=100) as c:
+        async with pc.consumer(
+            ADDRESS, name="reader", offset="first", batch_size=100, prefetch=prefetch
+        ) as c:
             got = []
             for _ in range(3):
                 got += await c.next_batch(100, timeout=SLACK)
@@ -121,8 +125,17 @@ async def test_cut_mid_poll_resumes_after_the_last_message_and_the_commit(
             )
             assert proxy.cut() >= 1
             proxy.latency = 0.0
-            with pytest.raises(TransportError):
-                await polling  # the poll whose reply was lost: a typed error
+
+            async def up_to_the_lost_poll() -> None:
+                got.extend(await polling)
+                # with prefetch, the call above took a reply polled ahead, and the replies
+                # that came back before the cut are handed out before the lost one fails
+                assert prefetch, "the poll in flight should have failed this call"
+                for _ in range(pc.settings.max_in_flight):
+                    got.extend(await c.next_batch(100, timeout=SLACK))
+
+            with pytest.raises(TransportError):  # the poll whose reply was lost: a typed error
+                await up_to_the_lost_poll()
             while len(got) < 1000:
                 batch = await c.next_batch(500, timeout=SLACK)  # re-dials, polls Offset(300)
                 assert batch, f"stalled after {len(got)} messages"

@@ -14,12 +14,12 @@ import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.checksums import xxh3_64
 from streamwire.codec.reader import Reader
-from streamwire.errors import ChecksumMismatchError, LocalProtocolError
+from streamwire.errors import ChecksumMismatchError, DecodeError, LocalProtocolError
 from streamwire.iggy.protocol.constants import U32_MAX
 
 __all__ = (
@@ -28,14 +28,19 @@ __all__ = (
     "MAX_PAYLOAD_BYTES",
     "BatchHeader",
     "OutgoingMessage",
+    "FrameRef",
     "StoredMessage",
     "batch_checksum",
     "decode_batch",
     "decode_batches",
     "encode_batch",
     "encode_record",
+    "frame_checksum_ok",
+    "locate_frames",
     "random_message_id",
+    "random_message_ids",
     "restamp_batch",
+    "stored_messages",
     "verify_messages",
 )
 
@@ -65,16 +70,37 @@ def random_message_id(randbytes: Callable[[int], bytes] = os.urandom) -> int:
     return int.from_bytes(raw, "little")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutgoingMessage:
+_VERSION_4: Final = bytes((b & 0x0F) | 0x40 for b in range(256))
+_RFC_4122: Final = bytes((b & 0x3F) | 0x80 for b in range(256))
+
+
+def random_message_ids(count: int, randbytes: Callable[[int], bytes] = os.urandom) -> list[int]:
+    """``count`` ids as :func:`random_message_id` mints them, from one draw of random
+    bytes."""
+    raw = bytearray(randbytes(16 * count))
+    raw[6::16] = raw[6::16].translate(_VERSION_4)
+    raw[8::16] = raw[8::16].translate(_RFC_4122)
+    halves = struct.unpack(f"<{2 * count}Q", raw)
+    return [lo | hi << 64 for lo, hi in zip(halves[::2], halves[1::2], strict=True)]
+
+
+class OutgoingMessage(NamedTuple):
     """One message to encode. ``id`` must be non-zero (mint one with
-    :func:`random_message_id`); ``user_headers`` is an encoded TLV block."""
+    :func:`random_message_id`); ``user_headers`` is an encoded TLV block. (A named tuple:
+    the producer builds one per message.)"""
 
     id: int
-    payload: bytes = field(repr=False)
+    payload: bytes
     origin_timestamp: int
     """Microseconds since the epoch, taken when the message was created."""
-    user_headers: bytes = field(default=b"", repr=False)
+    user_headers: bytes = b""
+
+    def __repr__(self) -> str:
+        return (
+            f"OutgoingMessage(id={self.id:#x}, payload=<{len(self.payload)} bytes>,"
+            f" origin_timestamp={self.origin_timestamp},"
+            f" user_headers=<{len(self.user_headers)} bytes>)"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,33 +165,46 @@ def encode_batch(messages: Sequence[OutgoingMessage]) -> bytes:
     if not messages:
         raise LocalProtocolError("a batch needs at least one message")
     origin = min(m.origin_timestamp for m in messages)
-    frames: list[bytes] = []
+    head = FRAME_HEADER_SIZE
+    size = BATCH_HEADER_SIZE + head * len(messages)
+    size += sum(len(m.payload) + len(m.user_headers) for m in messages)
+    out = bytearray(size)
+    view = memoryview(out)
+    pack_frame, pack_u64 = _FRAME.pack_into, _U64.pack_into
     checksums: list[int] = []
-    for delta, m in enumerate(messages):
-        if not 0 < m.id < 1 << 128:
-            raise LocalProtocolError(f"message id {m.id} must be in [1, 2**128)")
-        if not 1 <= len(m.payload) <= MAX_PAYLOAD_BYTES:
+    at = BATCH_HEADER_SIZE
+    for delta, (msg_id, payload, origin_ts, headers) in enumerate(messages):
+        if not 0 < msg_id < 1 << 128:
+            raise LocalProtocolError(f"message id {msg_id} must be in [1, 2**128)")
+        p_len = len(payload)
+        if not 1 <= p_len <= MAX_PAYLOAD_BYTES:
             raise LocalProtocolError(f"a payload must be 1..{MAX_PAYLOAD_BYTES} bytes")
-        ts_delta = m.origin_timestamp - origin
+        ts_delta = origin_ts - origin
         if ts_delta > U32_MAX:
             raise LocalProtocolError("messages of one batch must span under 2**32 µs")
-        head = _FRAME.pack(
-            0, m.id & _MASK64, m.id >> 64, delta, ts_delta, len(m.user_headers), len(m.payload), 0
-        )
-        checksum = xxh3_64(b"".join((head[8:], m.payload, m.user_headers)))
+        h_len = len(headers)
+        pack_frame(out, at, 0, msg_id & _MASK64, msg_id >> 64, delta, ts_delta, h_len, p_len, 0)
+        p_at = at + head
+        out[p_at : p_at + p_len] = payload
+        end = p_at + p_len + h_len
+        if h_len:
+            out[p_at + p_len : end] = headers
+        checksum = xxh3_64(view[at + 8 : end])
+        pack_u64(out, at, checksum)
         checksums.append(checksum)
-        frames.append(_U64.pack(checksum) + head[8:] + m.payload + m.user_headers)
-    length = BATCH_HEADER_SIZE + sum(len(f) for f in frames)
+        at = end
     header = BatchHeader(
         partition_id=0,
         base_offset=0,
         base_timestamp=0,
         origin_timestamp=origin,
-        batch_length=length,
+        batch_length=size,
         batch_checksum=0,
         message_count=len(messages),
     )
-    return _encode_header(header, batch_checksum(header, checksums)) + b"".join(frames)
+    view.release()
+    out[:BATCH_HEADER_SIZE] = _encode_header(header, batch_checksum(header, checksums))
+    return bytes(out)
 
 
 def _encode_header(header: BatchHeader, checksum: int) -> bytes:
@@ -251,40 +290,116 @@ def _read_header(r: Reader) -> BatchHeader:
     )
 
 
-def _read_record(r: Reader) -> tuple[BatchHeader, list[StoredMessage]]:
-    start = r.pos
-    header = _read_header(r)
-    if not BATCH_HEADER_SIZE <= header.batch_length <= r.remaining + BATCH_HEADER_SIZE:
-        raise r.error(f"batch length {header.batch_length}", start + 32)
-    body = r.sub(header.batch_length - BATCH_HEADER_SIZE, "batch frames")
-    if header.message_count * FRAME_HEADER_SIZE > body.remaining:
-        raise r.error(f"batch of {header.message_count} messages", start + 48)
-    messages: list[StoredMessage] = []
-    for _ in range(header.message_count):
-        pos = body.pos
-        (checksum, id_lo, id_hi, o_delta, t_delta, h_len, p_len, reserved) = _FRAME.unpack(
-            body.view(_FRAME.size)
-        )
-        if reserved:
-            raise body.error("non-zero reserved bytes in a message frame", pos + 40)
-        payload = body.bytes(p_len)
-        headers = body.bytes(h_len)
-        messages.append(
-            StoredMessage(
-                offset=header.base_offset + o_delta,
-                timestamp=header.base_timestamp,
-                origin_timestamp=header.origin_timestamp + t_delta,
-                id=id_lo | (id_hi << 64),
-                checksum=checksum,
-                payload=payload,
-                user_headers=headers,
-                partition_id=header.partition_id,
-                offset_delta=o_delta,
-                timestamp_delta=t_delta,
+FrameRef = tuple[int, int, int, int, int, int, int, int, int, int, int]
+"""Where one message frame lies in a buffer of batch records, and its decoded fields:
+``(offset, timestamp, origin_timestamp, id, checksum, start, payload_end, end,
+partition_id, offset_delta, timestamp_delta)``. The frame is ``buf[start:end]``, its payload
+``buf[start + 48:payload_end]``, its user headers ``buf[payload_end:end]``; the checksum
+covers ``buf[start + 8:end]``."""
+
+
+def locate_frames(
+    buf: bytes, start: int = 0, end: int | None = None, *, frame: str = "batch records"
+) -> list[FrameRef]:
+    """Check the structure of the batch records in ``buf[start:end]`` and locate every
+    message frame (one tuple each, no checksum work). Raises :class:`DecodeError` (offsets
+    into ``buf``) for a truncated or inconsistent record."""
+    stop_all = len(buf) if end is None else min(end, len(buf))
+    out: list[FrameRef] = []
+    append = out.append
+    unpack_frame = _FRAME.unpack_from
+    head = FRAME_HEADER_SIZE
+    pos = start
+    while pos < stop_all:
+        if stop_all - pos < BATCH_HEADER_SIZE:
+            raise DecodeError(
+                f"batch header: need 256 bytes, {stop_all - pos} left", pos, frame=frame
             )
+        pid, base, base_ts, origin, length, _, count = _BATCH.unpack_from(buf, pos)
+        if any(buf[pos + _BATCH.size : pos + BATCH_HEADER_SIZE]):
+            raise DecodeError("non-zero reserved bytes in a batch header", pos + 52, frame=frame)
+        if not BATCH_HEADER_SIZE <= length <= stop_all - pos:
+            raise DecodeError(f"batch length {length}", pos + 32, frame=frame)
+        stop = pos + length
+        if count * head > length - BATCH_HEADER_SIZE:
+            raise DecodeError(f"batch of {count} messages", pos + 48, frame=frame)
+        at = pos + BATCH_HEADER_SIZE
+        for _ in range(count):
+            if stop - at < head:
+                raise DecodeError(
+                    f"message frame: need 48 bytes, {stop - at} left", at, frame=frame
+                )
+            checksum, lo, hi, o_delta, t_delta, h_len, p_len, reserved = unpack_frame(buf, at)
+            if reserved:
+                raise DecodeError(
+                    "non-zero reserved bytes in a message frame", at + 40, frame=frame
+                )
+            p_end = at + head + p_len
+            f_end = p_end + h_len
+            if f_end > stop:
+                raise DecodeError(
+                    f"message frame of {head + p_len + h_len} bytes, {stop - at} left",
+                    at,
+                    frame=frame,
+                )
+            append(
+                (
+                    base + o_delta,
+                    base_ts,
+                    origin + t_delta,
+                    lo | hi << 64,
+                    checksum,
+                    at,
+                    p_end,
+                    f_end,
+                    pid,
+                    o_delta,
+                    t_delta,
+                )
+            )
+            at = f_end
+        if at != stop:
+            raise DecodeError(f"{stop - at} trailing bytes", at, frame=frame)
+        pos = stop
+    return out
+
+
+def frame_checksum_ok(view: memoryview, ref: FrameRef) -> bool:
+    """Does the located frame's stored checksum match its bytes? (``view`` over the buffer
+    :func:`locate_frames` walked.)"""
+    return xxh3_64(view[ref[5] + 8 : ref[7]]) == ref[4]
+
+
+def stored_messages(buf: bytes, refs: Sequence[FrameRef]) -> list[StoredMessage]:
+    """The located frames as :class:`StoredMessage` objects."""
+    head = FRAME_HEADER_SIZE
+    return [
+        StoredMessage(
+            offset=offset,
+            timestamp=timestamp,
+            origin_timestamp=origin,
+            id=msg_id,
+            checksum=checksum,
+            payload=buf[at + head : p_end],
+            user_headers=buf[p_end:f_end],
+            partition_id=pid,
+            offset_delta=o_delta,
+            timestamp_delta=t_delta,
         )
-    body.expect_end()
-    return header, messages
+        for (
+            offset,
+            timestamp,
+            origin,
+            msg_id,
+            checksum,
+            at,
+            p_end,
+            f_end,
+            pid,
+            o_delta,
+            t_delta,
+        ) in refs
+    ]
 
 
 def decode_batch(
@@ -292,9 +407,13 @@ def decode_batch(
 ) -> tuple[BatchHeader, list[StoredMessage]]:
     """Decode exactly one batch (a SendMessages batch section). With ``verify`` every
     message checksum and the batch checksum are checked (:class:`ChecksumMismatchError`)."""
-    r = Reader(data, frame="message batch")
-    header, messages = _read_record(r)
-    r.expect_end()
+    buf = data if isinstance(data, bytes) else bytes(data)
+    header = _read_header(Reader(buf, frame="message batch"))
+    if header.batch_length != len(buf):
+        raise DecodeError(
+            f"batch length {header.batch_length} in {len(buf)} bytes", 32, frame="message batch"
+        )
+    messages = stored_messages(buf, locate_frames(buf, frame="message batch"))
     if verify:
         verify_messages(messages)
         expected = batch_checksum(header, [m.checksum for m in messages])
@@ -305,10 +424,13 @@ def decode_batch(
 
 def decode_batches(r: Reader) -> list[StoredMessage]:
     """Walk batch records until the reader's end (a poll reply's tail)."""
-    out: list[StoredMessage] = []
-    while not r.at_end():
-        out.extend(_read_record(r)[1])
-    return out
+    start = r.pos
+    buf = bytes(r.rest())
+    try:
+        refs = locate_frames(buf)
+    except DecodeError as exc:
+        raise r.error(exc.what, start + (exc.offset or 0)) from None
+    return stored_messages(buf, refs)
 
 
 def verify_messages(messages: Sequence[StoredMessage]) -> None:

@@ -121,6 +121,13 @@ class Operation(IntEnum):
         )
 
     @property
+    def pipelinable(self) -> bool:
+        """Whether a request may share the connection with others in flight: reads, Ping
+        and SendMessages. The rest (login, logout, metadata and consumer-offset writes) go
+        alone, so that a transient rejection can be retried with its number (§2.5, §2.8)."""
+        return self in (Operation.NON_REPLICATED, Operation.SEND_MESSAGES)
+
+    @property
     def stamps_checksum(self) -> bool:
         """The released SDK stamps ``request_checksum`` for Register, Logout and metadata ops."""
         return self.is_metadata or self in (Operation.REGISTER, Operation.LOGOUT)

@@ -7,7 +7,12 @@ takes ``now``, seconds on any monotonic scale) and performs no I/O. Bytes to wri
 
 Rules it implements (protocol notes §2.4–§2.8):
 
-* strictly one request in flight (the server cannot correlate replies to reads);
+* replies come back in request order (the server handles a connection's requests one at a
+  time, FIFO, §2.8), so they are matched to requests first in, first out. By default one
+  request is in flight; ``max_in_flight`` > 1 lets reads, Ping and SendMessages pipeline
+  (each reply is still checked against the oldest request's operation and number). Login,
+  logout, metadata and consumer-offset writes always go alone, and only they are retried
+  after a transient rejection, with the same number;
 * a login mints a new random client id and resets the request counter to 1; the Register
   request carries request 0 and session 0;
 * replicated requests (metadata ops, Logout, SendMessages, consumer-offset writes) take the
@@ -21,6 +26,7 @@ Rules it implements (protocol notes §2.4–§2.8):
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -80,8 +86,13 @@ class MachineSettings:
     max_frame_size: int = MAX_FRAME_SIZE
     stamp_checksums: bool = True
     """Stamp request_checksum on Register, Logout and metadata requests."""
+    max_in_flight: int = 1
+    """Requests that may await their replies at once (reads, Ping and SendMessages only;
+    1 = strictly lock-step, as the official SDKs)."""
 
     def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ConfigurationError("max_in_flight must be >= 1")
         if not self.request_timeout > 0:
             raise ConfigurationError("request_timeout must be positive")
         if self.heartbeat_interval is not None and not self.heartbeat_interval > 0:
@@ -100,6 +111,8 @@ class PendingRequest:
     deadline: float
     frame: bytes = field(repr=False)
     attempts: int = 1
+    seq: int = 0
+    """Position in the connection's sending order (retries get a new one)."""
 
 
 class IggyConnection:
@@ -122,7 +135,8 @@ class IggyConnection:
         self.next_request = 1
         self._frames = FrameAccumulator(IGGY_HEADER, max_frame_size=self.settings.max_frame_size)
         self._out: list[bytes] = []
-        self._pending: PendingRequest | None = None
+        self._pending: deque[PendingRequest] = deque()
+        self._queued = 0
         self._error: StreamwireError | None = None
         self._last_activity = 0.0
 
@@ -130,7 +144,28 @@ class IggyConnection:
 
     @property
     def pending(self) -> PendingRequest | None:
-        return self._pending
+        """The oldest request awaiting its reply."""
+        return self._pending[0] if self._pending else None
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests await their replies."""
+        return len(self._pending)
+
+    def can_send(self, operation: Operation) -> bool:
+        """Would a request of ``operation`` be accepted now (see the module notes)?"""
+        pending = self._pending
+        if not pending:
+            return True
+        return (
+            len(pending) < self.settings.max_in_flight
+            and operation.pipelinable
+            and pending[-1].operation.pipelinable
+        )
+
+    def queued_after(self, request: PendingRequest) -> bool:
+        """Was anything queued after ``request``? (Then re-sending it would reorder.)"""
+        return self._queued != request.seq
 
     @property
     def error(self) -> StreamwireError | None:
@@ -159,7 +194,7 @@ class IggyConnection:
         self._check_usable()
         if payload.command not in _LOGIN_CODES:
             raise ConfigurationError(f"{type(payload).__name__} is not a login request")
-        if self.state is ConnectionState.REGISTERING or self._pending is not None:
+        if self.state is ConnectionState.REGISTERING or self._pending:
             raise BusyError("another request is in flight")
         self.client_id = random_message_id(self._random)
         self.session = 0
@@ -174,12 +209,14 @@ class IggyConnection:
         request awaits its reply and :class:`ClientStateError` before login (only Ping may
         be sent then)."""
         self._check_usable()
-        if self._pending is not None:
-            raise BusyError("another request is in flight (Iggy is one request at a time)")
         spec = COMMANDS[payload.command]
         operation = spec.operation
         if operation is None or operation is Operation.REGISTER:
             raise ConfigurationError(f"{payload.command.name} cannot be sent with send()")
+        if not self.can_send(operation):
+            raise BusyError(
+                f"cannot send {payload.command.name} with {len(self._pending)} request(s) in flight"
+            )
         if self.state is not ConnectionState.READY and payload.command is not Command.PING:
             raise ClientStateError(f"not logged in: cannot send {payload.command.name}")
         if operation.is_replicated:
@@ -217,18 +254,25 @@ class IggyConnection:
             sent_at=now,
             deadline=now + wait,
             frame=frame,
+            seq=self._next_seq(),
         )
         self._out.append(frame)
-        self._pending = pending
+        self._pending.append(pending)
         self._last_activity = now
         return pending
+
+    def _next_seq(self) -> int:
+        self._queued += 1
+        return self._queued
 
     def retry(self, pending: PendingRequest, now: float) -> PendingRequest:
         """Send the identical frame again (same request number), e.g. after a transient
         57/58 rejection, so that the server can deduplicate it."""
         self._check_usable()
-        if self._pending is not None:
+        if self._pending:
             raise BusyError("another request is in flight")
+        if self.queued_after(pending):
+            raise BusyError("a later request was sent: re-sending this one would reorder them")
         again = PendingRequest(
             payload=pending.payload,
             command=pending.command,
@@ -238,11 +282,12 @@ class IggyConnection:
             deadline=now + (pending.deadline - pending.sent_at),
             frame=pending.frame,
             attempts=pending.attempts + 1,
+            seq=self._next_seq(),
         )
         if again.operation is Operation.REGISTER:
             self.state = ConnectionState.REGISTERING
         self._out.append(again.frame)
-        self._pending = again
+        self._pending.append(again)
         self._last_activity = now
         return again
 
@@ -252,8 +297,8 @@ class IggyConnection:
         """When :meth:`advance_time` next has something to do."""
         if self.state in (ConnectionState.FAILED, ConnectionState.CLOSED):
             return None
-        if self._pending is not None:
-            return self._pending.deadline
+        if self._pending:
+            return min(p.deadline for p in self._pending)
         interval = self.settings.heartbeat_interval
         if interval is None or self.state is not ConnectionState.READY:
             return None
@@ -263,13 +308,14 @@ class IggyConnection:
         """Report a reply deadline that passed, or that a heartbeat Ping is due."""
         if self.state in (ConnectionState.FAILED, ConnectionState.CLOSED):
             return []
-        pending = self._pending
-        if pending is not None:
-            if now < pending.deadline:
+        if self._pending:
+            late = [p for p in self._pending if now >= p.deadline]
+            if not late:
                 return []
+            pending = late[0]
             waited = now - pending.sent_at
             self._fail(RequestTimeout(f"no reply to {pending.command.name} within {waited:.3g} s"))
-            self._pending = None
+            self._pending.clear()
             return [ev.ReplyTimedOut(pending, waited)]
         interval = self.settings.heartbeat_interval
         if (
@@ -291,7 +337,7 @@ class IggyConnection:
         if not data:
             if self.state is not ConnectionState.CLOSED:
                 self._fail(ConnectionClosed("the Iggy server closed the connection"))
-            self._pending = None
+            self._pending.clear()
             events.append(ev.ConnectionClosedByPeer())
             return events
         self._frames.feed(data)
@@ -304,7 +350,7 @@ class IggyConnection:
                 self._reply(decoded, events)
         except RemoteProtocolError as exc:
             self._fail(exc)
-            self._pending = None
+            self._pending.clear()
             events.append(ev.ProtocolFailed(exc))
         return events
 
@@ -315,15 +361,14 @@ class IggyConnection:
             server_version_min=frame.server_version_min,
         )
         self._fail(error)
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            events.append(ev.RequestFailed(pending, error))
+        pending, self._pending = self._pending, deque()
+        events.extend(ev.RequestFailed(p, error) for p in pending)
         events.append(ev.Evicted(frame.reason, error))
 
     def _reply(self, reply: Reply, events: list[ev.Event]) -> None:
-        pending = self._pending
-        if pending is None:
+        if not self._pending:
             raise RemoteProtocolError(f"a reply (request {reply.request}) nobody asked for")
+        pending = self._pending[0]
         if reply.operation != pending.operation or reply.request != pending.request:
             raise RemoteProtocolError(
                 f"reply to operation {reply.operation} request {reply.request}, expected"
@@ -331,7 +376,7 @@ class IggyConnection:
             )
         if reply.client not in (0, self.client_id):
             raise RemoteProtocolError(f"reply for client {reply.client:#x}, not ours")
-        self._pending = None
+        self._pending.popleft()
         if reply.status:
             self._rejected(pending, reply.status, events)
             return
@@ -387,4 +432,4 @@ class IggyConnection:
         """Mark the connection closed locally; later calls raise :class:`ClosedError`."""
         if self.state is not ConnectionState.FAILED:
             self.state = ConnectionState.CLOSED
-        self._pending = None
+        self._pending.clear()

@@ -19,14 +19,20 @@ import os
 from collections.abc import Callable
 from typing import Final
 
-from streamwire.codec.checksums import xxh32
+from streamwire.codec.checksums import xxh3_64, xxh32
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
-from streamwire.errors import ConfigurationError
-from streamwire.iggy.protocol.batch import OutgoingMessage, StoredMessage, random_message_id
+from streamwire.errors import ChecksumMismatchError, ConfigurationError
+from streamwire.iggy.protocol.batch import (
+    FRAME_HEADER_SIZE,
+    OutgoingMessage,
+    StoredMessage,
+    random_message_id,
+)
+from streamwire.iggy.protocol.messaging import PolledMessages
 from streamwire.iggy.protocol.tlv import decode_user_headers, encode_user_headers
 
-__all__ = ("KEY_HEADER", "from_stored", "key_partition", "to_outgoing")
+__all__ = ("KEY_HEADER", "from_stored", "key_partition", "received_messages", "to_outgoing")
 
 KEY_HEADER: Final = "streamwire.key"
 
@@ -59,17 +65,25 @@ def to_outgoing(
     )
 
 
-def from_stored(
-    stored: StoredMessage, *, stream: str, key_header: str | None = KEY_HEADER
-) -> Message:
-    """A received :class:`Message` (offset, partition, broker timestamp, id, headers, key)."""
-    headers = decode_user_headers(stored.user_headers) if stored.user_headers else {}
+def _headers_and_key(
+    raw: bytes, key_header: str | None
+) -> tuple[dict[str, HeaderValue], bytes | None]:
+    """Decoded user headers, with the key header (if any) lifted out as the key."""
+    headers = decode_user_headers(raw) if raw else {}
     key = None
     if key_header is not None:
         value = headers.get(key_header)
         if value is not None and value.kind is HeaderKind.RAW:
             del headers[key_header]
             key = value.as_bytes()
+    return headers, key
+
+
+def from_stored(
+    stored: StoredMessage, *, stream: str, key_header: str | None = KEY_HEADER
+) -> Message:
+    """A received :class:`Message` (offset, partition, broker timestamp, id, headers, key)."""
+    headers, key = _headers_and_key(stored.user_headers, key_header)
     return Message.received(
         stored.payload,
         key=key,
@@ -80,3 +94,45 @@ def from_stored(
         partition=stored.partition_id,
         id=stored.id,
     )
+
+
+def received_messages(
+    polled: PolledMessages,
+    *,
+    stream: str,
+    key_header: str | None = KEY_HEADER,
+    verify: bool = True,
+) -> list[Message]:
+    """A poll reply's messages as received :class:`Message` objects, straight from its
+    records (what :func:`from_stored` makes of each of ``polled.messages``). With
+    ``verify``, a frame whose XXH3-64 checksum does not match raises
+    :class:`ChecksumMismatchError` and nothing is returned."""
+    buf = polled.records
+    view = memoryview(buf)
+    head = FRAME_HEADER_SIZE
+    received = Message.received
+    out: list[Message] = []
+    append = out.append
+    for ref in polled.frames:
+        offset, timestamp, _, msg_id, checksum, at, p_end, f_end, pid, _, _ = ref
+        if verify and xxh3_64(view[at + 8 : f_end]) != checksum:
+            actual = xxh3_64(view[at + 8 : f_end])
+            raise ChecksumMismatchError(f"message at offset {offset}", checksum, actual)
+        if p_end == f_end:
+            headers: dict[str, HeaderValue] = {}
+            key = None
+        else:
+            headers, key = _headers_and_key(buf[p_end:f_end], key_header)
+        append(
+            received(
+                buf[at + head : p_end],
+                key=key,
+                headers=headers,
+                timestamp_us=timestamp,
+                offset=offset,
+                stream=stream,
+                partition=pid,
+                id=msg_id,
+            )
+        )
+    return out

@@ -16,6 +16,7 @@ from typing import ClassVar, Final
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
+from streamwire.errors import DecodeError
 from streamwire.iggy.protocol._wire import (
     BOOL,
     U8,
@@ -27,7 +28,12 @@ from streamwire.iggy.protocol._wire import (
     RequestPayload,
     wire,
 )
-from streamwire.iggy.protocol.batch import StoredMessage, decode_batches
+from streamwire.iggy.protocol.batch import (
+    FrameRef,
+    StoredMessage,
+    locate_frames,
+    stored_messages,
+)
 from streamwire.iggy.protocol.constants import U32_MAX, AckLevel, Command
 from streamwire.iggy.protocol.identifiers import (
     CONSUMER,
@@ -125,13 +131,17 @@ class SendMessages(RequestPayload[SendConfirmations]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PolledMessages(Payload):
-    """Poll reply. ``messages`` holds the decoded messages (absolute offsets)."""
+    """Poll reply. ``records`` holds the batch records as received and ``frames`` where each
+    message lies in them (checked for structure when the reply is decoded, so a malformed
+    reply fails the connection); :attr:`messages` decodes them into objects on demand, and
+    :func:`streamwire.iggy.protocol.mapping.received_messages` straight into
+    :class:`~streamwire.codec.message.Message` objects."""
 
     partition_id: int
     current_offset: int
     messages_count: int
     records: bytes = field(default=b"", repr=False)
-    messages: tuple[StoredMessage, ...] = field(default=(), compare=False, repr=False)
+    frames: Sequence[FrameRef] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def build(
@@ -139,14 +149,19 @@ class PolledMessages(Payload):
     ) -> PolledMessages:
         """A reply over stored batch records (server side)."""
         data = b"".join(records)
-        messages = tuple(decode_batches(Reader(data, frame="poll reply")))
+        frames = locate_frames(data, frame="poll reply")
         return cls(
             partition_id=partition_id,
             current_offset=current_offset,
-            messages_count=len(messages),
+            messages_count=len(frames),
             records=data,
-            messages=messages,
+            frames=frames,
         )
+
+    @property
+    def messages(self) -> list[StoredMessage]:
+        """The decoded messages (absolute offsets), in order; a new list on each access."""
+        return stored_messages(self.records, self.frames)
 
     @property
     def needs_resync(self) -> bool:
@@ -161,15 +176,19 @@ class PolledMessages(Payload):
     def read(cls, r: Reader) -> PolledMessages:
         partition_id, current, count = r.u32le(), r.u64le(), r.u32le()
         start = r.pos
-        messages = tuple(decode_batches(r))
-        if len(messages) != count:
-            raise r.error(f"poll reply announces {count} messages but carries {len(messages)}")
+        records = bytes(r.rest())
+        try:
+            frames = locate_frames(records, frame="poll reply")
+        except DecodeError as exc:
+            raise r.error(exc.what, start + (exc.offset or 0)) from None
+        if len(frames) != count:
+            raise r.error(f"poll reply announces {count} messages but carries {len(frames)}")
         return cls(
             partition_id=partition_id,
             current_offset=current,
             messages_count=count,
-            records=bytes(r.buffer[start : r.pos]),
-            messages=messages,
+            records=records,
+            frames=frames,
         )
 
 
