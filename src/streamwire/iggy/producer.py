@@ -278,10 +278,16 @@ class Producer(AsyncStartable):
         new_frame = tuple.__new__  # OutgoingMessage(id, value, now) without its __new__
         futures: list[asyncio.Future[Confirmation]] = []
         append = futures.append
+        o = self.options
+        total = sum(map(len, values)) + 48 * len(values)
+        fits = (  # the whole call fits the buffer now: no per-message check
+            len(self._buffer) + len(values) <= o.max_buffer_messages
+            and self._buffer_bytes + total <= o.max_buffer_bytes
+        )
         for value, msg_id in zip(values, ids, strict=True):
             route = self._balanced() if fixed is None else fixed
             size = len(value) + 48
-            if self._full(size):
+            if not fits and self._full(size):
                 if futures:
                     self._idle.clear()
                 self._work.set()
@@ -408,10 +414,11 @@ class Producer(AsyncStartable):
         for confirmation in reply.confirmations:
             if confirmation.partition_id == partition:
                 base = confirmation.base_offset
+        new, address = tuple.__new__, self.address  # Confirmation(...) without its __new__
         for i, (_, _, future, _) in enumerate(batch):
             if not future.done():
                 offset = None if base is None else base + i
-                future.set_result(Confirmation(None, offset, self.address, partition))
+                future.set_result(new(Confirmation, (None, offset, address, partition)))
 
     def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
         if self._first_failure is None:
