@@ -930,6 +930,20 @@ r310_beam_running() {
   return 1
 }
 
+# `rabbitmq-server -detached` returns before the VM exists: the VM counts as exited only once
+# it was seen and then vanished, or when it has not appeared within R310_APPEAR_S seconds of the
+# start (R310_STARTED_AT).
+R310_APPEAR_S=30
+R310_STARTED_AT=0
+R310_SEEN=0
+r310_alive() {
+  if r310_beam_running; then
+    R310_SEEN=1
+    return 0
+  fi
+  ((R310_SEEN == 0 && $(now) - R310_STARTED_AT < R310_APPEAR_S))
+}
+
 up_rabbitmq310() {
   local dir log rc=0 t0 version uid gid
   mkdir -p "$STATE/rabbitmq310"
@@ -972,12 +986,14 @@ EOF
       fi
       rm -f "$dir/data/mnesia/$R310_NODE.pid" # stale after an unclean stop
       say "rabbitmq310: starting $R310_NODE (stream $LOOPBACK:$R310_STREAM_PORT, AMQP $LOOPBACK:$R310_AMQP_PORT)"
+      R310_STARTED_AT=$(now)
+      R310_SEEN=0
       if ! r310_run rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
         mark_unavailable rabbitmq310 "rabbitmq-server -detached failed" "$log" "$nodelog"
         return 1
       fi
     fi
-    wait_until rabbitmq310 "$(ready_timeout 120)" r310_beam_running \
+    wait_until rabbitmq310 "$(ready_timeout 120)" r310_alive \
       "port_open $LOOPBACK $R310_STREAM_PORT" || rc=$?
     if ((rc != 0)); then
       local why
