@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
+import grpc
 import grpc.aio
 
 from streamwire.codec.message import Confirmation
@@ -248,6 +249,14 @@ class Client(AsyncClosing):
             return channels.channel(b.host, b.port)
         return channels.channel(self.host, self.port, resolve=False)
 
+    def _broker_stream_channel(self, broker_id: str | None) -> grpc.Channel:
+        """The synchronous channel for Subscribe streams (see ``Channels``)."""
+        channels = self._channels_or_fail()
+        b = self._brokers.get(broker_id) if broker_id is not None else None
+        if b is not None:
+            return channels.stream_channel(b.host, b.port)
+        return channels.stream_channel(self.host, self.port, resolve=False)
+
     async def _call(
         self,
         method: str,
@@ -339,9 +348,11 @@ class Client(AsyncClosing):
             )
         return p
 
-    async def _partition_channel(
+    async def _subscribe_channel(
         self, stream: str, partition: int, *, any_replica: bool = False
-    ) -> grpc.aio.Channel:
+    ) -> grpc.Channel:
+        """The synchronous channel to the partition leader (or a random in-sync replica) on
+        which a consumer's reading thread subscribes."""
         p = await self._partition_info(stream, partition)
         broker = p.leader
         if any_replica and p.isr:
@@ -350,7 +361,7 @@ class Client(AsyncClosing):
             raise GRPC_ERRORS.from_code(
                 GrpcStatus.FAILED_PRECONDITION, f"{stream}/{partition} has no leader"
             )
-        return self._broker_channel(broker)
+        return self._broker_stream_channel(broker)
 
     async def partition_metadata(
         self, stream: str, partition: int = 0, *, timeout: float | None = _DEFAULT
@@ -581,8 +592,9 @@ class Client(AsyncClosing):
     # --- lifecycle ---------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close producers (flushing), consumers, the NATS connection and the gRPC
-        channels. Idempotent. Messages still waiting for an ack fail with ConnectionClosed.
+        """Close producers (flushing), consumers (and their reading threads), the NATS
+        connection and the gRPC channels. Idempotent. Messages still waiting for an ack
+        fail with ConnectionClosed.
 
         Cancellation: the rest is closed without waiting.
         """

@@ -1,7 +1,13 @@
 """Liftbridge consumer: one partition through a gRPC Subscribe stream.
 
-A reader task reads the stream into a bounded local queue (``max_buffered_messages``); when
-the queue is full the task stops reading, and gRPC's flow control holds the server back.
+The stream is read off the event loop: a thread per subscription iterates it over grpc's
+synchronous API, decodes each message and appends it to a bounded buffer shared with the
+loop (``max_buffered_messages``, see ``_stream_reader``). When the buffer is full the
+thread waits, and gRPC's flow control holds the server back. The thread wakes the loop only
+when a task waits for a message and no wake-up is pending, so a busy loop takes many
+messages per wake-up instead of one message per iteration. An asyncio task follows each
+subscription's end and resubscribes.
+
 The server's first message on a subscription is an empty handshake, which ``start`` waits
 for, so a subscription that cannot be made fails there (StreamNotFound, FailedPrecondition).
 
@@ -18,15 +24,11 @@ on the ``__cursors`` partition's leader) and ``offset="next"`` resumes after it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Self
-
-import grpc
-import grpc.aio
+from typing import TYPE_CHECKING, Final, Self
 
 from streamwire.codec.message import Message, datetime_to_us
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -39,14 +41,20 @@ from streamwire.errors import (
     RequestTimeout,
     StreamwireError,
 )
-from streamwire.liftbridge._grpc import translate
+from streamwire.liftbridge._grpc import RpcFailed, translate
 from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge._stream_reader import (
+    STOPPED,
+    UNDECODABLE,
+    Handover,
+    Outcome,
+    Subscription,
+)
 from streamwire.liftbridge.protocol.errors import (
     FailedPrecondition,
     ResourceExhausted,
     StreamNotFound,
 )
-from streamwire.liftbridge.protocol.messages import to_message
 from streamwire.liftbridge.protocol.metadata import subscribe_request
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
@@ -66,11 +74,18 @@ class _End:
 
 _END: Final = _End()
 
+_Item = Message | _End | StreamwireError
+
+#: How long closing (or a failed subscribe) waits for a reading thread to end after
+#: cancelling its call; it normally takes a millisecond.
+_JOIN_TIMEOUT: Final = 5.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerOptions:
     max_buffered_messages: int = 1024
-    """Messages read from the server but not yet handed out (the memory bound)."""
+    """Messages read from the server but not yet handed out (the memory bound): the reading
+    thread waits while this many are buffered."""
     resume: bool = False
     """Resume the partition if it is paused (when subscribing and resubscribing)."""
     read_isr_replica: bool = False
@@ -116,11 +131,11 @@ class Consumer(AsyncStartable):
         self.options = options
         self.offset = Offset.parse(offset)
         self._start = self.offset  # ``next`` with a name resolved to the cursor, once started
-        self._queue: asyncio.Queue[pb.Message | _End | StreamwireError] = asyncio.Queue(
-            options.max_buffered_messages
-        )
-        self._call: grpc.aio.UnaryStreamCall[Any, Any] | None = None
-        self._reader: asyncio.Task[None] | None = None
+        # Messages from the reading threads, then the end marker or the error that ends
+        # consumption (``finish``); ``_handover.wakeups`` counts the loop's wake-ups.
+        self._handover: Handover[_Item] = Handover(options.max_buffered_messages)
+        self._subscription: Subscription | None = None
+        self._reader: asyncio.Task[None] | None = None  # follows subscriptions, resubscribes
         self._next_offset: int | None = None
         self._last_offset: int | None = None
         self._error: StreamwireError | None = None
@@ -128,7 +143,6 @@ class Consumer(AsyncStartable):
         self._started = False
         self._closed = False
         self._progress = False
-        self._skip_below = 0
         self._broken_since: float | None = None
         self._backoff: Backoff | None = None
         self.resubscriptions = 0
@@ -139,17 +153,17 @@ class Consumer(AsyncStartable):
     async def start(self, timeout: float | None = 30.0) -> Self:
         """Subscribe (at the partition leader) and wait for the server's handshake.
 
-        Cancellation: the subscription, if made, is cancelled.
+        Cancellation: the subscription, if made, is cancelled and its thread ended.
         """
         deadline = Deadline(timeout, exc_type=RequestTimeout, what=f"subscribing to {self}")
         async with deadline.scope():
             start = self._start = await self._resolve_start()
             try:
-                self._call = await self._subscribe(start, self.options.resume)
+                self._subscription = await self._subscribe(start, self.options.resume)
             except (FailedPrecondition, ConnectError):
                 # maybe a stale leader in the cached metadata: once more, freshly
                 self._client._invalidate_metadata()
-                self._call = await self._subscribe(start, self.options.resume)
+                self._subscription = await self._subscribe(start, self.options.resume)
         self._started = True
         self._reader = asyncio.create_task(self._read_loop(), name=f"streamwire {self}")
         return self
@@ -184,78 +198,105 @@ class Consumer(AsyncStartable):
             resume=resume,
         )
 
-    async def _subscribe(self, start: Offset, resume: bool) -> grpc.aio.UnaryStreamCall[Any, Any]:
+    async def _subscribe(self, start: Offset, resume: bool) -> Subscription:
+        """Open a subscription, start its reading thread and wait for the handshake.
+
+        Cancellation (or a failure): the call is cancelled and the thread ended.
+        """
         request = self._request(start, resume)
-        # Asked for an offset beyond the high watermark, the server (v1.9.0) starts at the
-        # watermark + 1 instead of waiting for the offset: drop what comes before it.
-        self._skip_below = (start.value or 0) if start.kind is OffsetKind.OFFSET else 0
-        channel = await self._client._partition_channel(
+        channel = await self._client._subscribe_channel(
             self.stream, self.partition, any_replica=self.options.read_isr_replica
         )
-        call = self._client._channels_or_fail().subscribe(channel, request)
+        channels = self._client._channels_or_fail()
+        sub = Subscription(
+            lambda: channels.subscribe(channel, request),
+            self._handover,
+            loop=asyncio.get_running_loop(),
+            # Asked for an offset beyond the high watermark, the server (v1.9.0) starts at
+            # the watermark + 1 instead of waiting for the offset: drop what comes before it.
+            skip_below=(start.value or 0) if start.kind is OffsetKind.OFFSET else 0,
+            server_headers=self.options.server_headers,
+            name=str(self),
+        )
+        sub.start()
         try:
             async with asyncio.timeout(self._client.request_timeout):
-                first = await call.read()
-        except grpc.aio.AioRpcError as exc:
-            raise translate(exc, f"subscribing to {self}") from exc
+                outcome = await sub.ready
         except TimeoutError as exc:
-            call.cancel()
+            await self._end(sub)
             raise RequestTimeout(f"subscribing to {self}: no handshake in time") from exc
         except BaseException:
-            call.cancel()
+            await self._end(sub)
             raise
-        if first is grpc.aio.EOF:
-            raise ConnectionClosed(f"subscribing to {self}: the stream ended at once")
-        return call
+        if outcome is None:
+            return sub
+        await self._end(sub)  # it ended before its handshake: the thread is ending
+        what = f"subscribing to {self}"
+        if isinstance(outcome, RpcFailed):
+            raise translate(outcome, what) from outcome
+        if outcome is UNDECODABLE:
+            raise DecodeError("liftbridge.Message", frame=f"the handshake of {what}")
+        if outcome is STOPPED:
+            raise ClosedError(f"{what}: the consumer was closed")
+        if isinstance(outcome, Exception):
+            raise ConnectionClosed(f"{what} failed: {outcome!r}") from outcome
+        raise ConnectionClosed(f"{what}: the stream ended at once")
 
     # --- the reader task ---------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         try:
             while True:
-                call = self._call
-                if call is None:
+                sub = self._subscription
+                if sub is None:
                     return
-                outcome = await self._pump(call)
-                if outcome is None:
+                outcome = await asyncio.shield(sub.finished)
+                await self._end(sub)  # the thread is ending: leave none behind
+                self._subscription = None
+                cause = self._settle(outcome)
+                if cause is None:
                     return
-                if not await self._resubscribe(outcome):
+                if not await self._resubscribe(cause):
                     return
         except asyncio.CancelledError:
             raise
         except StreamwireError as exc:
-            await self._queue.put(exc)
+            self._handover.finish(exc)
         except Exception as exc:  # a bug or a foreign error: fail the consumer, loudly
             logger.exception("consumer %s failed", self)
-            await self._queue.put(ConnectionClosed(f"consumer {self} failed: {exc!r}"))
+            self._handover.finish(ConnectionClosed(f"consumer {self} failed: {exc!r}"))
 
-    async def _pump(self, call: grpc.aio.UnaryStreamCall[Any, Any]) -> StreamwireError | None:
-        """Move messages into the queue until the stream ends. Returns the error to recover
-        from, or None when the subscription is over (the end marker is queued)."""
-        put = self._queue.put
-        try:
-            while True:
-                msg = await call.read()
-                if msg is grpc.aio.EOF:
-                    await put(_END)
-                    return None
-                if msg is None:  # grpc logs an undecodable message and hands out None
-                    await put(DecodeError("liftbridge.Message", frame=f"the subscription {self}"))
-                    return None
-                if msg.offset < self._skip_below:
-                    continue
-                self._next_offset = msg.offset + 1
-                self._progress = True
-                await put(msg)
-        except grpc.aio.AioRpcError as exc:
-            err = translate(exc, f"subscription to {self}")
+    async def _end(self, sub: Subscription) -> None:
+        """Stop ``sub``'s thread (bounded) and take over where it got to, so that a
+        resubscription starts right after the last message it handed over."""
+        await sub.stop(_JOIN_TIMEOUT)
+        if sub.next_offset is not None:
+            self._next_offset = sub.next_offset
+        if sub.delivered:
+            self._progress = True
+
+    def _settle(self, outcome: Outcome) -> StreamwireError | None:
+        """After a subscription ended: the error to recover from by resubscribing, or None
+        when consumption is over (the end marker or the error is queued, or closing)."""
+        if outcome is STOPPED:
+            return None
+        if outcome is UNDECODABLE:
+            what = f"the subscription {self}"
+            self._handover.finish(DecodeError("liftbridge.Message", frame=what))
+            return None
+        if isinstance(outcome, RpcFailed):
+            err = translate(outcome, f"subscription to {self}")
             if isinstance(err, ResourceExhausted):  # stop position or end of readonly
-                await put(_END)
+                self._handover.finish(_END)
                 return None
-            # Without grpc's traceback: its frames hold the broken call (in a reference cycle
-            # through this frame), and a live call keeps its channel's connection open.
-            err.__cause__ = exc.with_traceback(None)
+            err.__cause__ = outcome  # grpc's status, not the call: that would stay alive
             return err
+        if isinstance(outcome, Exception):  # a bug in the reading thread: fail, loudly
+            logger.error("consumer %s: its reading thread failed", self, exc_info=outcome)
+            self._handover.finish(ConnectionClosed(f"consumer {self} failed: {outcome!r}"))
+            return None
+        self._handover.finish(_END)  # ENDED: the server ended the stream
+        return None
 
     async def _resubscribe(self, cause: StreamwireError) -> bool:
         """Subscribe again after a broken stream; False when giving up (error queued).
@@ -264,11 +305,11 @@ class Consumer(AsyncStartable):
         accepts subscriptions and closes them at once) waits for the policy's growing
         backoff first, and gives up after ``max_elapsed`` seconds without progress.
         """
-        self._call = None
+        self._subscription = None
         policy = self._client.reconnect
         retriable = not isinstance(cause, StreamNotFound | ClosedError)
         if self._closed or not retriable or policy is None:
-            await self._queue.put(cause)
+            self._handover.finish(cause)
             return False
         now = asyncio.get_running_loop().time()
         if self._progress or self._broken_since is None or self._backoff is None:
@@ -277,21 +318,23 @@ class Consumer(AsyncStartable):
             if policy.max_elapsed is not None and now - self._broken_since >= policy.max_elapsed:
                 gave_up = ConnectionClosed(f"subscription to {self} keeps breaking: {cause}")
                 gave_up.__cause__ = cause
-                await self._queue.put(gave_up)
+                self._handover.finish(gave_up)
                 return False
             await asyncio.sleep(next(self._backoff, policy.max_delay))
         self._progress = False
         logger.info("subscription to %s broke (%s); subscribing again", self, cause)
         resume_at = self._start if self._next_offset is None else Offset.at(self._next_offset)
 
-        async def attempt() -> grpc.aio.UnaryStreamCall[Any, Any]:
+        async def attempt() -> Subscription:
             self._client._invalidate_metadata()
             return await self._subscribe(resume_at, self.options.resume)
 
         try:
-            self._call = await self._client._retry(attempt, cause, what=f"consumer of {self}")
+            self._subscription = await self._client._retry(
+                attempt, cause, what=f"consumer of {self}"
+            )
         except StreamwireError as exc:
-            await self._queue.put(exc)
+            self._handover.finish(exc)
             return False
         self.resubscriptions += 1
         return True
@@ -301,16 +344,15 @@ class Consumer(AsyncStartable):
     def __aiter__(self) -> AsyncIterator[Message]:
         return self
 
-    def _take(self, item: pb.Message | _End | StreamwireError) -> Message | None:
+    def _take(self, item: _Item) -> Message | None:
+        if isinstance(item, Message):
+            self._last_offset = item.offset
+            return item
         if isinstance(item, _End):
             self._ended = True
             return None
-        if isinstance(item, StreamwireError):
-            self._error = item
-            raise item
-        msg = to_message(item, server_headers=self.options.server_headers)
-        self._last_offset = msg.offset
-        return msg
+        self._error = item
+        raise item
 
     def _check(self) -> None:
         if self._error is not None:
@@ -336,14 +378,12 @@ class Consumer(AsyncStartable):
         Cancellation: nothing is lost.
         """
         self._check()
-        if self._ended or (self._closed and self._queue.empty()):
+        if self._ended or (self._closed and not self._handover.ready()):
             return None
-        try:
-            async with asyncio.timeout(timeout):
-                item = await self._queue.get()
-        except TimeoutError:
+        items = await self._handover.get(1, timeout)
+        if not items:
             return None
-        return self._take(item)
+        return self._take(items[0])
 
     async def next_batch(
         self, max_messages: int = 500, timeout: float | None = 1.0
@@ -354,14 +394,14 @@ class Consumer(AsyncStartable):
         Cancellation: nothing is lost.
         """
         out: list[Message] = []
-        if self._queue.empty():
+        if not self._handover.ready():
             first = await self.next(timeout)
             if first is None:
                 return out
             out.append(first)
-        get = self._queue.get_nowait
-        while len(out) < max_messages and not self._queue.empty() and not self._ended:
-            item = get()
+        if self._ended or len(out) >= max_messages:
+            return out
+        for item in self._handover.take(max_messages - len(out)):  # the end/error comes last
             if isinstance(item, StreamwireError) and out:
                 self._error = item  # raised on the next call; deliver what we have
                 break
@@ -404,25 +444,32 @@ class Consumer(AsyncStartable):
     # --- closing -----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Cancel the subscription and stop. Idempotent; messages already queued can still
-        be read with ``next``/``next_batch``.
+        """Cancel the subscription, end its reading thread (within a few seconds at most)
+        and stop. Idempotent; messages already queued can still be read with
+        ``next``/``next_batch``.
 
-        Cancellation: the subscription is cancelled anyway.
+        Cancellation: the subscription is cancelled anyway; its thread ends on its own.
         """
         if self._closed:
             return
         self._closed = True
-        call, self._call = self._call, None
-        if call is not None:
-            call.cancel()
-        # Let go of the task: a cancelled task keeps its traceback, whose frames hold the gRPC
-        # call, and grpc keeps a call's HTTP/2 connection open even after the channel closed.
-        reader, self._reader = self._reader, None
-        if reader is not None and not reader.done():
-            reader.cancel()
-            await asyncio.wait({reader})  # a cancellation of close() itself still propagates
-            if not reader.cancelled() and reader.exception() is not None:
-                logger.debug("consumer %s reader ended with %r", self, reader.exception())
-        with contextlib.suppress(asyncio.QueueFull):
-            self._queue.put_nowait(_END)
-        self._client._children.discard(self)
+        sub = self._subscription
+        if sub is not None:
+            sub.cancel()  # the thread starts ending now
+        try:
+            # Let go of the task: a cancelled task keeps its traceback, whose frames hold
+            # what the task held.
+            reader, self._reader = self._reader, None
+            if reader is not None and not reader.done():
+                reader.cancel()
+                await asyncio.wait({reader})  # a cancellation of close() itself propagates
+                if not reader.cancelled() and reader.exception() is not None:
+                    logger.debug("consumer %s reader ended with %r", self, reader.exception())
+            # the one cancelled above, or one the reader made meanwhile
+            sub, self._subscription = self._subscription, None
+            if sub is not None:
+                await self._end(sub)
+        finally:
+            self._subscription = None
+            self._handover.finish(_END)
+            self._client._children.discard(self)

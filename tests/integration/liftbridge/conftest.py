@@ -3,12 +3,14 @@ v1.9.0 on nats-server 2.15.1) and fresh, uniquely named streams (deleted afterwa
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 import streamwire.liftbridge as lb
+from streamwire.liftbridge._stream_reader import THREAD_NAME
 from tests.brokers import BrokerInfo, require
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -38,6 +40,11 @@ async def client(url: str) -> AsyncIterator[lb.Client]:
 
 def unique(prefix: str = "sw-lb") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def reader_threads() -> list[threading.Thread]:
+    """The consumers' subscription-reading threads still running (see ``_stream_reader``)."""
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
 @pytest.fixture

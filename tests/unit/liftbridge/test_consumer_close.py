@@ -1,133 +1,419 @@
-"""Closing a Liftbridge consumer lets go of its gRPC subscription calls.
+"""The Liftbridge consumer's reading thread against a scripted in-process gRPC server.
 
-A grpc.aio channel that is closed keeps its HTTP/2 connection (and socket) open while a call
-object made on it is still referenced. Found by ``tests/integration/liftbridge/test_faults.py``
-(a socket stayed open after ``Client.close()``), twice:
+Each Subscribe call is read by its own thread over grpc's synchronous API (see
+``streamwire.liftbridge._stream_reader``). The server here is a real gRPC server (threads, not
+this event loop): FetchMetadata names one stream ``s`` whose partition 0 it leads, and every
+Subscribe call plays the next script. What is checked:
 
-* the reader task ends cancelled on close, and a cancelled task keeps its traceback, whose
-  frames hold the call: the consumer must drop the task;
-* a broken subscription's error is chained to grpc's ``AioRpcError``, whose traceback holds
-  the broken call through grpc's frames, in a reference cycle (only the garbage collector
-  would free it): the chained error must not carry that traceback.
+* closing cancels the call, ends the thread within a bounded time, and drops every reference
+  to the call: grpc keeps a call's HTTP/2 connection open while the call is alive, which
+  ``tests/integration/liftbridge/test_faults.py`` found twice with grpc.aio (a reader task's
+  traceback, an error chained to grpc's ``AioRpcError``), and once more with the synchronous
+  API (a cancelled call's last event left unconsumed);
+* a broken stream is subscribed again right after the last message received; the end of a
+  stream, a stop position and an undecodable message end consumption as before;
+* ``start`` fails with the same streamwire errors as before (NotFound, no handshake in time,
+  its own deadline), and no thread is left when it does;
+* the thread waits while ``max_buffered_messages`` are buffered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-import grpc.aio
 import pytest
 
+import streamwire.liftbridge._stream_reader as stream_reader
 from streamwire.codec.offset import Offset
-from streamwire.errors import DecodeError
+from streamwire.errors import (
+    ConnectionClosed,
+    DecodeError,
+    RequestTimeout,
+)
+from streamwire.liftbridge import ReconnectPolicy, StreamNotFound
 from streamwire.liftbridge._pb import api_pb2 as pb
-from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
-from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.liftbridge._stream_reader import THREAD_NAME
+from streamwire.liftbridge.client import Client
+from streamwire.liftbridge.consumer import Consumer
+from tests.proxy import wait_until
+
+BUDGET = 10.0
+"""``asyncio.timeout`` around waits that must end on their own."""
+
+Script = Callable[["Call"], Iterator[bytes]]
 
 
-class _Call:
-    """Stands in for ``grpc.aio.UnaryStreamCall``: a stream that never delivers, or that
-    delivers ``messages`` and then breaks as a cut connection does (UNAVAILABLE)."""
-
-    def __init__(self, messages: list[pb.Message] | None = None, *, breaks: bool = False) -> None:
-        self.cancelled = False
-        self._messages = list(messages or [])
-        self._breaks = breaks
-        self._never = asyncio.Event()
-
-    async def read(self) -> Any:
-        if self._messages:
-            return self._messages.pop(0)
-        if self._breaks:
-            raise grpc.aio.AioRpcError(
-                grpc.StatusCode.UNAVAILABLE,
-                grpc.aio.Metadata(),
-                grpc.aio.Metadata(),
-                details="connection reset",
-            )
-        await self._never.wait()
-
-    def cancel(self) -> bool:
-        self.cancelled = True
-        return True
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
-class _Client:
-    def __init__(self) -> None:
-        self._children: set[Consumer] = set()
-        self.reconnect = ReconnectPolicy(initial_delay=0)
-
-    def _invalidate_metadata(self) -> None:
-        pass
-
-    async def _retry(
-        self, attempt: Callable[[], Awaitable[Any]], cause: BaseException, *, what: str
-    ) -> Any:
-        return await attempt()
+def handshake() -> bytes:
+    return pb.Message().SerializeToString()  # the server's empty first message
 
 
-async def test_close_drops_every_reference_to_the_subscription_call() -> None:
-    consumer = Consumer(_Client(), "s", options=ConsumerOptions())  # type: ignore[arg-type]
-    call = _Call()
-    consumer._call = call
-    consumer._started = True
-    consumer._reader = asyncio.create_task(consumer._read_loop())
-    await asyncio.sleep(0)  # the reader waits in call.read()
-    ref = weakref.ref(call)
-    gc.disable()  # only plain references count: what the application holds keeps it alive
+def message(offset: int, value: bytes | None = None) -> bytes:
+    value = b"m%d" % offset if value is None else value
+    return pb.Message(offset=offset, value=value, stream="s").SerializeToString()
+
+
+class Call:
+    """What a script sees of one Subscribe call."""
+
+    def __init__(self, request: pb.SubscribeRequest, context: grpc.ServicerContext) -> None:
+        self.request = request
+        self.context = context
+        self.ended = threading.Event()
+        context.add_callback(self.ended.set)
+
+    def hang(self) -> Iterator[bytes]:
+        """Send nothing more until the client cancels (bounded)."""
+        self.ended.wait(30)
+        return iter(())
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.context.abort(code, details)
+
+
+class FakeApi:
+    """A gRPC server on loopback answering FetchMetadata and playing ``scripts`` (one per
+    Subscribe call, in order; the last one again when they run out)."""
+
+    def __init__(self, scripts: list[Script]) -> None:
+        self.scripts = scripts
+        self.calls: list[Call] = []
+        self.port = 0
+        self._server: Any = None
+
+    def __enter__(self) -> FakeApi:
+        handlers = {
+            "FetchMetadata": grpc.unary_unary_rpc_method_handler(self._metadata),
+            "Subscribe": grpc.unary_stream_rpc_method_handler(self._subscribe),
+        }
+        generic = grpc.method_handlers_generic_handler("proto.API", handlers)
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=4), handlers=(generic,))
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop(None).wait(5)
+
+    def _metadata(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        partition = pb.PartitionMetadata(id=0, leader="b1", replicas=["b1"], isr=["b1"])
+        stream = pb.StreamMetadata(name="s", subject="s", partitions={0: partition})
+        broker = pb.Broker(id="b1", host="127.0.0.1", port=self.port)
+        reply = pb.FetchMetadataResponse(brokers=[broker], streamMetadata=[stream])
+        return reply.SerializeToString()
+
+    def _subscribe(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        call = Call(pb.SubscribeRequest.FromString(request), context)
+        self.calls.append(call)
+        script = self.scripts[min(len(self.calls), len(self.scripts)) - 1]
+        yield from script(call)
+
+
+@contextlib.asynccontextmanager
+async def client_of(api: FakeApi, **kwargs: Any) -> AsyncIterator[Client]:
+    kwargs.setdefault("reconnect", ReconnectPolicy(initial_delay=0.01, max_elapsed=5.0))
+    kwargs.setdefault("request_timeout", 5.0)
+    client = Client("127.0.0.1", api.port, nats_servers=["nats://127.0.0.1:1"], **kwargs)
     try:
-        await consumer.close()
-        assert call.cancelled
-        del call
-        assert ref() is None, "the closed consumer still holds the gRPC call"
+        yield client
     finally:
-        gc.enable()
-    assert await consumer.next(timeout=0) is None  # closed: iteration is over
+        async with asyncio.timeout(BUDGET):
+            await client.close()
+        assert not reader_threads(), "a reading thread outlived its client"
 
 
-async def test_close_after_a_resubscription_drops_the_broken_call() -> None:
-    consumer = Consumer(_Client(), "s", options=ConsumerOptions())  # type: ignore[arg-type]
-    broken = _Call([pb.Message(offset=0, value=b"a")], breaks=True)
-    fresh = _Call([pb.Message(offset=1, value=b"b")])
-    asked: list[Offset] = []
+async def started(client: Client, **kwargs: Any) -> Consumer:
+    consumer = client.consumer("s", **kwargs)
+    async with asyncio.timeout(BUDGET):
+        await consumer.start()
+    return consumer
 
-    async def subscribe(start: Offset, resume: bool) -> _Call:
-        asked.append(start)
-        return fresh
 
-    consumer._subscribe = subscribe  # type: ignore[method-assign]
-    consumer._call = broken
-    consumer._started = True
-    consumer._reader = asyncio.create_task(consumer._read_loop())
-    got = [await consumer.next(timeout=5), await consumer.next(timeout=5)]
-    assert [m.value for m in got if m is not None] == [b"a", b"b"]
-    assert asked == [Offset.at(1)]  # resubscribed right after the last message received
-    assert consumer.resubscriptions == 1
-    ref = weakref.ref(broken)
-    gc.disable()
-    try:
-        await consumer.close()
-        del broken
-        assert ref() is None, "the closed consumer still holds the broken gRPC call"
-    finally:
-        gc.enable()
+# --- closing --------------------------------------------------------------------------------
+
+
+async def test_close_ends_the_thread_cancels_the_call_and_drops_it() -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            first = await consumer.next(timeout=BUDGET)
+            assert first is not None
+            assert first.value == b"m0"
+            sub = consumer._subscription
+            assert sub is not None
+            thread, ref = sub.thread, weakref.ref(sub._call)
+            assert thread.is_alive()
+            del sub
+            gc.disable()  # only plain references count: what the application holds keeps it
+            try:
+                async with asyncio.timeout(BUDGET):
+                    await consumer.close()
+                assert not thread.is_alive(), "the reading thread outlived close()"
+                assert ref() is None, "the closed consumer still holds the gRPC call"
+            finally:
+                gc.enable()
+            assert api.calls[0].ended.wait(BUDGET), "the server never saw the cancellation"
+            assert await consumer.next(timeout=0) is None  # closed: iteration is over
+            assert await consumer.next_batch(10, timeout=0) == []
+
+
+async def test_close_while_the_thread_waits_for_room() -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        for offset in range(100):
+            yield message(offset)
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client, max_buffered_messages=3)
+            sub = consumer._subscription
+            assert sub is not None
+            await wait_until(lambda: len(consumer._handover) == 3, BUDGET, "3 buffered")
+            await asyncio.sleep(0.2)  # the thread waits for room, nothing is taken
+            assert len(consumer._handover) == 3
+            assert sub.delivered == 3
+            async with asyncio.timeout(BUDGET):
+                await consumer.close()
+            assert not sub.thread.is_alive()
+            # what was buffered can still be read after close
+            got = await consumer.next_batch(10, timeout=0)
+            assert [m.offset for m in got] == [0, 1, 2]
+            assert await consumer.next(timeout=0) is None
+
+
+async def test_closing_the_client_ends_its_consumers_threads() -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumers = [await started(client) for _ in range(3)]
+            assert len(reader_threads()) == 3
+            # the three share the client's one synchronous channel to the broker
+            channels = client._channels
+            assert channels is not None
+            assert len(channels._stream_channels) == 1
+        assert all(c._subscription is None for c in consumers)
+        assert all(call.ended.wait(BUDGET) for call in api.calls)
+
+
+# --- the stream ending ----------------------------------------------------------------------
+
+
+async def test_a_broken_stream_is_subscribed_again_after_the_last_message() -> None:
+    def breaks(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        call.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+
+    def fresh(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(1)
+        yield from call.hang()
+
+    with FakeApi([breaks, fresh]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            got = [await consumer.next(timeout=BUDGET), await consumer.next(timeout=BUDGET)]
+            assert [m.value for m in got if m is not None] == [b"m0", b"m1"]
+            assert consumer.resubscriptions == 1
+            second = api.calls[1].request
+            assert second.startPosition == pb.StartPosition.OFFSET
+            assert second.startOffset == 1  # right after the last message received
+            assert len(reader_threads()) == 1  # the broken subscription's thread ended
+            await consumer.close()
+
+
+async def test_the_end_of_the_stream_ends_iteration() -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        yield message(1)
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            async with asyncio.timeout(BUDGET):
+                got = [m.offset async for m in consumer]
+            assert got == [0, 1]
+            assert consumer.resubscriptions == 0
+            # the reader task joins the ended thread
+            await wait_until(lambda: not reader_threads(), BUDGET, "the thread ended")
+
+
+async def test_a_stop_position_ends_iteration() -> None:
+    """The server ends a subscription at its stop position with RESOURCE_EXHAUSTED."""
+
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        call.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "stop position reached")
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client, stop_offset=0)
+            assert api.calls[0].request.stopOffset == 0
+            async with asyncio.timeout(BUDGET):
+                assert [m.offset async for m in consumer] == [0]
+            assert await consumer.next_batch(10, timeout=0) == []
 
 
 async def test_an_undecodable_message_fails_the_consumer_with_a_decode_error() -> None:
-    """grpc.aio logs a message its deserializer refused and hands out ``None``: the consumer
-    delivers what came before, then raises DecodeError (not an AttributeError)."""
-    consumer = Consumer(_Client(), "s", options=ConsumerOptions())  # type: ignore[arg-type]
-    consumer._call = _Call([pb.Message(offset=0, value=b"a"), None])  # type: ignore[list-item]
-    consumer._started = True
-    consumer._reader = asyncio.create_task(consumer._read_loop())
-    first = await consumer.next(timeout=5)
-    assert first is not None
-    assert first.value == b"a"
-    with pytest.raises(DecodeError, match="subscription"):
-        await consumer.next(timeout=5)
-    await consumer.close()
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        yield b"\xff\xff\xff\xff\x0f"  # a truncated varint: no protobuf message decodes
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            first = await consumer.next(timeout=BUDGET)
+            assert first is not None
+            assert first.value == b"m0"
+            with pytest.raises(DecodeError, match="subscription"):
+                await consumer.next(timeout=BUDGET)
+            with pytest.raises(DecodeError):  # it stays failed
+                await consumer.next_batch(10, timeout=0)
+            assert api.calls[0].ended.wait(BUDGET), "the undecodable stream was not cancelled"
+            await consumer.close()
+
+
+async def test_next_batch_delivers_what_came_before_an_error() -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        yield message(1)
+        call.abort(grpc.StatusCode.NOT_FOUND, "stream deleted")
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            # the error is queued after both messages
+            await wait_until(lambda: consumer._handover._final is not None, BUDGET, "the end")
+            got = await consumer.next_batch(10, timeout=0)
+            assert [m.offset for m in got] == [0, 1]
+            with pytest.raises(StreamNotFound):
+                await consumer.next_batch(10, timeout=0)
+            assert consumer.resubscriptions == 0  # a deleted stream is not retried
+
+
+async def test_messages_below_the_requested_offset_are_dropped() -> None:
+    """Asked for an offset beyond the high watermark, v1.9.0 starts earlier."""
+
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        for offset in range(1, 6):
+            yield message(offset)
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client, offset=Offset.at(3))
+            got = await consumer.next_batch(10, timeout=BUDGET)
+            while len(got) < 3:
+                got += await consumer.next_batch(10, timeout=BUDGET)
+            assert [m.offset for m in got] == [3, 4, 5]
+            assert consumer.last_offset == 5
+            await consumer.close()
+
+
+async def test_a_bug_in_the_reading_thread_fails_the_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield message(0)
+        yield from call.hang()
+
+    def broken(msg: pb.Message, *, server_headers: bool = False) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(stream_reader, "to_message", broken)
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            with pytest.raises(ConnectionClosed, match="boom"):
+                await consumer.next(timeout=BUDGET)
+            assert api.calls[0].ended.wait(BUDGET)
+            assert consumer.resubscriptions == 0
+
+
+# --- start ----------------------------------------------------------------------------------
+
+
+def not_found(call: Call) -> Iterator[bytes]:
+    call.abort(grpc.StatusCode.NOT_FOUND, "no such stream")
+    yield b""  # pragma: no cover - abort raises
+
+
+def silent(call: Call) -> Iterator[bytes]:
+    yield from call.hang()
+
+
+def ends_at_once(call: Call) -> Iterator[bytes]:
+    return iter(())
+
+
+@pytest.mark.parametrize(
+    ("script", "error", "match"),
+    [
+        (not_found, StreamNotFound, "no such stream"),
+        (silent, RequestTimeout, "no handshake in time"),
+        (ends_at_once, ConnectionClosed, "ended at once"),
+    ],
+)
+async def test_start_fails_with_streamwire_errors_and_leaves_no_thread(
+    script: Script, error: type[Exception], match: str
+) -> None:
+    with FakeApi([script]) as api:
+        async with client_of(api, request_timeout=0.5) as client:
+            consumer = client.consumer("s")
+            with pytest.raises(error, match=match):
+                async with asyncio.timeout(BUDGET):
+                    await consumer.start()
+            assert not reader_threads()
+            assert consumer._subscription is None
+            assert all(call.ended.wait(BUDGET) for call in api.calls)
+
+
+async def test_start_honours_its_own_timeout() -> None:
+    with FakeApi([silent]) as api:
+        async with client_of(api, request_timeout=30.0) as client:
+            consumer = client.consumer("s")
+            with pytest.raises(RequestTimeout):
+                async with asyncio.timeout(BUDGET):
+                    await consumer.start(timeout=0.3)
+            assert not reader_threads()
+            assert api.calls[0].ended.wait(BUDGET)
+
+
+async def test_cancelling_start_cancels_the_subscription() -> None:
+    with FakeApi([silent]) as api:
+        async with client_of(api) as client:
+            consumer = client.consumer("s")
+            task = asyncio.create_task(consumer.start())
+            await wait_until(lambda: bool(api.calls), BUDGET, "subscribed")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert not reader_threads()
+            assert api.calls[0].ended.wait(BUDGET)
