@@ -62,9 +62,9 @@ class Server:
         self.reply(request, encode_result_section() + body)
 
 
-async def connect(server: Server) -> Connection:
+async def connect(server: Server, settings: MachineSettings = SETTINGS) -> Connection:
     login = asyncio.create_task(server.accept_login())
-    conn = await Connection.start(server.stream, "iggy", CREDENTIALS, settings=SETTINGS)
+    conn = await Connection.start(server.stream, "iggy", CREDENTIALS, settings=settings)
     await login
     return conn
 

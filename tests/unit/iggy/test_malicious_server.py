@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -103,6 +104,17 @@ async def connect(port: int, *, timeout: float = 1.0, request_timeout: float = 5
             reconnect=None,
             settings=settings(request_timeout),
         )
+
+
+@contextlib.asynccontextmanager
+async def connected(port: int, *, request_timeout: float = 5.0) -> AsyncIterator[iggy.Client]:
+    """A client logged in to the hostile server, closed (within the budget) afterwards."""
+    client = await connect(port, request_timeout=request_timeout)
+    try:
+        yield client
+    finally:
+        async with asyncio.timeout(BUDGET):
+            await client.close()
 
 
 # --- scripts: hostile answers to the login ------------------------------------------------
@@ -283,20 +295,15 @@ async def close_after_login(reader: asyncio.StreamReader, writer: asyncio.Stream
 
 
 async def test_an_unsolicited_reply_ends_the_connection() -> None:
-    async with evil(unsolicited_reply) as server:
-        client = await connect(server.port)
-        try:
-            conn = client._conn
-            assert conn is not None
-            await wait_until(lambda: conn.error is not None, BUDGET, "the connection failed")
-            assert isinstance(conn.error, RemoteProtocolError)
-            assert "nobody asked for" in str(conn.error)
-            with pytest.raises(RemoteProtocolError):
-                async with asyncio.timeout(BUDGET):
-                    await conn.ping()
-        finally:
+    async with evil(unsolicited_reply) as server, connected(server.port) as client:
+        conn = client._conn
+        assert conn is not None
+        await wait_until(lambda: conn.error is not None, BUDGET, "the connection failed")
+        assert isinstance(conn.error, RemoteProtocolError)
+        assert "nobody asked for" in str(conn.error)
+        with pytest.raises(RemoteProtocolError):
             async with asyncio.timeout(BUDGET):
-                await client.close()
+                await conn.ping()
 
 
 @pytest.mark.parametrize(
@@ -311,26 +318,20 @@ async def test_hostile_replies_after_login_fail_the_request(
     script: Script, error: Expected
 ) -> None:
     async with evil(script) as server:
-        client = await connect(server.port)
-        try:
+        async with connected(server.port) as client:
             with pytest.raises(error):
                 async with asyncio.timeout(BUDGET):
                     await client.ping(timeout=2.0)
             assert client._conn is not None
             assert not client._conn.is_open
-        finally:
-            async with asyncio.timeout(BUDGET):
-                await client.close()
         assert server.connections == 1
 
 
 async def test_a_silent_server_times_the_request_out() -> None:
-    async with evil(silent_after_login) as server:
-        client = await connect(server.port, request_timeout=0.3)
-        try:
-            with pytest.raises(RequestTimeout):
-                async with asyncio.timeout(BUDGET):
-                    await client.ping()
-        finally:
+    async with (
+        evil(silent_after_login) as server,
+        connected(server.port, request_timeout=0.3) as client,
+    ):
+        with pytest.raises(RequestTimeout):
             async with asyncio.timeout(BUDGET):
-                await client.close()
+                await client.ping()

@@ -24,7 +24,8 @@ from streamwire.iggy.protocol.errors import StaleClient, TransientNotCommitted
 from streamwire.iggy.protocol.framing import encode_eviction, encode_reply, encode_result_section
 from streamwire.iggy.protocol.identifiers import Identifier
 from streamwire.iggy.protocol.machine import ConnectionState, MachineSettings
-from tests.unit.iggy.test_connection import CREDENTIALS, Server
+from tests.unit.iggy.test_connection import Server
+from tests.unit.iggy.test_connection import connect as connect_with
 from tests.unit.iggy.test_machine import login, machine, reply_to
 
 S1 = Identifier("s1")
@@ -122,10 +123,7 @@ PIPELINED = MachineSettings(request_timeout=5.0, heartbeat_interval=None, max_in
 
 
 async def connect(server: Server) -> Connection:
-    login_task = asyncio.create_task(server.accept_login())
-    conn = await Connection.start(server.stream, "iggy", CREDENTIALS, settings=PIPELINED)
-    await login_task
-    return conn
+    return await connect_with(server, PIPELINED)
 
 
 async def test_submit_writes_without_waiting_and_resolves_in_order() -> None:

@@ -140,6 +140,13 @@ async def started(client: Client, **kwargs: Any) -> Consumer:
     return consumer
 
 
+async def expect_value(consumer: Consumer, value: bytes) -> None:
+    """The consumer's next message arrives within the budget and carries ``value``."""
+    got = await consumer.next(timeout=BUDGET)
+    assert got is not None, "no message within the budget"
+    assert got.value == value
+
+
 # --- closing --------------------------------------------------------------------------------
 
 
@@ -152,9 +159,7 @@ async def test_close_ends_the_thread_cancels_the_call_and_drops_it() -> None:
     with FakeApi([script]) as api:
         async with client_of(api) as client:
             consumer = await started(client)
-            first = await consumer.next(timeout=BUDGET)
-            assert first is not None
-            assert first.value == b"m0"
+            await expect_value(consumer, b"m0")
             sub = consumer._subscription
             assert sub is not None
             thread, ref = sub.thread, weakref.ref(sub._call)
@@ -286,9 +291,7 @@ async def test_an_undecodable_message_fails_the_consumer_with_a_decode_error() -
     with FakeApi([script]) as api:
         async with client_of(api) as client:
             consumer = await started(client)
-            first = await consumer.next(timeout=BUDGET)
-            assert first is not None
-            assert first.value == b"m0"
+            await expect_value(consumer, b"m0")
             with pytest.raises(DecodeError, match="subscription"):
                 await consumer.next(timeout=BUDGET)
             with pytest.raises(DecodeError):  # it stays failed

@@ -35,7 +35,6 @@ __all__ = (
     "decode_batches",
     "encode_batch",
     "encode_record",
-    "frame_checksum_ok",
     "locate_frames",
     "random_message_id",
     "random_message_ids",
@@ -364,42 +363,27 @@ def locate_frames(
     return out
 
 
-def frame_checksum_ok(view: memoryview, ref: FrameRef) -> bool:
-    """Does the located frame's stored checksum match its bytes? (``view`` over the buffer
-    :func:`locate_frames` walked.)"""
-    return xxh3_64(view[ref[5] + 8 : ref[7]]) == ref[4]
-
-
 def stored_messages(buf: bytes, refs: Sequence[FrameRef]) -> list[StoredMessage]:
     """The located frames as :class:`StoredMessage` objects."""
     head = FRAME_HEADER_SIZE
-    return [
-        StoredMessage(
-            offset=offset,
-            timestamp=timestamp,
-            origin_timestamp=origin,
-            id=msg_id,
-            checksum=checksum,
-            payload=buf[at + head : p_end],
-            user_headers=buf[p_end:f_end],
-            partition_id=pid,
-            offset_delta=o_delta,
-            timestamp_delta=t_delta,
+    out: list[StoredMessage] = []
+    for offset, timestamp, origin, msg_id, checksum, at, p_end, f_end, pid, od, td in refs:
+        payload, headers = buf[at + head : p_end], buf[p_end:f_end]
+        out.append(
+            StoredMessage(
+                offset=offset,
+                timestamp=timestamp,
+                origin_timestamp=origin,
+                id=msg_id,
+                checksum=checksum,
+                payload=payload,
+                user_headers=headers,
+                partition_id=pid,
+                offset_delta=od,
+                timestamp_delta=td,
+            )
         )
-        for (
-            offset,
-            timestamp,
-            origin,
-            msg_id,
-            checksum,
-            at,
-            p_end,
-            f_end,
-            pid,
-            o_delta,
-            t_delta,
-        ) in refs
-    ]
+    return out
 
 
 def decode_batch(
