@@ -10,6 +10,12 @@ Subjects (one wildcard subscription ``<inbox>.>`` per client):
 The handler is O(1) per message and never raises: garbage on the inbox is counted and
 dropped, duplicate and late acks (after a timeout, a second stream on the same subject, a
 retry) are counted and ignored. The first ack of a correlation id wins.
+
+Deadlines measure the broker's silence, not the event loop's: when the expiry timer runs late
+because the loop was blocked (a long synchronous call, a paused process), acks that reached
+the socket meanwhile have not been read yet, and the timer would otherwise run before them.
+A late timer therefore waits a short grace (as long as it was late, between
+``_GRACE_MIN`` and ``_GRACE_MAX`` seconds) before failing anything.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ __all__ = ("AckRouter", "AckStats", "InboxLink")
 
 logger = logging.getLogger(__name__)
 
+_LATE = 0.25
+"""A timer this many seconds behind its deadline means the event loop was blocked."""
+_GRACE_MIN = 0.1
+_GRACE_MAX = 2.0
+
 
 class InboxLink(Protocol):
     """What the router needs from the NATS connection (``NatsLink``, or a test double)."""
@@ -56,6 +67,8 @@ class AckStats:
     """Messages on the inbox that are not ack envelopes (dropped)."""
     timeouts: int = 0
     no_responders: int = 0
+    late_timers: int = 0
+    """Deadline checks postponed because the event loop was blocked past them."""
 
 
 class AckRouter:
@@ -73,6 +86,8 @@ class AckRouter:
         self._expiry: list[tuple[float, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._hold_until = 0.0
+        """Nothing expires before this loop time (the grace after a blocked loop)."""
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
@@ -130,6 +145,13 @@ class AckRouter:
     def _expire(self) -> None:
         self._timer = None
         now = self._loop.time()
+        late = now - self._timer_at
+        if late > _LATE:  # the loop was blocked: read what arrived meanwhile first
+            self.stats.late_timers += 1
+            self._hold_until = now + min(max(late, _GRACE_MIN), _GRACE_MAX)
+        if now < self._hold_until:
+            self._schedule(self._hold_until)
+            return
         heap = self._expiry
         while heap and heap[0][0] <= now:
             _, cid, what = heapq.heappop(heap)

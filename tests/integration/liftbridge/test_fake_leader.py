@@ -11,6 +11,7 @@ client's gRPC side is not used (stream metadata is stubbed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -77,6 +78,17 @@ class FakeLeader:
         await self.nc.flush()
 
 
+@contextlib.asynccontextmanager
+async def explained(client: lb.Client, leader: FakeLeader) -> AsyncIterator[None]:
+    """An unexpected AckTimeout becomes a failure that says what each side saw."""
+    try:
+        yield
+    except lb.AckTimeout as exc:
+        raise AssertionError(
+            f"{exc}; the leader saw {leader.received}, the client {client.stats}"
+        ) from exc
+
+
 @pytest.fixture
 async def setup(
     monkeypatch: pytest.MonkeyPatch,
@@ -101,8 +113,8 @@ async def setup(
 
 
 async def test_acks_resolve_with_offsets(setup: tuple[lb.Client, FakeLeader, str]) -> None:
-    client, _, stream = setup
-    async with client.producer(stream) as producer:
+    client, leader, stream = setup
+    async with client.producer(stream) as producer, explained(client, leader):
         confs = [await producer.send_and_wait(b"ok") for _ in range(3)]
     assert [(c.offset, c.partition, c.stream) for c in confs] == [
         (0, 0, stream),
@@ -124,15 +136,9 @@ async def test_error_acks_are_typed(
     setup: tuple[lb.Client, FakeLeader, str], value: bytes, error: type[lb.AckError], code: int
 ) -> None:
     client, leader, stream = setup
-    # A generous ack timeout: a CI run once saw a 5 s AckTimeout here on a loaded machine.
-    async with client.producer(stream, ack_timeout=30) as producer:
-        try:
-            with pytest.raises(error) as info:
-                await producer.send_and_wait(value)
-        except lb.AckTimeout as exc:
-            raise AssertionError(
-                f"{exc}; the leader saw {leader.received}, the client {client.stats}"
-            ) from exc
+    async with client.producer(stream) as producer, explained(client, leader):
+        with pytest.raises(error) as info:
+            await producer.send_and_wait(value)
         assert info.value.code == code
         assert stream in str(info.value)
         assert (await producer.send_and_wait(b"ok")).offset == 0
@@ -188,7 +194,7 @@ async def test_send_batch_windows_by_max_in_flight_and_keeps_order(
     setup: tuple[lb.Client, FakeLeader, str],
 ) -> None:
     client, leader, stream = setup
-    async with client.producer(stream, max_in_flight=7) as producer:
+    async with client.producer(stream, max_in_flight=7) as producer, explained(client, leader):
         futures = await producer.send_batch([b"ok"] * 50)
         await producer.flush(timeout=10)
         assert [f.result().offset for f in futures] == list(range(50))
@@ -200,7 +206,7 @@ async def test_send_batch_with_a_bad_value_sends_nothing(
     setup: tuple[lb.Client, FakeLeader, str],
 ) -> None:
     client, leader, stream = setup
-    async with client.producer(stream) as producer:
+    async with client.producer(stream) as producer, explained(client, leader):
         with pytest.raises(ConfigurationError):
             await producer.send_batch([b"ok", b"ok", "not bytes"])  # type: ignore[list-item]
         assert producer.pending == 0

@@ -48,8 +48,14 @@ async def received_after(
         await nc.flush()
         await send  # type: ignore[misc]
         await link.flush(10)
-        async with asyncio.timeout(10):
-            await done.wait()
+        try:
+            async with asyncio.timeout(10):
+                await done.wait()
+        except TimeoutError as exc:
+            raise AssertionError(
+                f"{len(got)} of {count} messages arrived in 10 s (last: {got[-3:]}); "
+                f"publisher {link.stats}, nats-py {link._nc.stats}, subscriber {nc.stats}"
+            ) from exc
         await asyncio.sleep(0.05)  # anything extra would show up here
     finally:
         await nc.close()

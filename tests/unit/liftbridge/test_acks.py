@@ -4,6 +4,7 @@ no-responders and deadlines."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -148,6 +149,42 @@ async def test_deadlines_expire_in_order_and_late_acks_are_dropped(
     assert r.stats.timeouts == 1
     await link.deliver(r.ack_inbox, ack_bytes("slow", offset=3))
     assert slow.result().offset == 3
+
+
+async def test_an_ack_read_after_a_blocked_loop_beats_its_deadline(
+    router: tuple[AckRouter, FakeLink],
+) -> None:
+    """The loop is blocked past a message's deadline while its ack waits in the socket:
+    after the block the expiry timer runs first, and reading the ack takes a few more turns
+    of the loop. The late timer grants a grace instead of failing the message."""
+    r, link = router
+    future = r.expect("a1", 0.05)
+    time.sleep(0.4)  # noqa: ASYNC251 (on purpose: the timer becomes due ~0.35 s late)
+
+    async def read_the_ack() -> None:
+        for _ in range(5):  # nats-py's read loop, parser and subscription task
+            await asyncio.sleep(0)
+        await link.deliver(r.ack_inbox, ack_bytes("a1", offset=17))
+
+    await read_the_ack()
+    assert (await asyncio.wait_for(future, 5)).offset == 17
+    assert (r.stats.late_timers, r.stats.timeouts, r.stats.unmatched) == (1, 0, 0)
+
+
+async def test_a_blocked_loop_delays_a_timeout_but_does_not_cancel_it(
+    router: tuple[AckRouter, FakeLink],
+) -> None:
+    r, link = router
+    silent = r.expect("s1", 0.05)
+    time.sleep(0.4)  # noqa: ASYNC251 (on purpose: a blocked loop)
+    short = r.expect("s2", 0.01)  # set during the block: its own deadline still holds
+    for future in (silent, short):
+        with pytest.raises(AckTimeout):
+            await asyncio.wait_for(future, 5)
+    assert r.stats.late_timers >= 1
+    assert r.stats.timeouts == 2
+    await link.deliver(r.ack_inbox, ack_bytes("s1"))  # too late now: counted, ignored
+    assert r.stats.unmatched == 1
 
 
 async def test_forget_cancels_and_close_fails_the_rest(router: tuple[AckRouter, FakeLink]) -> None:
