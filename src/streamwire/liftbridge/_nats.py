@@ -35,7 +35,7 @@ from streamwire.errors import (
 )
 from streamwire.transport.deadline import Deadline
 
-__all__ = ("NatsLink", "NatsStats", "translate_nats")
+__all__ = ("NatsLink", "NatsStats", "flush_in_order", "translate_nats")
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,31 @@ def translate_nats(exc: BaseException, what: str) -> StreamwireError:
     if isinstance(exc, OSError | nats.errors.Error):
         return TransportError(f"{what}: {detail}")
     return TransportError(f"{what}: unexpected {type(exc).__name__}: {detail}")
+
+
+async def flush_in_order(nc: NatsClient, timeout: float) -> None:
+    """A PING/PONG round trip that follows every command queued before it: once it returns,
+    the server has processed them (a SUB is in place, PUBs are routed).
+
+    nats-py's ``flush`` alone does not promise that: it writes its PING straight to the
+    socket, ahead of the commands still waiting in its buffer for the flusher task (seen in
+    nats-py 2.16 with a SUB), so a publish from another connection right after it can reach
+    the server before the subscription. The buffer is pushed out first, through nats-py's
+    ``_flush_pending(force_flush=True)`` when it has one; that call swallows cancellation,
+    so it runs as its own task.
+
+    Raises ``TimeoutError`` after ``timeout`` seconds; nats-py errors pass through.
+    """
+    async with asyncio.timeout(timeout):
+        push = getattr(nc, "_flush_pending", None)
+        if push is not None:
+            pushed = asyncio.ensure_future(push(force_flush=True))
+            try:
+                await asyncio.shield(pushed)
+            finally:
+                if not pushed.done():
+                    pushed.cancel()
+        await nc.flush(timeout=max(timeout, 0.001))  # type: ignore[arg-type]
 
 
 class NatsLink:
@@ -342,16 +367,16 @@ class NatsLink:
         self._valid_subjects.add(subject)
 
     async def flush(self, timeout: float | None) -> None:
-        """PING/PONG round trip: everything queued so far reached the server.
+        """PING/PONG round trip after everything queued so far (:func:`flush_in_order`):
+        the server has processed it. ``None`` waits up to 60 s.
 
         Cancellation: only the wait stops.
         """
-        wait = 60.0 if timeout is None else max(timeout, 0.001)
+        wait = 60.0 if timeout is None else timeout
         try:
-            async with asyncio.timeout(timeout):
-                await self._nc.flush(timeout=wait)  # type: ignore[arg-type]
+            await flush_in_order(self._nc, wait)
         except TimeoutError as exc:
-            raise RequestTimeout(f"NATS flush did not complete within {timeout} s") from exc
+            raise RequestTimeout(f"NATS flush did not complete within {wait} s") from exc
         except (nats.errors.Error, OSError) as exc:
             raise translate_nats(exc, "flushing NATS") from exc
 

@@ -22,6 +22,7 @@ import nats
 from nats.aio.msg import Msg
 
 from streamwire.liftbridge._grpc import METHODS
+from streamwire.liftbridge._nats import flush_in_order
 
 GRPC = "127.0.0.1:9292"
 NATS = "nats://127.0.0.1:4222"
@@ -79,7 +80,7 @@ async def main() -> None:
         await acks.put(msg)
 
     await nc.subscribe(INBOX, cb=on_ack)
-    await nc.flush()
+    await flush_in_order(nc, 10)
     cases = [
         ("ack-all-partition0", "vector.subject", PUBLISH_ALL),
         ("ack-leader-partition1", "vector.subject.1", PUBLISH_LEADER),

@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 
 import streamwire.liftbridge as lb
 from streamwire.errors import ConfigurationError, ConnectionClosed, FlushTimeout, ProducerBufferFull
+from streamwire.liftbridge._nats import flush_in_order
 from streamwire.liftbridge.protocol.errors import UnknownAckError
 from streamwire.liftbridge.protocol.messages import Ack, decode_publish, encode_ack
 from streamwire.liftbridge.protocol.metadata import PartitionInfo, StreamInfo
@@ -45,7 +46,7 @@ class FakeLeader:
 
     async def start(self) -> None:
         await self.nc.subscribe(self.subject, cb=self.on_message)
-        await self.nc.flush()
+        await flush_in_order(self.nc, 10)
 
     def ack(self, cid: str, inbox: str, *, offset: int = 0, error: int = 0) -> bytes:
         return encode_ack(
@@ -75,7 +76,7 @@ class FakeLeader:
     async def send_late_acks(self) -> None:
         for inbox, data in self.late:
             await self.nc.publish(inbox, data)
-        await self.nc.flush()
+        await flush_in_order(self.nc, 10)
 
 
 @contextlib.asynccontextmanager

@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._nats import NatsLink
+from streamwire.liftbridge._nats import NatsLink, flush_in_order
 from streamwire.transport.deadline import Deadline
 from tests.brokers import require
 
@@ -45,7 +46,7 @@ async def received_after(
     nc = await nats.connect(require("nats").url)
     try:
         await nc.subscribe(f"{base}.>", cb=on_message)
-        await nc.flush()
+        await flush_in_order(nc, 10)
         await send  # type: ignore[misc]
         await link.flush(10)
         try:
@@ -99,3 +100,53 @@ async def test_bad_subjects_and_oversized_payloads_queue_nothing(
             await link.publish_many([good, bad])
     got = await received_after(link, base, 1, link.publish_many([good]))
     assert got == [good]
+
+
+class WireLog:
+    """What a nats-py connection writes to its socket, in order (first line of each write)."""
+
+    def __init__(self, nc: NatsClient) -> None:
+        self.lines: list[bytes] = []
+        transport = nc._transport
+        assert transport is not None
+        write, writelines = transport.write, transport.writelines
+
+        def logged_write(payload: bytes) -> None:
+            self.lines += bytes(payload).splitlines()
+            write(payload)
+
+        def logged_writelines(payload: list[bytes]) -> None:
+            self.lines += b"".join(payload).splitlines()
+            writelines(payload)
+
+        transport.write = logged_write  # type: ignore[method-assign]
+        transport.writelines = logged_writelines  # type: ignore[method-assign]
+
+    def commands(self) -> list[bytes]:
+        return [line.split(b" ")[0] for line in self.lines if line]
+
+
+async def test_flush_follows_what_was_queued_before_it() -> None:
+    """``flush_in_order`` (NatsLink.flush) puts its PING after a SUB and PUBs still queued
+    for nats-py's flusher, so its PONG means the server processed them; a publish from
+    another connection right after it reaches the subscription."""
+    url = require("nats").url
+    subscriber, publisher = await nats.connect(url), await nats.connect(url)
+    try:
+        wire = WireLog(subscriber)
+        got: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def on_message(msg: Msg) -> None:
+            await got.put(msg.data)
+
+        subject = f"order-{uuid.uuid4().hex[:8]}"
+        await subscriber.subscribe(subject, cb=on_message)
+        await subscriber.publish(f"{subject}.other", b"queued")
+        await flush_in_order(subscriber, 10)
+        assert wire.commands() == [b"SUB", b"PUB", b"queued", b"PING"]
+        await publisher.publish(subject, b"right after")
+        await flush_in_order(publisher, 10)
+        assert await asyncio.wait_for(got.get(), 10) == b"right after"
+    finally:
+        await subscriber.close()
+        await publisher.close()

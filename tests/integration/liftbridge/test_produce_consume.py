@@ -11,6 +11,7 @@ import streamwire
 import streamwire.liftbridge as lb
 from streamwire import ConfigurationError, HeaderValue, Message
 from streamwire.errors import ConnectionClosed
+from streamwire.liftbridge._nats import flush_in_order
 from streamwire.liftbridge.protocol.messages import partition_for_key
 from tests.integration.liftbridge.conftest import NewStream
 
@@ -229,7 +230,7 @@ async def test_garbage_on_the_ack_inbox_is_dropped(client: lb.Client, stream: st
     nc = await nats.connect(client.nats_servers)
     try:
         await nc.publish(client._acks.ack_inbox, b"not an envelope")
-        await nc.flush()
+        await flush_in_order(nc, 10)
     finally:
         await nc.close()
     async with client.producer(stream) as producer:
