@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import grpc
 import grpc.aio
@@ -40,6 +40,8 @@ from streamwire.liftbridge.protocol.errors import GRPC_ERRORS, GrpcStatus
 from streamwire.transport.tls import TLSOptions
 
 __all__ = ("METHODS", "Channels", "Method", "RpcFailed", "grpc_credentials", "translate")
+
+_Ch = TypeVar("_Ch", grpc.aio.Channel, grpc.Channel)
 
 logger = logging.getLogger(__name__)
 
@@ -213,34 +215,34 @@ class Channels:
 
     def channel(self, host: str, port: int, *, resolve: bool = True) -> grpc.aio.Channel:
         """The channel to the broker advertised as ``host:port``."""
-        if self._closed:
-            raise ClosedError("the client is closed")
-        key = (host, port)
-        ch = self._channels.get(key)
-        if ch is None:
-            target = self._target(host, port, resolve)
-            if self._credentials is None:
-                ch = grpc.aio.insecure_channel(target, options=self._options)
-            else:
-                ch = grpc.aio.secure_channel(target, self._credentials, options=self._options)
-            self._channels[key] = ch
-        return ch
+        return self._cached(self._channels, host, port, resolve, grpc.aio, self._options)
 
     def stream_channel(self, host: str, port: int, *, resolve: bool = True) -> grpc.Channel:
         """The synchronous channel (for Subscribe streams) to the broker advertised as
-        ``host:port``: same target, credentials and options as :meth:`channel`."""
+        ``host:port``: same target and credentials as :meth:`channel`."""
+        return self._cached(self._stream_channels, host, port, resolve, grpc, self._stream_options)
+
+    def _cached(
+        self,
+        table: dict[tuple[str, int], _Ch],
+        host: str,
+        port: int,
+        resolve: bool,
+        kind: Any,
+        options: list[tuple[str, Any]],
+    ) -> _Ch:
+        """One channel per advertised address in ``table``, made by ``kind`` (the ``grpc``
+        or ``grpc.aio`` module) with the client's credentials."""
         if self._closed:
             raise ClosedError("the client is closed")
-        key = (host, port)
-        ch = self._stream_channels.get(key)
+        ch = table.get((host, port))
         if ch is None:
             target = self._target(host, port, resolve)
-            options = self._stream_options
             if self._credentials is None:
-                ch = grpc.insecure_channel(target, options=options)
+                ch = kind.insecure_channel(target, options=options)
             else:
-                ch = grpc.secure_channel(target, self._credentials, options=options)
-            self._stream_channels[key] = ch
+                ch = kind.secure_channel(target, self._credentials, options=options)
+            table[(host, port)] = ch
         return ch
 
     async def unary(
