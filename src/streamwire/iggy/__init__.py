@@ -24,7 +24,7 @@ from streamwire.iggy.protocol.errors import (
     UnknownIggyServerError,
     error_class,
 )
-from streamwire.iggy.protocol.machine import MachineSettings
+from streamwire.iggy.protocol.machine import MachineSettings, ReplyStats
 from streamwire.iggy.protocol.mapping import KEY_HEADER
 from streamwire.iggy.protocol.users import (
     GlobalPermissions,
@@ -55,6 +55,7 @@ __all__ = (
     "Producer",
     "ProducerOptions",
     "ReconnectPolicy",
+    "ReplyStats",
     "StoredMessage",
     "StreamPermissions",
     "TLSOptions",

@@ -31,7 +31,12 @@ from streamwire.errors import (
 from streamwire.iggy.protocol import events as ev
 from streamwire.iggy.protocol._wire import RequestPayload
 from streamwire.iggy.protocol.constants import COMMANDS, Operation
-from streamwire.iggy.protocol.machine import IggyConnection, MachineSettings, PendingRequest
+from streamwire.iggy.protocol.machine import (
+    IggyConnection,
+    MachineSettings,
+    PendingRequest,
+    ReplyStats,
+)
 from streamwire.iggy.protocol.system import (
     LoginRegister,
     LoginRegisterWithToken,
@@ -110,15 +115,19 @@ class Connection:
         tls: TLSConfig | None = None,
         timeout: float | None = 30.0,
         settings: MachineSettings | None = None,
+        stats: ReplyStats | None = None,
     ) -> Connection:
-        """Connect and log in within one ``timeout`` budget.
+        """Connect and log in within one ``timeout`` budget. ``stats`` (shared by a
+        client's connections) counts the replies that surprised the machine.
 
         Cancellation: the socket is closed; nothing is left running.
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
         stream = await open_tcp(host, port, tls=tls, timeout=deadline.remaining())
-        return await cls.start(stream, address, credentials, deadline=deadline, settings=settings)
+        return await cls.start(
+            stream, address, credentials, deadline=deadline, settings=settings, stats=stats
+        )
 
     @classmethod
     async def start(
@@ -129,9 +138,10 @@ class Connection:
         *,
         deadline: Deadline | None = None,
         settings: MachineSettings | None = None,
+        stats: ReplyStats | None = None,
     ) -> Connection:
         """Log in over an already connected stream (used by :meth:`open` and tests)."""
-        self = cls(stream, IggyConnection(settings), address)
+        self = cls(stream, IggyConnection(settings, stats=stats), address)
         self._tasks = [
             asyncio.create_task(self._read_loop(), name=f"streamwire-iggy-reader {address}"),
             asyncio.create_task(self._timer_loop(), name=f"streamwire-iggy-timer {address}"),

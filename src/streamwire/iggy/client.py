@@ -34,7 +34,7 @@ from streamwire.iggy.protocol.errors import (
     TopicNameAlreadyExists,
     TopicNameNotFound,
 )
-from streamwire.iggy.protocol.machine import MachineSettings
+from streamwire.iggy.protocol.machine import MachineSettings, ReplyStats
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSConfig
@@ -93,6 +93,11 @@ class Client(AdminMixin, AsyncClosing):
         self.timeout = timeout
         self.settings = settings or MachineSettings()
         self.reconnect = reconnect
+        self.reply_stats = ReplyStats()
+        """Replies on this client's connections that differed from the notes but were
+        accepted, as the official SDK accepts them: answered out of order, under another
+        operation (real servers answer CreateTopic with their internal operation 64) or
+        another client id (docs/iggy.md, "How a reply is matched")."""
         self._conn: Connection | None = None
         self._children: set[Producer | Consumer] = set()
         self._closed = False
@@ -111,6 +116,7 @@ class Client(AdminMixin, AsyncClosing):
             tls=self.tls,
             timeout=self.timeout,
             settings=self.settings,
+            stats=self.reply_stats,
         )
 
     async def _dial_with_retry(self, what: str) -> Connection:

@@ -21,7 +21,12 @@ from streamwire.iggy.protocol import streams as st
 from streamwire.iggy.protocol import system as sy
 from streamwire.iggy.protocol.constants import Operation
 from streamwire.iggy.protocol.errors import StaleClient, TransientNotCommitted
-from streamwire.iggy.protocol.framing import encode_eviction, encode_reply, encode_result_section
+from streamwire.iggy.protocol.framing import (
+    decode_request,
+    encode_eviction,
+    encode_reply,
+    encode_result_section,
+)
 from streamwire.iggy.protocol.identifiers import Identifier
 from streamwire.iggy.protocol.machine import ConnectionState, MachineSettings
 from tests.unit.iggy.test_connection import Server
@@ -59,21 +64,38 @@ def test_requests_that_must_go_alone() -> None:
         m2.send(sy.Ping(), 0)
 
 
-def test_a_reply_out_of_order_fails_the_connection() -> None:
+def test_reads_sharing_a_number_are_told_apart_by_their_stamp() -> None:
     m = machine(max_in_flight=2)
     login(m)
     streams = m.send(st.GetStreams(), 0)  # operation 2, request 1
-    m.send(sy.Ping(), 0)  # operation 2, request 1 too: reads do not take a new number
-    # so replies to reads cannot be told apart: their order is what matches them
+    ping = m.send(sy.Ping(), 0)  # operation 2, request 1 too: reads do not take a new number
+    frames = m.data_to_send()
+    first, second = (
+        decode_request(frames[: len(streams.frame)]),
+        decode_request(frames[len(streams.frame) :]),
+    )
+    assert (first.request, first.timestamp) == (1, 0)  # alone on its number: as the SDK sends
+    assert ping.stamp
+    assert (second.request, second.timestamp) == (1, ping.stamp)
+    # the server echoes the timestamp: the ping's reply, first, resolves the ping
+    echo = encode_reply(b"", client=m.client_id, request=1, operation=2, timestamp=ping.stamp)
+    (event,) = m.receive_data(echo, 0)
+    assert isinstance(event, ev.ReplyReceived)
+    assert event.request is ping
+    assert m.stats.out_of_order == 1
     (event,) = m.receive_data(reply_to(m, streams), 0)
     assert isinstance(event, ev.ReplyReceived)
     assert event.request is streams
+
+
+def test_a_reply_to_a_number_nobody_sent_fails_the_connection() -> None:
     m3 = machine(max_in_flight=2)
     login(m3)
     m3.send(st.GetStreams(), 0)
     other = encode_reply(b"", client=m3.client_id, request=7, operation=2)
     (failed,) = m3.receive_data(other, 0)
     assert isinstance(failed, ev.ProtocolFailed)
+    assert "no pending request" in str(failed.error)
     assert m3.state is ConnectionState.FAILED
 
 

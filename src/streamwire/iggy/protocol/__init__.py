@@ -57,6 +57,7 @@ from streamwire.iggy.protocol.machine import (
     IggyConnection,
     MachineSettings,
     PendingRequest,
+    ReplyStats,
 )
 
 __all__ = (
@@ -84,6 +85,7 @@ __all__ = (
     "PartitioningKind",
     "Payload",
     "PendingRequest",
+    "ReplyStats",
     "PollingKind",
     "PollingStrategy",
     "Reply",

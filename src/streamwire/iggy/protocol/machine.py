@@ -5,22 +5,33 @@ decodes what comes back, and keeps the deadlines; it never reads a clock (every 
 takes ``now``, seconds on any monotonic scale) and performs no I/O. Bytes to write come from
 :meth:`IggyConnection.data_to_send`; bytes read go to :meth:`IggyConnection.receive_data`.
 
-Rules it implements (protocol notes §2.4–§2.8):
+Rules it implements (docs/iggy.md, "Request numbering" and "How a reply is matched"):
 
-* replies come back in request order (the server handles a connection's requests one at a
-  time, FIFO, §2.8), so they are matched to requests first in, first out. By default one
-  request is in flight; ``max_in_flight`` > 1 lets reads, Ping and SendMessages pipeline
-  (each reply is still checked against the oldest request's operation and number). Login,
-  logout, metadata and consumer-offset writes always go alone, and only they are retried
-  after a transient rejection, with the same number;
+* by default one request is in flight; ``max_in_flight`` > 1 lets reads, Ping and
+  SendMessages pipeline. Login, logout, metadata and consumer-offset writes always go alone,
+  and only they are retried after a transient rejection, with the same number;
+* a reply is matched to the pending request **with its request number**, wherever that
+  request sits among the pending ones: a server that runs one shard per core answers
+  pipelined requests for different partitions in the order the shards finish, not in the
+  order they were sent. Where several pending requests share a number (reads carry the
+  number the next write will take), the one whose timestamp stamp the reply echoes wins,
+  then the one with the reply's operation, then the oldest. A request queued behind another
+  with the same number is stamped with a per-connection sequence in its (informational,
+  echoed) timestamp field; a request sent alone carries 0, byte for byte as the official
+  SDK's;
+* as in the official Rust SDK, the reply's operation and client id are not checked: real
+  servers answer CreateTopic with their internal CreateTopicWithAssignments operation and
+  may stamp a client id of their own. Such replies are accepted and counted in
+  :class:`ReplyStats`. The reply's operation decides only whether a result section leads
+  the body; an operation byte we do not know falls back to the request's framing;
 * a login mints a new random client id and resets the request counter to 1; the Register
   request carries request 0 and session 0;
 * replicated requests (metadata ops, Logout, SendMessages, consumer-offset writes) take the
   next request number; reads and Ping send the current one without advancing it;
 * Register, Logout and metadata requests are stamped with XXH3-64 of their body;
-* a reply must echo our client id, the request number and the operation;
-* an eviction, a protocol violation or a reply deadline that passes leaves the machine
-  ``FAILED`` for good (h11-style sticky error).
+* a non-zero reply status and a committed rejection are typed errors for that request; an
+  eviction, a reply for a request number nobody is waiting for, an undecodable frame or a
+  reply deadline that passes leaves the machine ``FAILED`` for good (h11-style sticky error).
 """
 
 from __future__ import annotations
@@ -63,9 +74,17 @@ from streamwire.iggy.protocol.framing import (
 )
 from streamwire.iggy.protocol.system import LoginReply
 
-__all__ = ("ConnectionState", "IggyConnection", "MachineSettings", "PendingRequest")
+__all__ = (
+    "ConnectionState",
+    "IggyConnection",
+    "MachineSettings",
+    "PendingRequest",
+    "ReplyStats",
+)
 
 _LOGIN_CODES: Final = (Command.LOGIN_REGISTER, Command.LOGIN_REGISTER_WITH_PAT)
+_INTERNAL_OPERATIONS: Final = (64, 127)
+"""Operations a server commits internally (docs/iggy.md); metadata, so result-framed."""
 
 
 class ConnectionState(Enum):
@@ -113,6 +132,24 @@ class PendingRequest:
     attempts: int = 1
     seq: int = 0
     """Position in the connection's sending order (retries get a new one)."""
+    stamp: int = 0
+    """The timestamp field sent (0, or ``seq`` when queued behind a request with the same
+    number): a server echoes it, which tells such requests' replies apart."""
+
+
+@dataclass(slots=True)
+class ReplyStats:
+    """What the replies on a client's connections did that the notes did not expect.
+    Visible, never fatal (see the module notes)."""
+
+    replies: int = 0
+    """Replies matched to a request."""
+    out_of_order: int = 0
+    """Replies that answered a request other than the oldest pending one."""
+    foreign_operation: int = 0
+    """Replies whose operation byte differs from the request's (e.g. 64 for CreateTopic)."""
+    foreign_client: int = 0
+    """Replies that carry a client id other than the one the session registered."""
 
 
 class IggyConnection:
@@ -123,8 +160,11 @@ class IggyConnection:
         settings: MachineSettings | None = None,
         *,
         random_bytes: Callable[[int], bytes] = os.urandom,
+        stats: ReplyStats | None = None,
     ) -> None:
         self.settings = settings or MachineSettings()
+        self.stats = stats if stats is not None else ReplyStats()
+        """Counters of tolerated surprises (may be shared by a client's connections)."""
         self.state = ConnectionState.IDLE
         self._random = random_bytes
         self.client_id = random_message_id(random_bytes)
@@ -236,6 +276,8 @@ class IggyConnection:
         timeout: float | None,
     ) -> PendingRequest:
         body = payload.encode()
+        seq = self._next_seq()
+        stamp = seq if any(p.request == number for p in self._pending) else 0
         frame = encode_request(
             body,
             client=self.client_id,
@@ -244,6 +286,7 @@ class IggyConnection:
             session=session,
             code=payload.command,
             stamp_checksum=self.settings.stamp_checksums and operation.stamps_checksum,
+            timestamp=stamp,
         )
         wait = self.settings.request_timeout if timeout is None else timeout
         pending = PendingRequest(
@@ -254,7 +297,8 @@ class IggyConnection:
             sent_at=now,
             deadline=now + wait,
             frame=frame,
-            seq=self._next_seq(),
+            seq=seq,
+            stamp=stamp,
         )
         self._out.append(frame)
         self._pending.append(pending)
@@ -283,6 +327,7 @@ class IggyConnection:
             frame=pending.frame,
             attempts=pending.attempts + 1,
             seq=self._next_seq(),
+            stamp=pending.stamp,
         )
         if again.operation is Operation.REGISTER:
             self.state = ConnectionState.REGISTERING
@@ -366,23 +411,18 @@ class IggyConnection:
         events.append(ev.Evicted(frame.reason, error))
 
     def _reply(self, reply: Reply, events: list[ev.Event]) -> None:
-        if not self._pending:
-            raise RemoteProtocolError(f"a reply (request {reply.request}) nobody asked for")
-        pending = self._pending[0]
-        if reply.operation != pending.operation or reply.request != pending.request:
-            raise RemoteProtocolError(
-                f"reply to operation {reply.operation} request {reply.request}, expected"
-                f" operation {pending.operation} request {pending.request}"
-            )
+        pending = self._match(reply)
+        stats = self.stats
+        stats.replies += 1
+        if reply.operation != pending.operation:
+            stats.foreign_operation += 1
         if reply.client not in (0, self.client_id):
-            raise RemoteProtocolError(f"reply for client {reply.client:#x}, not ours")
-        self._pending.popleft()
+            stats.foreign_client += 1
         if reply.status:
             self._rejected(pending, reply.status, events)
             return
         body: BytesLike = reply.body
-        framed = pending.operation.result_framed
-        if framed and (pending.operation is not Operation.REGISTER or body):
+        if _result_framed(reply.operation, pending.operation, body):
             code, body = split_result_section(body)
             if code is not None:
                 self._rejected(pending, code, events)
@@ -396,6 +436,47 @@ class IggyConnection:
         if pending.operation is Operation.REGISTER:
             self._logged_in(result, events)
         events.append(ev.ReplyReceived(pending, result))
+
+    def _match(self, reply: Reply) -> PendingRequest:
+        """Take the pending request ``reply`` answers (see the module notes)."""
+        queue = self._pending
+        if not queue:
+            raise RemoteProtocolError(f"a reply (request {reply.request}) nobody asked for")
+        oldest = queue[0]
+        if (
+            oldest.request == reply.request
+            and oldest.operation == reply.operation
+            and (oldest.stamp == reply.timestamp or not reply.timestamp)
+        ):
+            return queue.popleft()  # the common case: in order
+        by_stamp = by_operation = by_number = -1
+        for index, candidate in enumerate(queue):
+            if candidate.request != reply.request:
+                continue
+            if reply.timestamp and candidate.stamp == reply.timestamp:
+                by_stamp = index
+                break
+            if by_operation < 0 and candidate.operation == reply.operation:
+                by_operation = index
+            if by_number < 0:
+                by_number = index
+        if by_stamp >= 0:
+            index = by_stamp
+        elif by_operation >= 0:
+            index = by_operation
+        else:
+            index = by_number
+        if index < 0:
+            waiting = ", ".join(f"{p.command.name} #{p.request}" for p in queue)
+            raise RemoteProtocolError(
+                f"a reply to request {reply.request} (operation {reply.operation}), which no"
+                f" pending request has (waiting: {waiting})"
+            )
+        if index:
+            self.stats.out_of_order += 1
+        pending = queue[index]
+        del queue[index]
+        return pending
 
     def _rejected(self, pending: PendingRequest, code: int, events: list[ev.Event]) -> None:
         error = ERRORS.from_code(code)
@@ -433,3 +514,21 @@ class IggyConnection:
         if self.state is not ConnectionState.FAILED:
             self.state = ConnectionState.CLOSED
         self._pending.clear()
+
+
+def _result_framed(operation: int, sent: Operation, body: BytesLike) -> bool:
+    """Does a result section lead this reply's body? Decided by the reply's operation, as
+    the official SDK does: internal operations (64..127, e.g. CreateTopicWithAssignments)
+    are metadata and framed; an operation byte we do not know falls back to the request's.
+    Register is framed only when its body is non-empty (a terminal failure has none)."""
+    try:
+        op = Operation(operation)
+    except ValueError:
+        op = None
+    if op is None:
+        if _INTERNAL_OPERATIONS[0] <= operation <= _INTERNAL_OPERATIONS[1]:
+            return True
+        op = sent
+    if op is Operation.REGISTER:
+        return len(body) > 0
+    return op.result_framed
