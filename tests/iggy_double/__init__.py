@@ -5,8 +5,8 @@ Not part of the streamwire package. See :mod:`tests.iggy_double.server`.
 
 from __future__ import annotations
 
-from tests.iggy_double.server import IggyDouble
+from tests.iggy_double.server import HABITS, Habits, IggyDouble
 from tests.iggy_double.state import IggyError, State
 from tests.iggy_double.threaded import ThreadedIggyDouble
 
-__all__ = ("IggyDouble", "IggyError", "State", "ThreadedIggyDouble")
+__all__ = ("HABITS", "Habits", "IggyDouble", "IggyError", "State", "ThreadedIggyDouble")

@@ -8,6 +8,13 @@ checksum verification on SendMessages (a malformed batch is dropped without a re
 the poll semantics of ``server-0.9.0-edge.5``. Fidelity is checked by driving it with the
 official ``apache-iggy`` 0.9.0 client (``tests/integration/iggy/test_double_fidelity.py``).
 
+Two modes (``habits``): ``"notes"`` answers as the protocol notes describe; ``"server"``
+adds what a real sharded server (apache/iggy ``server-0.9.0-edge.5``) was seen doing
+(docs/iggy.md, "What the real server did"): CreateTopic and CreatePartitions are answered
+with the internal operations 64 and 65, replies carry a server-chosen client id, and the
+replies to pipelined requests that arrive together are sent in reverse order, as shards
+that finish in another order would. ``STREAMWIRE_IGGY_DOUBLE_HABITS`` sets the default.
+
 Faults for client tests: :meth:`IggyDouble.silence` (swallow the next requests),
 :meth:`IggyDouble.corrupt_next_reply`, :meth:`IggyDouble.evict`, and a restart
 (:meth:`IggyDouble.stop`, then :meth:`IggyDouble.start_again`).
@@ -19,10 +26,11 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import struct
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Literal, Self, get_args
 
 from streamwire.codec.checksums import xxh3_64
 from streamwire.codec.framing import IGGY_HEADER, FrameAccumulator
@@ -52,6 +60,22 @@ __all__ = ("IggyDouble",)
 logger = logging.getLogger(__name__)
 
 SERVER_VERSION = "0.9.0"
+Habits = Literal["notes", "server"]
+HABITS: Final[tuple[Habits, ...]] = get_args(Habits)
+#: Internal operations a real server answers these with (CreateTopicWithAssignments,
+#: CreatePartitionsWithAssignments).
+_INTERNAL_REPLIES: Final = {Operation.CREATE_TOPIC: 64, Operation.CREATE_PARTITIONS: 65}
+_SERVER_CLIENT_BASE: Final = 1 << 112
+
+
+def default_habits() -> Habits:
+    value = os.environ.get("STREAMWIRE_IGGY_DOUBLE_HABITS", "notes")
+    for habits in HABITS:
+        if value == habits:
+            return habits
+    raise ValueError(f"STREAMWIRE_IGGY_DOUBLE_HABITS={value!r}: use one of {HABITS}")
+
+
 _LEGACY_LOGINS = (Command.LOGIN_USER, Command.LOGIN_WITH_PERSONAL_ACCESS_TOKEN)
 _U32 = struct.Struct("<I")
 
@@ -60,6 +84,9 @@ class _Conn:
     def __init__(self, info: SessionInfo, writer: asyncio.StreamWriter) -> None:
         self.info = info
         self.writer = writer
+        self.held: list[bytes] | None = None
+        """Replies to pipelined requests held until the read that brought them is done
+        (``habits="server"``), then sent in reverse order."""
 
 
 class IggyDouble:
@@ -72,7 +99,9 @@ class IggyDouble:
         password: str = "iggy",  # noqa: S107 - the default root of a test server
         ssl: Any = None,
         max_frame_size: int = 64 * 1024 * 1024,
+        habits: Habits | None = None,
     ) -> None:
+        self.habits: Habits = default_habits() if habits is None else habits
         self.state = State(username, password)
         self.host = "127.0.0.1"
         self.port = 0
@@ -178,10 +207,15 @@ class IggyDouble:
         self._conns[info.number] = conn
         frames = FrameAccumulator(IGGY_HEADER, max_frame_size=self._max_frame)
         try:
+            reorder = self.habits == "server"
             while data := await reader.read(65536):
                 frames.feed(data)
+                conn.held = [] if reorder else None
                 while (frame := frames.next_frame()) is not None:
                     self._handle_frame(conn, frame)
+                held, conn.held = conn.held, None
+                for reply in reversed(held or ()):
+                    self._send(conn, reply)
                 await writer.drain()
         except StreamwireError as exc:  # size < 256 or > max: the server drops the connection
             logger.debug("double: closing %s: %s", info.address, exc)
@@ -219,15 +253,24 @@ class IggyDouble:
             return
         if self._corrupt is not None:
             reply, self._corrupt = self._corrupt(reply), None
-        self._send(conn, reply)
+        if conn.held is not None and Operation(request.operation).pipelinable:
+            conn.held.append(reply)  # answered when its "shard" is done: see _serve
+        else:
+            self._send(conn, reply)
 
     def _reply(self, req: Request, body: bytes = b"", status: int = 0) -> bytes:
+        client, operation = req.client, req.operation
+        if self.habits == "server":
+            operation = _INTERNAL_REPLIES.get(Operation(operation), operation)
+            if req.operation != Operation.REGISTER:
+                client = _SERVER_CLIENT_BASE | (req.client & 0xFFFF)
         return encode_reply(
             body,
-            client=req.client,
+            client=client,
             request=req.request,
-            operation=req.operation,
+            operation=operation,
             status=status,
+            timestamp=req.timestamp,  # echoed, as servers do
             request_checksum=req.request_checksum,
         )
 

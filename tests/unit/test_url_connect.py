@@ -34,6 +34,16 @@ def test_liftbridge_url_with_nats_query() -> None:
     assert u.param("missing", "d") == "d"
 
 
+def test_query_values_keep_plus_signs() -> None:
+    # a real Iggy server minted this token: base64 with '+' and '/'; a '+' read as a space
+    # made the login fail with "invalid token"
+    token = "mpw/gJ/bSYt8vYPGUhG+CwwRh4aez/ck9vmG1v6QTkAdnycgIB2Jy+JbIZU3Y8xR4aQ="
+    u = parse_url(f"iggy://127.0.0.1:8090?token={token}&x=a%2Bb%20c&flag")
+    assert u.param("token") == token
+    assert u.param("x") == "a+b c"
+    assert u.param("flag") == ""
+
+
 @pytest.mark.parametrize(
     "url", ["http://x", "rabbitmq-stream://", "iggy://h:notaport", "kafka://h:9092", ""]
 )

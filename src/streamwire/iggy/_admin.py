@@ -12,8 +12,8 @@ from streamwire.iggy.protocol import users as us
 from streamwire.iggy.protocol._wire import RequestPayload
 from streamwire.iggy.protocol.constants import U64_MAX
 from streamwire.iggy.protocol.errors import (
+    CONSUMER_GROUP_MISSING,
     ConsumerGroupNameAlreadyExists,
-    ConsumerGroupNameNotFound,
 )
 from streamwire.iggy.protocol.identifiers import Identifier, IdentifierLike
 
@@ -52,7 +52,7 @@ class AdminMixin:
         self, address: str, name: IdentifierLike, *, missing_ok: bool = False
     ) -> None:
         stream, topic = topic_of(address)
-        with contextlib.suppress(*((ConsumerGroupNameNotFound,) if missing_ok else ())):
+        with contextlib.suppress(*(CONSUMER_GROUP_MISSING if missing_ok else ())):
             await self.request(gr.DeleteConsumerGroup(stream, topic, Identifier.of(name)))
 
     async def consumer_group(

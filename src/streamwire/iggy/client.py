@@ -29,8 +29,8 @@ from streamwire.iggy.protocol import streams as st
 from streamwire.iggy.protocol import system as sy
 from streamwire.iggy.protocol._wire import RequestPayload
 from streamwire.iggy.protocol.errors import (
+    STREAM_OR_TOPIC_MISSING,
     StreamNameAlreadyExists,
-    StreamNameNotFound,
     TopicNameAlreadyExists,
     TopicNameNotFound,
 )
@@ -224,9 +224,7 @@ class Client(AdminMixin, AsyncClosing):
         Cancellation: it may or may not have been deleted.
         """
         stream, topic = parse_address(name, topic_required=False)
-        missing: tuple[type[BaseException], ...] = (
-            (StreamNameNotFound, TopicNameNotFound) if missing_ok else ()
-        )
+        missing: tuple[type[BaseException], ...] = STREAM_OR_TOPIC_MISSING if missing_ok else ()
         with contextlib.suppress(*missing):
             if topic is None:
                 await self.request(st.DeleteStream(stream))

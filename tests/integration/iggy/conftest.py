@@ -1,5 +1,6 @@
-"""Fixtures for the double-backed Iggy tests: a fresh loopback double per test, a streamwire
-client and an official apache-iggy 0.9.0 client logged in to it. No external broker."""
+"""Fixtures for the double-backed Iggy tests: a fresh loopback double per test, in each of its
+modes (as the notes describe, and with a real sharded server's habits), a streamwire client
+and an official apache-iggy 0.9.0 client logged in to it. No external broker."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Any
 import pytest
 
 import streamwire.iggy as iggy
-from tests.iggy_double import IggyDouble
+from tests.iggy_double import HABITS, Habits, IggyDouble
 
 
-@pytest.fixture
-async def double() -> AsyncIterator[IggyDouble]:
-    async with IggyDouble() as server:
+@pytest.fixture(params=HABITS)
+async def double(request: pytest.FixtureRequest) -> AsyncIterator[IggyDouble]:
+    habits: Habits = request.param
+    async with IggyDouble(habits=habits) as server:
         yield server
 
 

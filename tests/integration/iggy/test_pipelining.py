@@ -42,7 +42,7 @@ async def connect(port: int, max_in_flight: int) -> iggy.Client:
 
 @pytest.mark.parametrize("max_in_flight", [1, 3])
 async def test_producer_batches_in_flight_and_send_order(
-    client: iggy.Client, slow: FaultProxy, max_in_flight: int
+    client: iggy.Client, slow: FaultProxy, max_in_flight: int, double: IggyDouble
 ) -> None:
     await client.create_stream(ADDRESS, partitions=2)
     sent = [(b"m%03d" % i, None if i % 3 else b"k%d" % (i % 2)) for i in range(300)]
@@ -63,6 +63,13 @@ async def test_producer_batches_in_flight_and_send_order(
     finally:
         await pc.close()
     assert max(seen) == max_in_flight  # the pipeline filled up, and never beyond its size
+    if double.habits == "server":
+        assert client.reply_stats.foreign_operation >= 1  # CreateTopic answered as 64
+        assert pc.reply_stats.foreign_client > 0
+        if max_in_flight > 1:  # replies to sends that arrived together came back reversed
+            assert pc.reply_stats.out_of_order > 0
+    else:
+        assert (client.reply_stats.foreign_operation, pc.reply_stats.out_of_order) == (0, 0)
     where = [f.result().partition for f in futures]
     for partition in (0, 1):
         want = [v for (v, _), p in zip(sent, where, strict=True) if p == partition]
@@ -95,7 +102,9 @@ async def drain(consumer: Consumer, want: int) -> list[Message]:
     return got
 
 
-async def test_consumer_polls_ahead_over_partitions_without_gaps(client: iggy.Client) -> None:
+async def test_consumer_polls_ahead_over_partitions_without_gaps(
+    client: iggy.Client, double: IggyDouble
+) -> None:
     await client.create_stream(ADDRESS, partitions=3)
     values = [b"v%04d" % i for i in range(900)]
     async with client.producer(ADDRESS) as producer:
@@ -106,6 +115,9 @@ async def test_consumer_polls_ahead_over_partitions_without_gaps(client: iggy.Cl
         used = count_ahead_used(consumer)
         got = await drain(consumer, len(values))
     assert used[0] > 0  # polls were answered from replies polled ahead
+    # with a sharded server's habits the polls ahead (one number, told apart by their
+    # stamps) were answered in reverse order, and each still reached its own poll
+    assert (client.reply_stats.out_of_order > 0) == (double.habits == "server")
     for partition in placed:
         mine = [m for m in got if m.partition == partition]
         assert [m.offset for m in mine] == list(range(len(mine)))  # no gap, no repeat

@@ -23,6 +23,9 @@ from streamwire.iggy.protocol.constants import unpack_version
 
 __all__ = (
     "ERRORS",
+    "CONSUMER_GROUP_MISSING",
+    "STREAM_OR_TOPIC_MISSING",
+    "ConsumerGroupIdNotFound",
     "ConsumerGroupMemberNotFound",
     "ConsumerGroupNameAlreadyExists",
     "ConsumerGroupNameNotFound",
@@ -117,11 +120,24 @@ TopicNameNotFound: Final = ERRORS.class_for(2011)
 TopicNameAlreadyExists: Final = ERRORS.class_for(2013)
 PartitionNotFound: Final = ERRORS.class_for(3007)
 ConsumerOffsetNotFound: Final = ERRORS.class_for(3021)
+ConsumerGroupIdNotFound: Final = ERRORS.class_for(5000)
 ConsumerGroupNameNotFound: Final = ERRORS.class_for(5003)
 ConsumerGroupNameAlreadyExists: Final = ERRORS.class_for(5004)
 ConsumerGroupMemberNotFound: Final = ERRORS.class_for(5006)
 ConsumerGroupPartitionNotOwned: Final = ERRORS.class_for(5009)
 IncompatibleProtocolVersion: Final = ERRORS.class_for(14003)
+
+#: "No such stream or topic". A real server (0.9.0-edge.5) answers a stream or topic named
+#: by its *name* that does not exist with the "ID not found" codes, the double and the notes
+#: with the "name not found" ones: ``missing_ok`` accepts both (docs/iggy.md).
+STREAM_OR_TOPIC_MISSING: Final = (
+    StreamIdNotFound,
+    StreamNameNotFound,
+    TopicIdNotFound,
+    TopicNameNotFound,
+)
+#: The same for consumer groups.
+CONSUMER_GROUP_MISSING: Final = (ConsumerGroupIdNotFound, ConsumerGroupNameNotFound)
 
 
 class EvictionReason(IntEnum):
