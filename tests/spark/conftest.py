@@ -3,9 +3,9 @@
 Skips the whole directory when pyspark is not installed (the ``spark`` extra) and the
 session when no Java is on PATH.
 
-Iggy: the harness's server when it reports one (``.brokers/iggy.env``); otherwise the
-conformance double (``tests/iggy_double``), started once per session on a loopback
-ephemeral port by a background thread with its own event loop. Spark's Python workers are
+Iggy: the conformance double (``tests/iggy_double``), started once per session on a loopback
+ephemeral port by a background thread with its own event loop, and the harness's real
+server when it reports one (``.brokers/iggy.env``). Spark's Python workers are
 other processes: they reach it over TCP like a real server.
 """
 
@@ -23,6 +23,7 @@ pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra (p
 pytest.importorskip("pyarrow", reason="the Spark tests need the 'spark' extra (pyarrow)")
 
 from tests.iggy_double import ThreadedIggyDouble
+from tests.iggy_lanes import real_server_reason
 from tests.spark._support import Target, iggy_from_harness, iggy_target, target
 
 #: JVM flags that halve SparkSession start on a small machine (docs/spark.md).
@@ -59,36 +60,44 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def iggy_url() -> Iterator[str]:
-    """The URL of an Iggy server: the harness's, or a conformance double for the session."""
-    real = iggy_from_harness()
-    if real is not None:
-        yield real.url
-        return
+def iggy_double_url() -> Iterator[str]:
+    """The URL of the conformance double, one for the session."""
     with ThreadedIggyDouble() as server:
         yield server.url
 
 
-@pytest.fixture
-def iggy(iggy_url: str) -> Target:
-    return iggy_target(iggy_url)
+IGGY_LANES = ("iggy", "iggy-server")
 
 
-@pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
+def iggy_lane(request: pytest.FixtureRequest, lane: str) -> Target:
+    """``iggy``: the double; ``iggy-server``: the harness's real server, or a skip saying why
+    there is none."""
+    if lane == "iggy-server":
+        real = iggy_from_harness()
+        if real is None:
+            pytest.skip(real_server_reason())
+        return iggy_target(real.url)
+    return iggy_target(request.getfixturevalue("iggy_double_url"))
+
+
+@pytest.fixture(params=IGGY_LANES)
+def iggy(request: pytest.FixtureRequest) -> Target:
+    return iggy_lane(request, request.param)
+
+
+@pytest.fixture(params=["rabbitmq", "liftbridge", *IGGY_LANES])
 def any_broker(request: pytest.FixtureRequest) -> Target:
     """Each broker in turn; skips (saying why) where it is missing or unsupported."""
-    if request.param == "iggy":
-        found: Target = request.getfixturevalue("iggy")
-        return found
+    if request.param in IGGY_LANES:
+        return iggy_lane(request, request.param)
     return target(request.param)
 
 
-@pytest.fixture(params=["liftbridge", "iggy"])
+@pytest.fixture(params=["liftbridge", *IGGY_LANES])
 def at_least_once_broker(request: pytest.FixtureRequest) -> Target:
     """Each broker without deduplication of re-sent messages."""
-    if request.param == "iggy":
-        found: Target = request.getfixturevalue("iggy")
-        return found
+    if request.param in IGGY_LANES:
+        return iggy_lane(request, request.param)
     return target(request.param)
 
 
