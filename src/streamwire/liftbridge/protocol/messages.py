@@ -28,7 +28,7 @@ from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
 from streamwire.errors import ConfigurationError, DecodeError, StreamwireError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import (
     MessageType,
     decode_envelope,
