@@ -69,7 +69,7 @@ _INT64_MAX: Final = (1 << 63) - 1
 
 
 class AckPolicy(IntEnum):
-    """When the partition leader acks a message (``liftbridge.md`` §3.3)."""
+    """When the partition leader acks a message (``docs/protocol/liftbridge.md`` §3.3)."""
 
     LEADER = 0
     """Once the leader has appended the message to its own log (the default)."""
