@@ -1,4 +1,4 @@
-"""The unified API every protocol client offers (API.md), as typing protocols.
+"""The unified API every protocol client offers (docs/api.md), as typing protocols.
 
 ``streamwire.connect(url)`` returns a :class:`Client`; its producers and consumers follow
 :class:`Producer` and :class:`Consumer`. Protocol packages implement them structurally and add

@@ -2,7 +2,7 @@
 
 A handler raises :class:`~tests.iggy_double.state.IggyError` for a business error; the server
 turns it into a result-section rejection (metadata and offset writes) or a reply status
-(everything else), as a 0.9 server does (protocol notes §2.5, §2.7).
+(everything else), as a 0.9 server does (docs/protocol/iggy.md §2.5, §2.7).
 """
 
 from __future__ import annotations

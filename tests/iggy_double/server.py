@@ -1,6 +1,6 @@
 """A loopback asyncio server speaking the Iggy 0.9 binary protocol (0.11.0), for tests.
 
-It reproduces what the protocol notes (§2, §3, §5, §7) say a 0.9 server does with each
+It reproduces what docs/protocol/iggy.md (§2, §3, §5, §7) say a 0.9 server does with each
 frame: header validation (invalid headers are dropped without a reply), the login handshake
 and its evictions, session and request-number rules with the metadata reply cache,
 ``request_checksum`` verification, result sections on metadata and offset writes, batch

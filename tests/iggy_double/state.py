@@ -1,7 +1,7 @@
 """The double's in-memory model: users, tokens, streams, topics, partitions, messages,
 consumer offsets and consumer groups. Pure data and rules, no I/O.
 
-Rules follow the protocol notes (§3–§6) and, where the notes are silent, the
+Rules follow docs/protocol/iggy.md (§3–§6) and, where it is silent, the
 ``server-0.9.0-edge.5`` poll semantics they describe: First = offset 0, Last = the last
 ``count`` messages, Next = stored offset + 1 (0 if none), nothing past the partition's
 highest offset; ids are server-assigned and 0-based.

@@ -1,4 +1,4 @@
-"""Each protocol client conforms to the unified API of API.md (checked by mypy --strict on
+"""Each protocol client conforms to the unified API of docs/api.md (checked by mypy --strict on
 this file, and at run time by the names it must have)."""
 
 from __future__ import annotations

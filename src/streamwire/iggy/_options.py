@@ -68,7 +68,8 @@ TOPIC_OPTIONS: Final[dict[str, object]] = {
     "size_of_messages_required_to_save": _uint("u64"),
     "preallocate_segments": _flag,
 }
-"""Keyword options of ``create_stream``/``create_topic`` (the 0.9.0 topic catalog, §4.10).
+"""Keyword options of ``create_stream``/``create_topic`` (the 0.9.0 topic catalog,
+docs/protocol/iggy.md §4.10).
 ``message_expiry`` is in seconds (sent as µs), sizes in bytes."""
 
 

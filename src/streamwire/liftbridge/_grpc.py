@@ -35,7 +35,7 @@ from streamwire.errors import (
     RequestTimeout,
     StreamwireError,
 )
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import GRPC_ERRORS, GrpcStatus
 from streamwire.transport.tls import TLSOptions
 

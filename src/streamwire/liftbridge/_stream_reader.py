@@ -30,7 +30,7 @@ import grpc
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from streamwire.liftbridge._grpc import RpcFailed
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import to_message
 
 __all__ = (

@@ -32,9 +32,9 @@ from streamwire.errors import (
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._grpc import AddressResolver, Channels
 from streamwire.liftbridge._nats import NatsLink, NatsStats
-from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.producer import Producer, ProducerOptions
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
     GRPC_ERRORS,
     FailedPrecondition,

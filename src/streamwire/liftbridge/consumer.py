@@ -42,7 +42,6 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
-from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
@@ -50,6 +49,7 @@ from streamwire.liftbridge._stream_reader import (
     Outcome,
     Subscription,
 )
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
     FailedPrecondition,
     ResourceExhausted,

@@ -1,4 +1,4 @@
-"""The double enforces the server rules of protocol notes §2.2, §2.4 and §2.7, checked with
+"""The double enforces the server rules of docs/protocol/iggy.md §2.2, §2.4 and §2.7, checked with
 raw frames over a plain socket: silent drops, checksum stamps, unauthenticated requests,
 evictions, the metadata reply cache, unknown codes, malformed batches, oversized frames."""
 

@@ -29,7 +29,8 @@ def test_running_checksums_equal_one_shot() -> None:
 
 
 def test_osiris_chunk_crc_from_a_real_broker() -> None:
-    # The data section of a Deliver captured from RabbitMQ 4.0.5 (notes §1.8): CRC 0x5af0b141.
+    # The data section of a Deliver captured from RabbitMQ 4.0.5
+    # (docs/protocol/rabbitmq-streams.md §1.8): CRC 0x5af0b141.
     data = bytes.fromhex("00000007005375a0026d3000000007005375a0026d31")
     assert crc32(data) == 0x5AF0B141
 

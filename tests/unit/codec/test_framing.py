@@ -7,7 +7,8 @@ import pytest
 from streamwire.codec import IGGY_HEADER, LENGTH_PREFIX_U32, FrameAccumulator
 from streamwire.errors import ConfigurationError, DecodeError, FrameTooLargeError
 
-# A RabbitMQ Streams PublishConfirm captured from RabbitMQ 4.0.5 (protocols notes §1.8).
+# A RabbitMQ Streams PublishConfirm captured from RabbitMQ 4.0.5
+# (docs/protocol/rabbitmq-streams.md §1.8).
 CONFIRM = bytes.fromhex(
     "00000019 0003 0001 05 00000002 0000000000000001 0000000000000002".replace(" ", "")
 )

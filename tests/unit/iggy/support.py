@@ -46,7 +46,8 @@ def poll(
 
 # Captured wheel frames, in the order the wheel sent them: (file, command, expected payload).
 # ``None`` = checked separately (its payload carries wall-clock data). Request numbers and
-# sessions are not listed: the tests derive them from the numbering rule (notes §2.4).
+# sessions are not listed: the tests derive them from the numbering rule
+# (docs/protocol/iggy.md §2.4).
 WHEEL: Final[list[tuple[str, Command, Any]]] = [
     ("wheel-ping-before-login", Command.PING, sy.Ping()),
     ("wheel-login", Command.LOGIN_REGISTER, sy.LoginRegister(

@@ -1,4 +1,4 @@
-"""streamwire.iggy implements the unified API (``streamwire._api``, API.md): checked
+"""streamwire.iggy implements the unified API (``streamwire._api``, docs/api.md): checked
 statically by mypy on this file and at runtime by signature inspection."""
 
 from __future__ import annotations

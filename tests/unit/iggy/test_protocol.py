@@ -1,5 +1,5 @@
 """Header codec, result sections, identifiers, TLV blocks, errors and evictions: the examples
-of the protocol notes (§2, §4, §6.6, §8) and the negative cases."""
+of docs/protocol/iggy.md (§2, §4, §6.6, §8) and the negative cases."""
 
 from __future__ import annotations
 

@@ -39,10 +39,10 @@ from streamwire.errors import (
     RequestTimeout,
 )
 from streamwire.liftbridge import ReconnectPolicy, StreamNotFound
-from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge._stream_reader import THREAD_NAME
 from streamwire.liftbridge.client import Client
 from streamwire.liftbridge.consumer import Consumer
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from tests.proxy import wait_until
 
 BUDGET = 10.0

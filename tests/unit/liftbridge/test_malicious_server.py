@@ -45,8 +45,8 @@ from streamwire.errors import (
     RequestTimeout,
     StreamwireError,
 )
-from streamwire.liftbridge._pb import api_pb2 as pb
 from streamwire.liftbridge.client import Client
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from tests.hostile import Evil, Script, hostile_server, released
 from tests.proxy import LeakCheck, wait_until
 

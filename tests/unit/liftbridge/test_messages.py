@@ -8,7 +8,7 @@ import pytest
 
 from streamwire.codec.headers import HeaderValue
 from streamwire.errors import ConfigurationError, DecodeError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import MessageType, encode_envelope
 from streamwire.liftbridge.protocol.errors import AckErrorCode
 from streamwire.liftbridge.protocol.messages import (

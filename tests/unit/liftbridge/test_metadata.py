@@ -9,7 +9,7 @@ import pytest
 
 from streamwire.codec.offset import Offset
 from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.metadata import (
     Broker,
     PartitionInfo,

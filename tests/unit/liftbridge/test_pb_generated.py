@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import streamwire.liftbridge._pb as pb_package
+import streamwire.liftbridge.protocol._pb as pb_package
 
 PB_DIR = Path(pb_package.__file__).resolve().parent
 GENERATED = ("api_pb2.py", "api_pb2.pyi")
@@ -67,7 +67,7 @@ def test_generated_files_are_current(tmp_path: Path) -> None:
         committed = (PB_DIR / name).read_text(encoding="utf-8")
         assert fresh == committed, (
             f"{name} differs from what the installed grpcio-tools/mypy-protobuf generate; "
-            "see src/streamwire/liftbridge/_pb/PROVENANCE.md"
+            "see src/streamwire/liftbridge/protocol/_pb/PROVENANCE.md"
         )
 
 
@@ -83,7 +83,7 @@ def test_service_is_proto_api() -> None:
 def test_coexists_with_gufo_liftbridge() -> None:
     """gufo-liftbridge registers the same api.proto in the default descriptor pool."""
     gufo_pb = pytest.importorskip("gufo.liftbridge.api_pb2")
-    ours = importlib.import_module("streamwire.liftbridge._pb.api_pb2")
+    ours = importlib.import_module("streamwire.liftbridge.protocol._pb.api_pb2")
     assert gufo_pb.DESCRIPTOR.serialized_pb == ours.DESCRIPTOR.serialized_pb
     assert gufo_pb.Message is ours.Message
 

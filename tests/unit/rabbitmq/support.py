@@ -170,7 +170,7 @@ CAPTURED: Final[list[tuple[str, Frame]]] = [
     ("consumer-update-response", ConsumerUpdateResponse(0, OK, OffsetType.NONE, None)),
     ("close-unknown-frame", CloseRequest(1, ResponseCode.UNKNOWN_FRAME, "unknown frame")),
 ]
-"""Frames captured from RabbitMQ 4.0.5 / 3.10.8 (protocol notes §1.8)."""
+"""Frames captured from RabbitMQ 4.0.5 / 3.10.8 (docs/protocol/rabbitmq-streams.md §1.8)."""
 
 DERIVED: Final[list[tuple[str, Frame]]] = [
     # connection lifecycle

@@ -1,9 +1,9 @@
 """Golden byte vectors for every RabbitMQ Streams frame: decode, encode, framing.
 
 The vectors are complete frames (size prefix included) stored in ``tests/vectors/rabbitmq``:
-captured from RabbitMQ 4.0.5 / 3.10.8 (protocol notes §1.8) or hand-derived from the §1.5
-layouts (see ``PROVENANCE.md``). Each one drives both directions and is fed through the
-length-prefix accumulator whole, one byte at a time, and followed by more bytes.
+captured from RabbitMQ 4.0.5 / 3.10.8 (docs/protocol/rabbitmq-streams.md §1.8) or hand-derived
+from the §1.5 layouts (see ``PROVENANCE.md``). Each one drives both directions and is fed
+through the length-prefix accumulator whole, one byte at a time, and followed by more bytes.
 """
 
 from __future__ import annotations

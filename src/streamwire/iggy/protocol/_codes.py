@@ -1,12 +1,12 @@
-"""Iggy server error codes: generated; do not edit by hand.
+"""Iggy server error codes, a copy of the server's table kept by hand (no generator ships).
 
 Source: apache/iggy ``core/common/src/error/iggy_error.rs`` at commit ``cc269ef7`` (the
 ``IggyError`` discriminants, which are the codes of reply ``status`` and result sections),
-plus ``3024 TooManyConsumerOffsets``, present in the 0.9.0 release (protocol notes §8) but not
-at that commit. Two names are changed to avoid clashes: ``Error`` (1) is ``GenericError`` and
-``ConnectionClosed`` (206) is ``ServerConnectionClosed``. The descriptions are the server's
-texts, with ``…`` where it interpolates values (the binary protocol carries only the code) and
-shortened where long.
+plus ``3024 TooManyConsumerOffsets``, present in the 0.9.0 release (docs/protocol/iggy.md §8)
+but not at that commit. Two names are changed to avoid clashes: ``Error`` (1) is
+``GenericError`` and ``ConnectionClosed`` (206) is ``ServerConnectionClosed``. The descriptions
+are the server's texts, with ``…`` where it interpolates values (the binary protocol carries
+only the code) and shortened where long.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ U64: Final[Codec[int]] = _Struct("<Q", "uint64")
 F32: Final[Codec[float]] = _Float()
 BOOL: Final[Codec[bool]] = _Bool()
 NAME: Final[Codec[str]] = _Str("<B", 1, 255, "name")
-"""§4.1: ``[len u8][UTF-8]``, 1..255 bytes."""
+"""docs/protocol/iggy.md §4.1: ``[len u8][UTF-8]``, 1..255 bytes."""
 STR8: Final[Codec[str]] = _Str("<B", 0, 255, "string")
 """A u8-length string that may be empty (passwords)."""
 STR32: Final[Codec[str]] = _Str("<I", 0, 0xFFFFFFFF, "string")

@@ -1,4 +1,6 @@
-"""The 0.9 message batch: a 256-byte batch header and 48-byte message frames (notes §6).
+"""The 0.9 message batch: a 256-byte batch header and 48-byte message frames.
+
+Layout: docs/protocol/iggy.md §6.
 
 ``[batch header][frame 1][frame 2]...``, frame = ``[frame header 48][payload][user headers]``.
 The producer fills in every checksum (XXH3-64, seed 0): per message over the frame bytes

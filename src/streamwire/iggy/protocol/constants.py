@@ -4,7 +4,7 @@ One table, :data:`COMMANDS`, describes every command code: its name, the header
 ``operation`` byte it travels with, and whether its reply body starts with a result section.
 Encoders and decoders (client, test double) read it; nothing else hard-codes the mapping.
 
-Facts from the protocol notes §2.3 and §3 (``/work/shared/protocols/iggy.md``).
+Facts from docs/protocol/iggy.md §2.3 and §3.
 """
 
 from __future__ import annotations

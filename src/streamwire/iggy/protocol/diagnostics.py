@@ -1,7 +1,7 @@
-"""Diagnostics and cluster-mode commands (protocol notes §3 codes 11, 13, 14).
+"""Diagnostics and cluster-mode commands (docs/protocol/iggy.md §3 codes 11, 13, 14).
 
-streamwire's client does not use them; they are here so that every layout in the notes has a
-codec (and so that the test double can parse them).
+streamwire's client does not use them; they are here so that every layout of
+docs/protocol/iggy.md has a codec (and so that the test double can parse them).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ of the class registered for ``code``; codes missing from the table give
 :data:`streamwire.iggy.protocol._codes.CODES`; the ones the SDK itself refers to are bound
 to module names below (all of them are reachable with :func:`error_class`).
 
-An eviction (§2.6) ends the session; :func:`eviction_error` maps its reason to the error the
-official SDK reports for it.
+An eviction (docs/protocol/iggy.md §2.6) ends the session; :func:`eviction_error` maps its
+reason to the error the official SDK reports for it.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class LoggedIn(Event):
 
 @dataclass(frozen=True, slots=True)
 class Evicted(Event):
-    """The server ended the session (§2.6); the connection is unusable."""
+    """The server ended the session (docs/protocol/iggy.md §2.6); the connection is unusable."""
 
     reason: int
     error: ServerError

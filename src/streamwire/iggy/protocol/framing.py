@@ -1,6 +1,6 @@
 """The three 256-byte Iggy 0.9 headers (request, reply, eviction) and the result section.
 
-This module is the one place that knows the header layouts (protocol notes §2.2, §2.5,
+This module is the one place that knows the header layouts (docs/protocol/iggy.md §2.2, §2.5,
 §2.6), so that the next protocol revision touches one file. All integers are little-endian;
 ``size`` (u32 at offset 48) is the total frame length and the frame kind is the byte at 60.
 

@@ -1,4 +1,4 @@
-"""Consumer groups (protocol notes §5.10).
+"""Consumer groups (docs/protocol/iggy.md §5.10).
 
 Group consumption in 0.9 is client-driven: join, then SYNC_CONSUMER_GROUP (606) for
 ``[generation u64][partitions]``, then poll an assigned partition with a group consumer; a

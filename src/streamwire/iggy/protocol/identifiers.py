@@ -1,4 +1,4 @@
-"""Identifiers, consumers, partitioning and polling strategies (protocol notes §4.2–§4.6)."""
+"""Identifiers, consumers, partitioning and polling strategies (docs/protocol/iggy.md §4.2–§4.6)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ KEY_HEADER: Final = "streamwire.key"
 
 
 def key_partition(key: bytes, partitions_count: int) -> int:
-    """The partition index the ``MessagesKey`` rule picks (§4.5)."""
+    """The partition index the ``MessagesKey`` rule picks (docs/protocol/iggy.md §4.5)."""
     if partitions_count < 1:
         raise ConfigurationError("the topic has no partitions")
     return xxh32(key) % partitions_count

@@ -1,4 +1,4 @@
-"""Sending, polling and consumer offsets (protocol notes §5.6–§5.9).
+"""Sending, polling and consumer offsets (docs/protocol/iggy.md §5.6–§5.9).
 
 SendMessages carries routing metadata (behind its own length) and one message batch
 (:mod:`.batch`); its reply lists ``(stream, topic, partition, base_offset)`` per appended

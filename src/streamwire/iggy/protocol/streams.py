@@ -1,4 +1,4 @@
-"""Streams, topics, partitions and segments (protocol notes §3, §5.3, §5.4).
+"""Streams, topics, partitions and segments (docs/protocol/iggy.md §3, §5.3, §5.4).
 
 Requests carry their options block to the end of the body; records in replies carry
 length-prefixed option blocks. Topic replies (GET_TOPIC, CREATE_TOPIC) are the topic header

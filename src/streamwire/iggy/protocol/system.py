@@ -1,5 +1,5 @@
 """Session and system payloads: login (Register), logout, ping, stats, clients, cluster
-metadata (protocol notes §5.1, §5.2, §5.12, §3 code 12)."""
+metadata (docs/protocol/iggy.md §5.1, §5.2, §5.12, §3 code 12)."""
 
 from __future__ import annotations
 

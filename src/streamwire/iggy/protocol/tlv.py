@@ -1,4 +1,4 @@
-"""The TLV block of user headers and option blocks (protocol notes §4.8–§4.10, §6.6).
+"""The TLV block of user headers and option blocks (docs/protocol/iggy.md §4.8–§4.10, §6.6).
 
 A block is a flat run of ``[kind u8][length u32][data]`` fields consumed in pairs (key, then
 value). Every length is 1..255, kinds are non-zero, the field count is even and the block

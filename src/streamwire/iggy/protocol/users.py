@@ -1,4 +1,4 @@
-"""Users, permissions and personal access tokens (protocol notes §3, §4.11, §5.5, §5.11)."""
+"""Users, permissions and personal access tokens (docs/protocol/iggy.md §3, §4.11, §5.5, §5.11)."""
 
 from __future__ import annotations
 

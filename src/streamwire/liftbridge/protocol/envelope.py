@@ -1,6 +1,6 @@
 """The Liftbridge envelope: the header that marks a NATS payload as a Liftbridge message.
 
-Layout (big-endian; ``liftbridge.md`` §1, liftbridge-api README)::
+Layout (big-endian; ``docs/protocol/liftbridge.md`` §1, liftbridge-api README)::
 
     0..3   magic   B9 0E 43 B4
     4      version 0
@@ -100,7 +100,7 @@ def encode_header(
     be passed to state what the caller expects. A header length that differs from the bytes
     written, a CRC flag without a CRC or a CRC without the flag, and values that do not fit
     their field raise :class:`LocalProtocolError`: an inconsistent header (the kind that can
-    crash a server, ``liftbridge.md`` §1.3) is never produced.
+    crash a server, ``docs/protocol/liftbridge.md`` §1.3) is never produced.
     """
     if not 0 <= msg_type <= 0xFF:
         raise LocalProtocolError(f"message type {msg_type} does not fit in one byte")

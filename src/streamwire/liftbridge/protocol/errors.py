@@ -3,11 +3,12 @@
 Two code tables, two registries:
 
 * ``"liftbridge"``: gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html)
-  as the Liftbridge server uses them (``liftbridge.md`` §2.4). ``DEADLINE_EXCEEDED`` becomes
-  :class:`~streamwire.errors.RequestTimeout` and ``UNAVAILABLE``/``CANCELLED`` transport errors
-  in the driver, so they have no class here.
+  as the Liftbridge server uses them (``docs/protocol/liftbridge.md`` §2.4).
+  ``DEADLINE_EXCEEDED`` becomes :class:`~streamwire.errors.RequestTimeout` and
+  ``UNAVAILABLE``/``CANCELLED`` transport errors in the driver, so they have no class here.
 * ``"liftbridge-ack"``: ``Ack.Error`` of api.proto v1.9.0, carried by acks on the NATS path
-  (``liftbridge.md`` §3.5). ``UNKNOWN`` (1) and unlisted values give :class:`UnknownAckError`.
+  (``docs/protocol/liftbridge.md`` §3.5). ``UNKNOWN`` (1) and unlisted values give
+  :class:`UnknownAckError`.
 
 ``ServerError.from_code("liftbridge", 5)`` and ``ACK_ERRORS.from_code(2)`` return instances.
 """

@@ -28,7 +28,7 @@ from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message
 from streamwire.errors import ConfigurationError, DecodeError, StreamwireError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import (
     MessageType,
     decode_envelope,
@@ -69,7 +69,7 @@ _INT64_MAX: Final = (1 << 63) - 1
 
 
 class AckPolicy(IntEnum):
-    """When the partition leader acks a message (``liftbridge.md`` §3.3)."""
+    """When the partition leader acks a message (``docs/protocol/liftbridge.md`` §3.3)."""
 
     LEADER = 0
     """Once the leader has appended the message to its own log (the default)."""

@@ -12,7 +12,7 @@ from typing import Final
 
 from streamwire.codec.offset import Offset, OffsetKind
 from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 
 __all__ = (
     "CURSORS_STREAM",

@@ -14,7 +14,7 @@ from typing import Final
 
 from streamwire.codec.checksums import crc32c
 from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import MessageType, encode_header
 
 __all__ = ("PublishTemplate",)

@@ -6,8 +6,9 @@ Frame layout (all big-endian)::
 
 ``encode_frame`` writes the whole frame including ``Size``; ``decode_frame`` takes what
 follows ``Size`` (what :class:`~streamwire.codec.FrameAccumulator` hands out) and insists that
-every byte is consumed. Field layouts follow the protocol notes §1.5 (which record where the
-broker differs from PROTOCOL.adoc: int16 SASL challenge length, optional arrays on error).
+every byte is consumed. Field layouts follow docs/protocol/rabbitmq-streams.md §1.5; §1.7 there
+records where the broker differs from PROTOCOL.adoc (int16 SASL challenge length, optional
+arrays on error).
 """
 
 from __future__ import annotations

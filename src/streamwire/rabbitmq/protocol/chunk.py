@@ -1,6 +1,6 @@
 """Osiris chunks: the payload of a Deliver frame.
 
-Layout (big-endian, protocol notes §2)::
+Layout (big-endian, docs/protocol/rabbitmq-streams.md §2)::
 
     magic/version u8 (0x50) | chunk type u8 | entries u16 | records u32 | timestamp i64 (ms)
     | epoch u64 | chunk id u64 | crc u32 | data length u32 | trailer length u32

@@ -160,7 +160,7 @@ class SaslAuthenticateRequest(Frame):
 @dataclass(frozen=True, slots=True)
 class SaslAuthenticateResponse(Response):
     """The broker omits the challenge when there is none, and writes it with an **int16**
-    length when there is (protocol notes §1.7)."""
+    length when there is (docs/protocol/rabbitmq-streams.md §1.7)."""
 
     KEY: ClassVar[int] = _K.SASL_AUTHENTICATE | RESPONSE_FLAG
     challenge: bytes | None = None

@@ -1,7 +1,7 @@
 """RabbitMQ Streams protocol tables: command keys, response codes, offset types.
 
 Source: ``rabbit_stream_core.erl`` and PROTOCOL.adoc of rabbitmq/rabbitmq-server (main,
-2026-08) as summarised in the project's protocol notes §1.3–§1.5.
+2026-08) as summarised in docs/protocol/rabbitmq-streams.md §1.3–§1.5.
 """
 
 from __future__ import annotations
