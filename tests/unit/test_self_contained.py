@@ -26,10 +26,6 @@ OUTSIDE = {
 CITATION = re.compile(r"([\w./-]+\.md)[`'\")\]]*\s*§\s?(\d+(?:\.\d+)*)")
 DOC_PATH = re.compile(r"(?<![\w./-])docs/[\w./-]+\.md")
 
-# Files another branch is rewriting; they keep their old citations until that lands. Each entry
-# must still violate (test_pending_files_still_need_fixing), so the list cannot go stale.
-PENDING = {"src/streamwire/iggy/protocol/machine.py"}
-
 
 def scanned_files() -> list[Path]:
     files = [ROOT / "README.md"]
@@ -92,16 +88,10 @@ def test_the_scan_sees_code_and_docs() -> None:
     assert {"1", "2.4", "8"} <= headings(ROOT / "docs" / "protocol" / "iggy.md")
 
 
-@pytest.mark.parametrize("name", sorted(set(FILES) - PENDING))
+@pytest.mark.parametrize("name", sorted(FILES))
 def test_cites_only_the_repository(name: str) -> None:
     found = problems(FILES[name], FILES[name].read_text(encoding="utf-8"))
     assert not found, f"{name}: {found}"
-
-
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_pending_files_still_need_fixing(name: str) -> None:
-    """Once the file is fixed, drop it from PENDING."""
-    assert problems(FILES[name], FILES[name].read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize(

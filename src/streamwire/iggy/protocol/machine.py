@@ -5,7 +5,8 @@ decodes what comes back, and keeps the deadlines; it never reads a clock (every 
 takes ``now``, seconds on any monotonic scale) and performs no I/O. Bytes to write come from
 :meth:`IggyConnection.data_to_send`; bytes read go to :meth:`IggyConnection.receive_data`.
 
-Rules it implements (docs/iggy.md, "Request numbering" and "How a reply is matched"):
+Rules it implements (docs/protocol/iggy.md §2.4–§2.8, and docs/iggy.md "How a reply is
+matched"):
 
 * by default one request is in flight; ``max_in_flight`` > 1 lets reads, Ping and
   SendMessages pipeline. Login, logout, metadata and consumer-offset writes always go alone,
@@ -139,8 +140,8 @@ class PendingRequest:
 
 @dataclass(slots=True)
 class ReplyStats:
-    """What the replies on a client's connections did that the notes did not expect.
-    Visible, never fatal (see the module notes)."""
+    """What the replies on a client's connections did that docs/protocol/iggy.md §2.5 does
+    not describe but real servers do. Visible, never fatal (see the module docstring)."""
 
     replies: int = 0
     """Replies matched to a request."""
@@ -153,7 +154,7 @@ class ReplyStats:
 
 
 class IggyConnection:
-    """The protocol state of one connection (see the module notes)."""
+    """The protocol state of one connection (see the module docstring)."""
 
     def __init__(
         self,
@@ -193,7 +194,7 @@ class IggyConnection:
         return len(self._pending)
 
     def can_send(self, operation: Operation) -> bool:
-        """Would a request of ``operation`` be accepted now (see the module notes)?"""
+        """Would a request of ``operation`` be accepted now (see the module docstring)?"""
         pending = self._pending
         if not pending:
             return True
@@ -438,7 +439,7 @@ class IggyConnection:
         events.append(ev.ReplyReceived(pending, result))
 
     def _match(self, reply: Reply) -> PendingRequest:
-        """Take the pending request ``reply`` answers (see the module notes)."""
+        """Take the pending request ``reply`` answers (see the module docstring)."""
         queue = self._pending
         if not queue:
             raise RemoteProtocolError(f"a reply (request {reply.request}) nobody asked for")
