@@ -35,6 +35,20 @@ RESULTS = Path(__file__).resolve().parent / "results"
 BROKERS = ("rabbitmq", "liftbridge", "iggy")
 
 
+def harness_iggy_url() -> str | None:
+    """The URL of the real Iggy server the harness recorded (``.brokers/iggy.env``)."""
+    brokers = Path(
+        os.environ.get("STREAMWIRE_BROKERS_DIR") or Path(__file__).parent.parent / ".brokers"
+    )
+    env = brokers / "iggy.env"
+    if not env.is_file():
+        return None
+    for line in env.read_text(encoding="utf-8").splitlines():
+        if line.startswith("URL="):
+            return line.removeprefix("URL=").strip() or None
+    return None
+
+
 def parse_brokers(value: str) -> list[str]:
     """``--brokers``: a comma-separated subset of :data:`BROKERS` (``all`` for every one),
     in the order given, without repeats."""
@@ -156,8 +170,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--iggy",
-        default=os.environ.get("STREAMWIRE_IGGY_URL") or None,
-        help="a real Iggy 0.9 server (default: the conformance double in a subprocess)",
+        default=os.environ.get("STREAMWIRE_IGGY_URL") or harness_iggy_url(),
+        help="a real Iggy 0.9 server (default: the one integration/brokers.sh started, if any;"
+        " otherwise the conformance double in a subprocess)",
     )
     parser.add_argument("--iggy-messages", type=int, default=100_000)
     parser.add_argument("--iggy-batch", type=int, default=1_000, help="messages per send/poll")

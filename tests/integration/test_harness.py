@@ -240,3 +240,60 @@ def test_liftbridge_fetch_metadata_lists_this_server() -> None:
     assert info.get(3) == broker.ports["grpc"], info
     if "SERVER_ID" in broker.extra:
         assert info.get(1) == broker.extra["SERVER_ID"].encode(), info
+
+
+# ---------------------------------------------------------------------------------------------
+# Iggy: the harness only uses a server binary it is given (IGGY_SERVER_BIN)
+
+
+def _iggy_up(tmp_path: Path, server_bin: str | None) -> tuple[int, str]:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "IGGY_SERVER_BIN"}
+    env.update(STREAMWIRE_BROKERS_DIR=str(tmp_path), STREAMWIRE_BROKERS_BACKEND="native")
+    if server_bin is not None:
+        env["IGGY_SERVER_BIN"] = server_bin
+    harness = Path(__file__).resolve().parents[2] / "integration" / "brokers.sh"
+    done = subprocess.run(
+        [str(harness), "up", "iggy"], env=env, capture_output=True, text=True, timeout=60
+    )
+    reason = (tmp_path / "iggy.unavailable").read_text(encoding="utf-8").splitlines()[0]
+    return done.returncode, reason
+
+
+def test_iggy_without_a_server_binary_is_unavailable_with_the_way_to_get_one(
+    tmp_path: Path,
+) -> None:
+    rc, reason = _iggy_up(tmp_path, None)
+    assert rc == 1
+    assert "IGGY_SERVER_BIN" in reason
+    assert not (tmp_path / "iggy.env").exists()
+
+
+def test_iggy_server_bin_must_be_an_executable(tmp_path: Path) -> None:
+    not_a_program = tmp_path / "iggy-server"
+    not_a_program.write_text("just text\n", encoding="utf-8")
+    rc, reason = _iggy_up(tmp_path, str(not_a_program))
+    assert rc == 1
+    assert reason == f"IGGY_SERVER_BIN={not_a_program} is not an executable file"
+
+
+def test_a_real_iggy_server_from_the_harness_answers_a_ping() -> None:
+    info = require("iggy")  # skips with the harness's reason when there is none
+    # a bare Ping (code 1, operation 2) before login, built by hand: 256-byte header
+    header = bytearray(256)
+    struct.pack_into("<I", header, 48, 256)
+    header[60] = 5  # request
+    struct.pack_into("<QQ", header, 128, 1, 0)  # client id 1
+    struct.pack_into("<QB", header, 168, 1, 2)  # request 1, operation NonReplicated
+    struct.pack_into("<I", header, 196, 1)  # code PING
+    with socket.create_connection((info.host, info.port), timeout=_TIMEOUT) as sock:
+        sock.sendall(bytes(header))
+        reply = b""
+        while len(reply) < 256:
+            chunk = sock.recv(256 - len(reply))
+            assert chunk, "the server closed the connection"
+            reply += chunk
+    assert reply[60] == 8  # a reply
+    assert struct.unpack_from("<I", reply, 216)[0] == 0  # status ok
