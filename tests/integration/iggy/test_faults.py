@@ -1,6 +1,7 @@
-"""The Iggy client under faults, against the conformance double (no Iggy server exists
-here): a FaultProxy in front of it cuts a connection while a batch or a poll is in flight and
-black-holes it; the double itself is stopped and started again while a producer publishes.
+"""The Iggy client under faults, on every lane (the double in both modes, and a real server
+when the harness has one): a FaultProxy in front of the server cuts a connection while a
+batch or a poll is in flight and black-holes it; the double itself is stopped and started
+again while a producer publishes (double only).
 
 What every scenario checks: each message's future ends, confirmed or with a typed streamwire
 error; every confirmed message is stored at its offset (polled back afterwards); consumers
@@ -24,6 +25,7 @@ import streamwire.iggy as iggy
 from streamwire.errors import RequestTimeout, StreamwireError, TransportError
 from streamwire.errors import TimeoutError as SwTimeoutError
 from tests.iggy_double import IggyDouble
+from tests.iggy_lanes import Lane
 from tests.outcomes import Sent, confirmed, failures, settle
 from tests.proxy import FaultProxy, LeakCheck, wait_until
 
@@ -34,8 +36,8 @@ REDIAL = iggy.ReconnectPolicy(initial_delay=0.05, max_delay=0.3, max_elapsed=20.
 
 
 @pytest.fixture
-async def proxy(double: IggyDouble) -> AsyncIterator[FaultProxy]:
-    async with FaultProxy(double.host, double.port) as p:
+async def proxy(server: Lane) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(server.host, server.port) as p:
         yield p
 
 
@@ -65,9 +67,7 @@ def assert_readable(found: dict[int, bytes], acked: dict[int, bytes]) -> None:
     assert len(set(found.values())) == len(found), "a message was stored twice"
 
 
-async def test_cut_with_a_batch_in_flight(
-    client: iggy.Client, double: IggyDouble, proxy: FaultProxy
-) -> None:
+async def test_cut_with_a_batch_in_flight(client: iggy.Client, proxy: FaultProxy) -> None:
     await client.create_stream(ADDRESS)
     leaks = LeakCheck()
     pc = await via(proxy, timeout=5, request_timeout=5, reconnect=REDIAL)
@@ -102,7 +102,7 @@ async def test_cut_with_a_batch_in_flight(
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["lock-step", "prefetch"])
 async def test_cut_mid_poll_resumes_after_the_last_message_and_the_commit(
-    client: iggy.Client, double: IggyDouble, proxy: FaultProxy, prefetch: bool
+    client: iggy.Client, proxy: FaultProxy, prefetch: bool
 ) -> None:
     await client.create_stream(ADDRESS)
     await client.send(ADDRESS, values("m", 1000))
@@ -151,7 +151,7 @@ async def test_cut_mid_poll_resumes_after_the_last_message_and_the_commit(
 
 
 async def test_black_hole_is_detected_within_the_client_timeouts(
-    client: iggy.Client, double: IggyDouble, proxy: FaultProxy
+    client: iggy.Client, proxy: FaultProxy
 ) -> None:
     await client.create_stream(ADDRESS)
     leaks = LeakCheck()

@@ -22,7 +22,7 @@ from streamwire import HeaderValue, Message
 from streamwire.codec.headers import HeaderInput
 from streamwire.errors import StreamwireError
 from streamwire.iggy.protocol.errors import StreamNameAlreadyExists, TopicNameNotFound
-from tests.iggy_lanes import LANES, Lane, lane, unique
+from tests.iggy_lanes import Lane, unique
 from tests.proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -38,21 +38,6 @@ HEADERS: dict[str, HeaderInput] = {
     "flag": True,
     "blob": b"\x00\xff",
 }
-
-
-@pytest.fixture(params=LANES)
-async def server(request: pytest.FixtureRequest) -> AsyncIterator[Lane]:
-    async with lane(request.param) as found:
-        yield found
-
-
-@pytest.fixture
-async def client(server: Lane) -> AsyncIterator[iggy.Client]:
-    c = await iggy.connect(server.url, timeout=10, request_timeout=WAIT, reconnect=None)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture
@@ -201,16 +186,6 @@ async def test_the_unified_api(server: Lane, stream: str) -> None:
             (got,) = await consumer.next_batch(10, timeout=5)
         await client.delete_stream(stream)
     assert (got.value, got.key, got.headers) == (b"one", b"k", {"n": HeaderValue.int64(1)})
-
-
-@pytest.fixture
-async def wheel(server: Lane) -> Any:
-    """The official client, logged in as iggy/iggy."""
-    apache_iggy = pytest.importorskip("apache_iggy")
-    c = apache_iggy.IggyClient(server.address)
-    await c.connect()
-    await c.login_user("iggy", "iggy")
-    return c
 
 
 async def test_the_official_client_reads_what_streamwire_wrote(
