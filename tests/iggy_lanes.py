@@ -1,6 +1,6 @@
 """Where the Iggy scenarios run: three lanes with one test body each.
 
-* ``double``: the conformance double, answering as the protocol notes describe;
+* ``double``: the conformance double, answering as docs/protocol/iggy.md describes;
 * ``double-server-habits``: the double with what a real sharded server was seen doing
   (internal operations on CreateTopic/CreatePartitions, a server-chosen client id, replies
   to pipelined requests out of order);

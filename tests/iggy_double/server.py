@@ -8,7 +8,7 @@ checksum verification on SendMessages (a malformed batch is dropped without a re
 the poll semantics of ``server-0.9.0-edge.5``. Fidelity is checked by driving it with the
 official ``apache-iggy`` 0.9.0 client (``tests/integration/iggy/test_double_fidelity.py``).
 
-Two modes (``habits``): ``"notes"`` answers as the protocol notes describe; ``"server"``
+Two modes (``habits``): ``"notes"`` answers as docs/protocol/iggy.md describes; ``"server"``
 adds what a real sharded server (apache/iggy ``server-0.9.0-edge.5``) was seen doing
 (docs/iggy.md, "What the real server did"): CreateTopic and CreatePartitions are answered
 with the internal operations 64 and 65, replies carry a server-chosen client id, and the

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 _TIMEOUT = 10.0
 
-# RabbitMQ Streams command keys (rabbitmq-streams.md §1.4)
+# RabbitMQ Streams command keys (docs/protocol/rabbitmq-streams.md §1.4)
 _PEER_PROPERTIES = 0x0011
 _SASL_HANDSHAKE = 0x0012
 _SASL_AUTHENTICATE = 0x0013

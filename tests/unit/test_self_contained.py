@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("src", "docs", "examples")
+SCANNED = ("src", "docs", "examples", "tests", "bench", "fuzz", "integration")
 TEXT_SUFFIXES = {".py", ".pyi", ".md", ".txt", ".toml", ".cfg", ".ini", ".proto", ".sh", ".yml"}
 
 # What points outside the repository (or at a document it does not ship).
@@ -27,11 +27,17 @@ CITATION = re.compile(r"([\w./-]+\.md)[`'\")\]]*\s*§\s?(\d+(?:\.\d+)*)")
 DOC_PATH = re.compile(r"(?<![\w./-])docs/[\w./-]+\.md")
 
 
+#: This test names what it looks for.
+SELF = Path(__file__).resolve()
+
+
 def scanned_files() -> list[Path]:
     files = [ROOT / "README.md"]
     for top in SCANNED:
         files.extend(
-            p for p in sorted((ROOT / top).rglob("*")) if p.is_file() and p.suffix in TEXT_SUFFIXES
+            p
+            for p in sorted((ROOT / top).rglob("*"))
+            if p.is_file() and p.suffix in TEXT_SUFFIXES and p.resolve() != SELF
         )
     return files
 

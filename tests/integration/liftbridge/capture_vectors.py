@@ -1,7 +1,7 @@
 """Capture ack envelopes from a real Liftbridge server (tests/vectors/liftbridge/PROVENANCE.md).
 
-Raw nats-py and grpcio only, with publish envelopes written out by hand (the §1.5 bytes of
-the protocol notes, with another inbox), so that no streamwire encoder is involved::
+Raw nats-py and grpcio only, with publish envelopes written out by hand (the bytes of
+docs/protocol/liftbridge.md §1.5, with another inbox), so that no streamwire encoder is involved::
 
     integration/brokers.sh up liftbridge
     .venv/bin/python -m tests.integration.liftbridge.capture_vectors

@@ -1,4 +1,4 @@
-"""Checksums against published check values and vectors from the protocol notes."""
+"""Checksums against published check values and the vectors of docs/protocol/*.md."""
 
 from __future__ import annotations
 

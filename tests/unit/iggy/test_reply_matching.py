@@ -1,4 +1,4 @@
-"""What real Iggy servers did that the protocol notes did not say, scripted byte by byte
+"""What real Iggy servers did that docs/protocol/iggy.md did not first say, scripted byte by byte
 against the sans-IO machine (docs/iggy.md, "How a reply is matched"):
 
 1. CreateTopic (132) and CreatePartitions (136) are answered with the server's internal

@@ -1,4 +1,4 @@
-"""Golden vectors for AMQP message sections (from the reference notes §3.2 and hand-derived
+"""Golden vectors for AMQP message sections (the type codes of docs/amqp.md, hand-derived
 from the AMQP 1.0 specification, part 3 "Messaging"), the section rules, and the fast
 paths."""
 
