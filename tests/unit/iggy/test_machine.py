@@ -1,6 +1,6 @@
 """The sans-IO connection machine, driven with an injected clock and scripted replies:
-request numbering and sessions (docs/protocol/iggy.md §2.4), reply matching, result sections, evictions, reply
-deadlines, heartbeats and the sticky failed state."""
+request numbering and sessions (docs/protocol/iggy.md §2.4), reply matching, result
+sections, evictions, reply deadlines, heartbeats and the sticky failed state."""
 
 from __future__ import annotations
 

@@ -94,9 +94,10 @@ def test_wheel_frame_is_reproduced_byte_for_byte(
 
 
 def test_wheel_session_follows_the_numbering_rules() -> None:
-    """docs/protocol/iggy.md §2.4: Register uses request 0 / session 0 and resets the counter to 1; replicated ops
-    take the counter and advance it; reads and ping send it unchanged; every request after
-    login carries the login's session (the double's first session is 7)."""
+    """docs/protocol/iggy.md §2.4: Register uses request 0 / session 0 and resets the counter
+    to 1; replicated ops take the counter and advance it; reads and ping send it unchanged;
+    every request after login carries the login's session (the double's first session is
+    7)."""
     counter, session, client = 1, 0, None
     for name, command, _ in WHEEL:
         request = decode_request(load_vector(name))
@@ -230,7 +231,8 @@ def test_go_golden_send_confirmations() -> None:
 
 
 def _hand_built_reply(body: bytes, *, client: int, request: int, operation: int) -> bytes:
-    """A reply frame laid out from the docs/protocol/iggy.md §2.5 table, independently of streamwire's encoder."""
+    """A reply frame laid out from the docs/protocol/iggy.md §2.5 table, independently of
+    streamwire's encoder."""
     header = bytearray(256)
     struct.pack_into("<I", header, 48, 256 + len(body))
     header[60] = 8

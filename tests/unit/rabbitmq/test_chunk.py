@@ -1,7 +1,8 @@
 """Osiris chunks (the payload of Deliver): header, CRC-32, simple and sub-batch entries.
 
-The captured chunks come from the Deliver frames of docs/protocol/rabbitmq-streams.md §1.8; everything else is built here with
-``struct``, ``zlib.crc32`` and stdlib ``gzip`` following the §2 layout of that page, not with streamwire.
+The captured chunks come from the Deliver frames of docs/protocol/rabbitmq-streams.md §1.8;
+everything else is built here with ``struct``, ``zlib.crc32`` and stdlib ``gzip`` following
+the §2 layout of that page, not with streamwire.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def sub_batch(
     uncompressed: int | None = None,
     compressed_body: bytes | None = None,
 ) -> bytes:
-    """A sub-batch entry (docs/protocol/rabbitmq-streams.md §2.3): ``1|codec:3|0000``, records u16, uncompressed u32, size u32."""
+    """A sub-batch entry (docs/protocol/rabbitmq-streams.md §2.3): ``1|codec:3|0000``, records
+    u16, uncompressed u32, size u32."""
     raw = b"".join(simple(m) for m in messages)
     if compressed_body is not None:
         stored = compressed_body
@@ -215,7 +217,8 @@ def test_empty_chunk() -> None:
 
 
 def test_uncompressed_sub_batch_matches_the_verified_first_bytes() -> None:
-    # docs/protocol/rabbitmq-streams.md §2.3 "Verified first bytes: uncompressed 80 0003 0000002a 0000002a ..."
+    # docs/protocol/rabbitmq-streams.md §2.3 "Verified first bytes: uncompressed
+    # 80 0003 0000002a 0000002a ..."
     messages = [b"0123456789", b"abcdefghij", b"ABCDEFGHIJ"]
     entry = sub_batch(messages)
     assert entry[:11] == bytes.fromhex("80 0003 0000002a 0000002a".replace(" ", ""))
@@ -225,8 +228,9 @@ def test_uncompressed_sub_batch_matches_the_verified_first_bytes() -> None:
 
 
 def test_gzip_sub_batch_matches_the_verified_first_bytes() -> None:
-    # docs/protocol/rabbitmq-streams.md §2.3 "gzip 90 0002 0000001a 00000025 1f8b08..." (the stored size depends on the gzip
-    # header, so only flags, records and uncompressed size are compared).
+    # docs/protocol/rabbitmq-streams.md §2.3 "gzip 90 0002 0000001a 00000025 1f8b08..." (the
+    # stored size depends on the gzip header, so only flags, records and uncompressed size are
+    # compared).
     messages = [b"message-0", b"message-1"]
     entry = sub_batch(messages, codec=1)
     assert entry[:7] == bytes.fromhex("9000020000001a")

@@ -604,7 +604,8 @@ def test_client_only_frames_from_the_broker_are_a_protocol_error() -> None:
 
 
 def test_deliver_larger_than_frame_max_is_accepted_after_open() -> None:
-    # a chunk is never split (the broker's frame_max does not bound a Deliver): a 9 089-byte Deliver arrived on a connection tuned to 4 096.
+    # a chunk is never split (the broker's frame_max does not bound a Deliver): a 9 089-byte
+    # Deliver arrived on a connection tuned to 4 096.
     m = StreamsConnection(ConnectionSettings(frame_max=4096))
     m.start(START)
     feed(m, *HANDSHAKE_4_0)
