@@ -6,6 +6,9 @@ Faults for client tests: ``refuse`` (answer a command key with an error code),
 ``reject`` (publishing id → code, answered with PublishError), ``hold_confirms`` (store but
 confirm later, :meth:`RabbitMQDouble.release_confirms`), and per session ``hang_up``,
 ``close_with``, ``send_raw`` and ``silent``.
+
+Not modelled: several nodes (every stream's leader is this server), single active consumer
+(ConsumerUpdate), Bloom-filtered delivery, ResolveOffsetSpec, retention.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from streamwire.codec.message import Message
 from streamwire.rabbitmq._amqp_map import decode_chunk
+from streamwire.rabbitmq.protocol.frames import Publish
 from tests.rabbitmq_double import RabbitMQDouble
 
 
@@ -23,6 +24,4 @@ def stored_values(broker: RabbitMQDouble, stream: str) -> list[bytes]:
 
 def published_ids(broker: RabbitMQDouble) -> list[int]:
     """The publishing ids of every Publish frame received, in order."""
-    from streamwire.rabbitmq.protocol.frames import Publish
-
     return [e.publishing_id for p in broker.frames(Publish) for e in p.entries]

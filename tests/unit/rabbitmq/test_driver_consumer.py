@@ -16,13 +16,20 @@ from streamwire.rabbitmq.protocol import frames as f
 from streamwire.rabbitmq.protocol.constants import OffsetType
 from streamwire.rabbitmq.protocol.errors import StreamDoesNotExist
 from streamwire.rabbitmq.protocol.publishing import encode_sub_batch
-from tests.rabbitmq_double import RabbitMQDouble, simple_entry
+from tests.rabbitmq_double import RabbitMQDouble, encode_chunk, simple_entry
+from tests.unit.rabbitmq.support import CHUNK_V1, M0, M1
 
 S = "events"
 
 
 def entry(value: bytes) -> bytes:
     return simple_entry(encode_data_body(value))
+
+
+def test_the_double_writes_chunks_as_rabbitmq_does() -> None:
+    """The scripted broker's chunk encoder reproduces a chunk captured from 4.0.5."""
+    entries = [simple_entry(M0), simple_entry(M1)]
+    assert encode_chunk(0, entries, timestamp=0x1A20128289F, epoch=1) == CHUNK_V1
 
 
 @pytest.fixture
