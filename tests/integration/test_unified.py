@@ -1,6 +1,7 @@
 """The same scenarios through the unified API (``streamwire.connect`` and the Client /
 Producer / Consumer protocols) on every broker available: RabbitMQ Streams and Liftbridge from
-the harness, Iggy on its conformance double (no Iggy server can run here)."""
+the harness, Iggy on its conformance double (in both modes) and on the harness's real server
+when it has one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import streamwire
 from streamwire import HeaderValue, Message
 from streamwire.codec.headers import HeaderInput
 from tests.brokers import require
-from tests.iggy_double import IggyDouble
+from tests.iggy_lanes import LANES, lane
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +28,11 @@ HEADERS: dict[str, HeaderInput] = {
 }
 
 
-@pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
+@pytest.fixture(params=["rabbitmq", "liftbridge", *(f"iggy-{lane_name}" for lane_name in LANES)])
 async def url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    if request.param == "iggy":
-        async with IggyDouble() as double:
-            yield double.url
+    if request.param.startswith("iggy-"):  # the double in both modes, and a real server
+        async with lane(request.param.removeprefix("iggy-")) as found:
+            yield found.url
         return
     broker = require(request.param)
     if request.param == "liftbridge":
