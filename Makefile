@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,cli,spark
+EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 

@@ -57,6 +57,7 @@ __all__ = (
     "FrameTooLargeError",
     "HeaderKindError",
     "LocalProtocolError",
+    "MissingDependency",
     "ProducerBufferFull",
     "ProtocolError",
     "ReadError",
@@ -76,6 +77,23 @@ class StreamwireError(Exception):
 
 class ConfigurationError(StreamwireError, ValueError):
     """Bad arguments, options or URL."""
+
+
+class MissingDependency(ConfigurationError, ImportError):
+    """A feature needs an optional extra that is not installed.
+
+    The message names the ``pip install`` to run; :attr:`extra` is the extra's name and
+    :attr:`missing` the module that could not be imported. It is an :class:`ImportError` too,
+    so ``except ImportError`` around an import of the feature's module still works.
+    """
+
+    def __init__(self, feature: str, extra: str, missing: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra!r} extra ({missing} is not installed): "
+            f"pip install 'streamwire[{extra}]'"
+        )
+        self.extra = extra
+        self.missing = missing
 
 
 # --- transport ---------------------------------------------------------------------------

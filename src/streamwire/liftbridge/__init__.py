@@ -6,6 +6,11 @@ returns a :class:`Client`; see ``docs/liftbridge.md``.
 
 from __future__ import annotations
 
+from streamwire._extras import require
+
+# before anything that imports them: a missing extra is a ConfigurationError naming the install
+require("Liftbridge", "liftbridge", "nats", "grpc", "google.protobuf")
+
 import ssl
 from collections.abc import Sequence
 from typing import Any

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from streamwire._extras import require
+
+require("streamwire.spark", "spark", "pyspark", "pyarrow")
+
 from streamwire.spark.errors import SinkSchemaError, SparkConfigurationError
 from streamwire.spark.sink import BatchMetrics, ForeachBatchSink, SinkMetrics, foreach_batch_sink
 
