@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import uuid
@@ -9,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+import streamwire
 from tests.brokers import require
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
 def run_args(example: str, *args: str, timeout: float = 120) -> list[str]:
@@ -54,6 +58,39 @@ def test_rabbitmq_filtering_and_compression() -> None:
 def _liftbridge_url() -> str:
     broker, nats = require("liftbridge"), require("nats")
     return f"liftbridge://{broker.host}:{broker.port}?nats=nats://{nats.host}:{nats.port}"
+
+
+def _without_docstring(source: str) -> str:
+    module = ast.parse(source)
+    docstring = module.body[0]
+    assert isinstance(docstring, ast.Expr), "the example starts with its docstring"
+    lines = source.splitlines()
+    return "\n".join(lines[docstring.end_lineno :]).strip()
+
+
+def test_the_readme_shows_the_first_message_example_as_it_is() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## 3. First message", 1)[1]
+    shown = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert shown is not None
+    example = (EXAMPLES / "first_message.py").read_text(encoding="utf-8")
+    assert shown.group(1).strip() == _without_docstring(example)
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "liftbridge"])
+async def test_first_message(broker: str) -> None:
+    url = require("rabbitmq").url if broker == "rabbitmq" else _liftbridge_url()
+    async with streamwire.connect(url, timeout=10) as client:
+        await client.delete_stream("hello", missing_ok=True)
+    try:
+        (line,) = run("first_message.py", url)
+        offset, text, headers = line.split(" ", 1)[0], line[2:19], line[20:]
+        assert (offset, text) == ("0", "hello, streamwire")
+        # typed values come back as they went; Liftbridge does not keep the headers' order
+        assert ast.literal_eval(headers) == {"lang": "en", "n": 1}
+    finally:
+        async with streamwire.connect(url, timeout=10) as client:
+            await client.delete_stream("hello", missing_ok=True)
 
 
 @pytest.mark.parametrize("broker", ["rabbitmq", "liftbridge"])

@@ -30,5 +30,5 @@ def test_a_missing_module_names_the_extra_to_install() -> None:
 
 
 def test_a_missing_parent_package_is_missing_too() -> None:
-    with pytest.raises(MissingDependency, match="streamwire_no_such_pkg.sub"):
+    with pytest.raises(MissingDependency, match=r"streamwire_no_such_pkg\.sub"):
         require("Spark", "spark", "streamwire_no_such_pkg.sub")
