@@ -1,8 +1,9 @@
 """Publish lines of stdin (or generated messages) to any broker through the unified API.
 
-    python examples/produce.py URL STREAM [COUNT]
+    python examples/produce.py [URL] [STREAM] [COUNT]
 
-URL: rabbitmq-stream://…, liftbridge://…?nats=…, or iggy://… (an Iggy stream is "stream/topic").
+URL: rabbitmq-stream://… (the default, RabbitMQ on localhost), liftbridge://…, or iggy://…;
+STREAM defaults to "events", COUNT to 10.
 """
 
 from __future__ import annotations
@@ -30,4 +31,6 @@ async def main(url: str, stream: str, count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10))
+    defaults = ("rabbitmq-stream://localhost:5552", "events", "10")
+    url, stream, count = [*sys.argv[1:4], *defaults[len(sys.argv[1:4]) :]]
+    asyncio.run(main(url, stream, int(count)))

@@ -23,7 +23,8 @@ async def main(url: str) -> None:
             print("stored, publishing id", confirmation.publishing_id)
         async with client.consumer(stream, offset="first") as consumer:
             for message in await consumer.next_batch(max_messages=100, timeout=5.0):
-                print(message.offset, message.value, message.key, dict(message.headers))
+                headers = {name: header.value for name, header in message.headers.items()}
+                print(message.offset, message.value, message.key, headers)
         await client.delete_stream(stream)
 
 

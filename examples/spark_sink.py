@@ -1,7 +1,9 @@
 """A Spark batch job publishing a DataFrame through the foreachBatch sink (exactly-once on
 RabbitMQ Streams), then reading it back with the ``streamwire`` data source.
 
-    python examples/spark_sink.py URL STREAM
+    python examples/spark_sink.py [URL] [STREAM]
+
+Defaults: RabbitMQ on localhost and the stream "spark-orders". Needs the spark extra and Java 17+.
 """
 
 from __future__ import annotations
@@ -50,4 +52,6 @@ def main(url: str, stream: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    defaults = ("rabbitmq-stream://localhost:5552", "spark-orders")
+    url, stream = [*sys.argv[1:3], *defaults[len(sys.argv[1:3]) :]]
+    main(url, stream)

@@ -39,7 +39,7 @@ def run(example: str, url: str) -> list[str]:
 def test_rabbitmq_quickstart() -> None:
     lines = run("rabbitmq_quickstart.py", require("rabbitmq").url)
     assert lines[0] == "stored, publishing id 1"
-    assert lines[1].startswith("0 b'order #1' b'customer-7' {'qty': HeaderValue.int64(3)}")
+    assert lines[1].startswith("0 b'order #1' b'customer-7' {'qty': 3}")
 
 
 def test_rabbitmq_super_stream() -> None:
@@ -100,10 +100,35 @@ def test_produce_then_consume_resumes_after_the_commit(broker: str) -> None:
     assert run_args("produce.py", url, stream, "5") == [f"published 5 messages to {stream}"]
     first = run_args("consume.py", url, stream, "reader", "first")
     assert first[-1] == "consumed 5 messages"
-    assert first[0].split()[2:] == ["event", "0", "0"]
+    assert first[0].split(maxsplit=2)[2] == "event 0 {'seq': 0}"
     assert run_args("produce.py", url, stream, "2")[-1].startswith("published 2")
-    again = run_args("consume.py", url, stream, "reader")  # resumes after the commit
+    again = run_args("consume.py", url, stream, "reader", "next")  # resumes after the commit
     assert again[-1] == "consumed 2 messages"
+
+
+async def test_produce_and_consume_run_with_no_arguments() -> None:
+    broker = require("rabbitmq")
+    if (broker.host, broker.port) not in {("127.0.0.1", 5552), ("localhost", 5552)}:
+        pytest.skip(f"the examples default to localhost:5552; the broker is at {broker.host}")
+    async with streamwire.connect(broker.url, timeout=10) as client:
+        await client.delete_stream("events", missing_ok=True)
+    try:
+        assert run_args("produce.py") == ["published 10 messages to events"]
+        lines = run_args("consume.py")
+        assert lines[-1] == "consumed 10 messages"
+        assert lines[0] == "0 b'user-0' event 0 {'seq': 0}"
+        assert run_args("consume.py", broker.url, "events", "reader", "next") == [
+            "consumed 0 messages"  # resumes after the first run's commit
+        ]
+    finally:
+        async with streamwire.connect(broker.url, timeout=10) as client:
+            await client.delete_stream("events", missing_ok=True)
+
+
+def test_every_example_is_listed_in_the_examples_readme() -> None:
+    listed = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    for example in sorted(EXAMPLES.glob("*.py")):
+        assert f"[{example.name}]({example.name})" in listed, example.name
 
 
 def test_spark_job() -> None:
