@@ -1,0 +1,358 @@
+"""Counters every producer, consumer and connection keeps, their snapshots, and the hook an
+observer (OpenTelemetry: :mod:`streamwire.otel`) plugs into.
+
+The meters are plain integer counters updated once per call (a batch counts once), so they
+cost a few additions when nobody looks. ``stats`` on a producer, consumer or client returns a
+frozen snapshot. An :class:`Observer` installed with :func:`set_observer` is told about every
+send, settlement, delivery and connection event of producers, consumers and connections
+created afterwards; without one, nothing but the counters runs (docs/architecture.md,
+"Metrics and tracing").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+__all__ = (
+    "LATENCY_BOUNDS",
+    "ConnectionMeter",
+    "ConnectionStats",
+    "ConsumerMeter",
+    "ConsumerStats",
+    "Destination",
+    "LatencyHistogram",
+    "LatencySnapshot",
+    "Observer",
+    "ProducerMeter",
+    "ProducerStats",
+    "current_observer",
+    "set_observer",
+)
+
+#: Upper bounds (seconds) of the latency histogram's buckets; one more bucket takes the rest.
+LATENCY_BOUNDS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """What an observer is told about the source of an event."""
+
+    system: str
+    """``"rabbitmq"``, ``"liftbridge"`` or ``"iggy"`` (OTel ``messaging.system``)."""
+    stream: str
+    """The stream (Iggy: ``stream/topic``) or ``""`` for a connection."""
+    address: str
+    """``host:port`` of the broker connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySnapshot:
+    """A latency histogram at one moment: ``counts[i]`` samples were at most ``bounds[i]``
+    seconds (and above ``bounds[i - 1]``); ``counts[-1]`` were above the last bound."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    count: int
+    total: float
+    """Sum of the samples, in seconds."""
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding quantile ``q`` (0 < q <= 1); ``inf`` when it
+        is above the last bound, ``None`` without samples."""
+        if not 0.0 < q <= 1.0:
+            raise ValueError("q must be in (0, 1]")
+        if not self.count:
+            return None
+        rank = q * self.count
+        seen = 0
+        for bound, bucket in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            seen += bucket
+            if seen >= rank:
+                return bound
+        return float("inf")  # pragma: no cover - the counts add up to count
+
+
+class LatencyHistogram:
+    """Fixed buckets (:data:`LATENCY_BOUNDS`), constant memory."""
+
+    __slots__ = ("_counts", "_total", "count")
+
+    def __init__(self) -> None:
+        self._counts = [0] * (len(LATENCY_BOUNDS) + 1)
+        self._total = 0.0
+        self.count = 0
+
+    def record(self, seconds: float, samples: int = 1) -> None:
+        """Adds ``samples`` observations of ``seconds`` (a confirmed batch counts each message
+        at the batch's latency)."""
+        self._counts[bisect_left(LATENCY_BOUNDS, seconds)] += samples
+        self._total += seconds * samples
+        self.count += samples
+
+    def snapshot(self) -> LatencySnapshot:
+        return LatencySnapshot(LATENCY_BOUNDS, tuple(self._counts), self.count, self._total)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStats:
+    stream: str
+    published: int
+    """Messages handed to the producer and accepted (buffered or written)."""
+    confirmed: int
+    failed: int
+    """Messages whose future ended in an error (rejected, timed out, connection lost)."""
+    in_flight: int
+    """Published, not yet confirmed nor failed."""
+    bytes_published: int
+    """Payload bytes (values) published."""
+    confirm_latency: LatencySnapshot
+    """From the send call to the broker's confirmation, per message."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStats:
+    stream: str
+    consumed: int
+    """Messages handed to the application."""
+    bytes_consumed: int
+    last_offset: int | None
+    """Offset of the last message handed over."""
+    committed_offset: int | None
+    """Last offset this consumer committed."""
+    lag: int | None
+    """Messages in the stream after the last one handed over, where the broker says where the
+    stream ends (``None`` where it does not, or before it was asked)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionStats:
+    connects: int
+    """Successful connections (the first one and every reconnect)."""
+    reconnects: int
+    errors: int
+    """Connection failures seen (lost connections and failed attempts)."""
+
+
+class Observer(Protocol):
+    """Told about what producers, consumers and connections do (see :func:`set_observer`).
+
+    ``send`` returns a token (for example a span) that comes back to ``settled`` for the same
+    batch. Observers are called on the event loop and must be quick. An exception from an
+    observer is logged (logger ``streamwire.metrics``) and does not reach the producer or
+    consumer: observing never changes what is published or delivered.
+    """
+
+    def send(self, where: Destination, count: int, nbytes: int) -> object: ...
+
+    def settled(
+        self, where: Destination, token: object, confirmed: int, failed: int, seconds: float
+    ) -> None: ...
+
+    def received(self, where: Destination, count: int, nbytes: int, lag: int | None) -> None: ...
+
+    def connection(self, where: Destination, event: str) -> None:
+        """``event`` is ``"connect"``, ``"reconnect"`` or ``"error"``."""
+        ...
+
+
+_observer: Observer | None = None
+_log = logging.getLogger("streamwire.metrics")
+
+
+def _observer_failed(observer: Observer) -> None:
+    _log.exception("the metrics observer %r raised; ignored", observer)
+
+
+def set_observer(observer: Observer | None) -> Observer | None:
+    """Installs ``observer`` for producers, consumers and connections created from now on
+    (``None`` removes it); returns the previous one."""
+    global _observer
+    previous, _observer = _observer, observer
+    return previous
+
+
+def current_observer() -> Observer | None:
+    return _observer
+
+
+class ProducerMeter:
+    """A producer's counters; the producer calls :meth:`sent` once per accepted call and
+    :meth:`settled` once per settled call (or batch)."""
+
+    __slots__ = (
+        "_observer",
+        "bytes_published",
+        "confirmed",
+        "failed",
+        "latency",
+        "published",
+        "where",
+    )
+
+    def __init__(self, where: Destination) -> None:
+        self.where = where
+        self.published = 0
+        self.confirmed = 0
+        self.failed = 0
+        self.bytes_published = 0
+        self.latency = LatencyHistogram()
+        self._observer = _observer
+
+    def sent(self, count: int, nbytes: int) -> tuple[float, object]:
+        """Counts an accepted call; returns what :meth:`settled` needs back (the start time and
+        the observer's token)."""
+        self.published += count
+        self.bytes_published += nbytes
+        observer = self._observer
+        token: object = None
+        if observer is not None:
+            try:
+                token = observer.send(self.where, count, nbytes)
+            except Exception:
+                _observer_failed(observer)
+        return time.monotonic(), token
+
+    def settled(self, started: tuple[float, object], confirmed: int, failed: int) -> None:
+        seconds = time.monotonic() - started[0]
+        self.confirmed += confirmed
+        self.failed += failed
+        if confirmed:
+            self.latency.record(seconds, confirmed)
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer.settled(self.where, started[1], confirmed, failed, seconds)
+            except Exception:
+                _observer_failed(observer)
+
+    def snapshot(self) -> ProducerStats:
+        return ProducerStats(
+            stream=self.where.stream,
+            published=self.published,
+            confirmed=self.confirmed,
+            failed=self.failed,
+            in_flight=max(0, self.published - self.confirmed - self.failed),
+            bytes_published=self.bytes_published,
+            confirm_latency=self.latency.snapshot(),
+        )
+
+
+class ConsumerMeter:
+    """A consumer's counters; the consumer calls :meth:`received` once per batch handed over."""
+
+    __slots__ = (
+        "_observer",
+        "bytes_consumed",
+        "committed_offset",
+        "consumed",
+        "end_offset",
+        "last_offset",
+        "where",
+    )
+
+    def __init__(self, where: Destination) -> None:
+        self.where = where
+        self.consumed = 0
+        self.bytes_consumed = 0
+        self.last_offset: int | None = None
+        self.committed_offset: int | None = None
+        self.end_offset: int | None = None
+        """Offset of the last message the broker says the stream holds, when it says."""
+        self._observer = _observer
+
+    def received(self, count: int, nbytes: int, last_offset: int | None) -> None:
+        if not count:
+            return
+        self.consumed += count
+        self.bytes_consumed += nbytes
+        if last_offset is not None:
+            self.last_offset = last_offset
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer.received(self.where, count, nbytes, self.lag)
+            except Exception:
+                _observer_failed(observer)
+
+    def committed(self, offset: int) -> None:
+        self.committed_offset = offset
+
+    def stream_ends_at(self, end_offset: int | None) -> None:
+        """The broker said the stream's last message has ``end_offset`` (high watermark)."""
+        if end_offset is not None and (self.end_offset is None or end_offset > self.end_offset):
+            self.end_offset = end_offset
+
+    @property
+    def lag(self) -> int | None:
+        if self.end_offset is None:
+            return None
+        last = -1 if self.last_offset is None else self.last_offset
+        return max(0, self.end_offset - last)
+
+    def snapshot(self) -> ConsumerStats:
+        return ConsumerStats(
+            stream=self.where.stream,
+            consumed=self.consumed,
+            bytes_consumed=self.bytes_consumed,
+            last_offset=self.last_offset,
+            committed_offset=self.committed_offset,
+            lag=self.lag,
+        )
+
+
+class ConnectionMeter:
+    """A client connection's counters: connects, reconnects, errors."""
+
+    __slots__ = ("_observer", "connects", "errors", "reconnects", "where")
+
+    def __init__(self, where: Destination) -> None:
+        self.where = where
+        self.connects = 0
+        self.reconnects = 0
+        self.errors = 0
+        self._observer = _observer
+
+    def connected(self) -> None:
+        event = "reconnect" if self.connects else "connect"
+        if self.connects:
+            self.reconnects += 1
+        self.connects += 1
+        self._tell(event)
+
+    def failed(self) -> None:
+        self.errors += 1
+        self._tell("error")
+
+    def _tell(self, event: str) -> None:
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer.connection(self.where, event)
+            except Exception:
+                _observer_failed(observer)
+
+    def snapshot(self) -> ConnectionStats:
+        return ConnectionStats(self.connects, self.reconnects, self.errors)
