@@ -208,15 +208,27 @@ class ServerError(StreamwireError):
 
     protocol: ClassVar[str] = ""
     default_code: ClassVar[int | None] = None
+    code_name: ClassVar[str] = ""
+    """The code's name, e.g. ``STREAM_DOES_NOT_EXIST`` (set by the registry)."""
+    description: ClassVar[str] = ""
+    """What the code means, e.g. ``Stream does not exist.`` (set by the registry)."""
     retriable: ClassVar[bool] = False
     connection_usable: ClassVar[bool] = True
 
     def __init__(self, message: str = "", *, code: int | None = None) -> None:
         self.code: int | None = code if code is not None else self.default_code
-        self.message = message or self.__class__.__name__
+        self.message = message or self.description or self.__class__.__name__
         label = f"{self.protocol} " if self.protocol else ""
-        shown = f"{label}error {self.code:#06x}: " if self.code is not None else ""
-        super().__init__(f"{shown}{self.message}")
+        if self.code is None:
+            super().__init__(self.message)
+        elif self.code_name:
+            # "rabbitmq STREAM_DOES_NOT_EXIST (0x0002): Stream does not exist: stream 's'"
+            text = self.description or self.message
+            if message and message != self.description:
+                text = f"{text.rstrip('.')}: {message}" if self.description else message
+            super().__init__(f"{label}{self.code_name} ({self.code:#06x}): {text}")
+        else:
+            super().__init__(f"{label}error {self.code:#06x}: {self.message}")
 
     @staticmethod
     def from_code(protocol: str, code: int, message: str = "") -> ServerError:

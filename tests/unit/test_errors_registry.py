@@ -72,7 +72,11 @@ def test_registry_define_and_lookup() -> None:
     assert type(err) is gone
     assert err.code == 2
     assert err.message == "Stream does not exist."
-    assert str(err) == "demo error 0x0002: Stream does not exist."
+    assert str(err) == "demo STREAM_GONE (0x0002): Stream does not exist."
+    named = reg.from_code(2, "stream 's'")
+    assert named.message == "stream 's'"
+    assert str(named) == "demo STREAM_GONE (0x0002): Stream does not exist: stream 's'"
+    assert str(reg.from_code(0x99, "odd")) == "demo error 0x0099: odd"
     assert isinstance(reg.from_code(8, "bad password"), errors.AuthenticationError)
     assert auth.connection_usable is False
     unknown = reg.from_code(0x99)

@@ -8,6 +8,8 @@ instance: unknown codes map to the protocol's ``Unknown...`` class with the code
 
 from __future__ import annotations
 
+import re
+
 from streamwire.errors import ServerError
 
 __all__ = ("ErrorRegistry", "registry_for")
@@ -52,6 +54,8 @@ class ErrorRegistry:
         namespace: dict[str, object] = {
             "__doc__": doc,
             "default_code": code,
+            "code_name": _upper_snake(name),
+            "description": doc.strip().splitlines()[0] if doc.strip() else "",
             "retriable": retriable,
             "connection_usable": connection_usable,
             "__module__": module or self.base.__module__,
@@ -71,6 +75,11 @@ class ErrorRegistry:
 
     def codes(self) -> dict[int, type[ServerError]]:
         return dict(self._classes)
+
+
+def _upper_snake(name: str) -> str:
+    """``StreamDoesNotExist`` -> ``STREAM_DOES_NOT_EXIST`` (digit runs and acronyms kept)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
 
 
 def registry_for(protocol: str) -> ErrorRegistry:
