@@ -49,15 +49,13 @@ async def client(url: str) -> AsyncIterator[streamwire.Client]:
 
 
 @pytest.fixture
-async def stream(client: streamwire.Client, url: str) -> AsyncIterator[str]:
-    name = f"unified-{uuid.uuid4().hex[:8]}"
-    if url.startswith("iggy"):
-        name += "/events"  # Iggy addresses a topic inside a stream
+async def stream(client: streamwire.Client) -> AsyncIterator[str]:
+    name = f"unified-{uuid.uuid4().hex[:8]}"  # a bare name works on every broker
     await client.create_stream(name)
     try:
         yield name
     finally:
-        await client.delete_stream(name.split("/")[0], missing_ok=True)
+        await client.delete_stream(name, missing_ok=True)
 
 
 async def take(consumer: streamwire.Consumer, n: int) -> list[Message]:

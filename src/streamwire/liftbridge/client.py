@@ -555,12 +555,12 @@ class Client(AsyncClosing):
     def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
         """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.
 
-        ``name`` is accepted for API symmetry; Liftbridge has no deduplication, so it must
-        be None. Options: see :class:`ProducerOptions`.
+        ``name`` is the producer's identity in the unified API; Liftbridge has no producer
+        deduplication, so it is accepted and has no effect (docs/api.md). Options: see
+        :class:`ProducerOptions`.
         """
         self._check()
-        if name is not None:
-            raise ConfigurationError("Liftbridge has no producer deduplication: name must be None")
+        del name  # no deduplication to turn on
         producer = Producer(self, stream, options=ProducerOptions(**options))
         self._children.add(producer)
         return producer
