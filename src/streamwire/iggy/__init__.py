@@ -12,6 +12,7 @@ from typing import Any
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.iggy._connection import Connection, Credentials
+from streamwire.iggy._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.iggy._options import DEFAULT_TOPIC
 from streamwire.iggy.client import Client, PartitionOffsets
 from streamwire.iggy.consumer import Consumer
@@ -38,6 +39,9 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "ConsumerKwargs",
     "DEFAULT_TOPIC",
     "ERRORS",
     "KEY_HEADER",

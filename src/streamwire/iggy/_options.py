@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from streamwire._options import check_names
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.offset import Offset, OffsetKind
 from streamwire.errors import ConfigurationError
@@ -91,11 +92,10 @@ def topic_options(
     values: Mapping[str, object], raw: Mapping[str, HeaderValue] | None = None
 ) -> dict[str, HeaderValue]:
     """Keyword options → an options block; ``raw`` entries are passed through as given."""
+    check_names(values, TOPIC_OPTIONS, "Iggy topic")
     out: dict[str, HeaderValue] = dict(raw or {})
     for key, value in values.items():
-        convert = TOPIC_OPTIONS.get(key)
-        if convert is None:
-            raise ConfigurationError(f"unknown Iggy topic option {key!r}")
+        convert = TOPIC_OPTIONS[key]
         try:
             out[key] = convert(value)  # type: ignore[operator]
         except ConfigurationError as exc:

@@ -15,14 +15,17 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
+from streamwire._api import OffsetBounds
+from streamwire._options import build_options
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
 from streamwire.iggy._admin import AdminMixin
 from streamwire.iggy._connection import Connection, Credentials
+from streamwire.iggy._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.iggy._options import parse_address, topic_of, topic_options
 from streamwire.iggy.consumer import Consumer
 from streamwire.iggy.options import ConsumerOptions, ProducerOptions
@@ -185,7 +188,7 @@ class Client(AdminMixin, AsyncClosing):
         partitions: int = 1,
         exist_ok: bool = False,
         options: dict[str, HeaderValue] | None = None,
-        **topic_kwargs: Any,
+        **topic_kwargs: Unpack[StreamKwargs],
     ) -> None:
         """Create the topic ``name`` addresses, and its stream if missing: ``"stream/topic"``,
         or for a bare ``"stream"`` the stream with its default topic (``DEFAULT_TOPIC``).
@@ -279,13 +282,16 @@ class Client(AdminMixin, AsyncClosing):
 
     # --- producers and consumers ---------------------------------------------------------
 
-    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
         """A producer for ``stream`` (``"stream/topic"``, or a bare stream name for its
         default topic); ``async with`` it (or ``await`` it) to start it. ``name`` is the
         producer's identity in the unified API; Iggy has no producer deduplication, so it is
         accepted and has no effect (docs/api.md). Options: see :class:`ProducerOptions`."""
         self._check()
-        producer = Producer(self, stream, options=ProducerOptions(**options))
+        settings = build_options(ProducerOptions, options, "Iggy producer")
+        producer = Producer(self, stream, options=settings)
         self._children.add(producer)
         return producer
 
@@ -296,7 +302,7 @@ class Client(AdminMixin, AsyncClosing):
         offset: OffsetLike | None = None,
         name: str | None = None,
         group: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerKwargs],
     ) -> Consumer:
         """A consumer of ``stream`` (``"stream/topic"``, or a bare stream name for its
         default topic); ``async with`` it (or ``await``
@@ -310,10 +316,38 @@ class Client(AdminMixin, AsyncClosing):
             offset=offset,
             name=name,
             group=group,
-            options=ConsumerOptions(**options),
+            options=build_options(ConsumerOptions, options, "Iggy consumer"),
         )
         self._children.add(consumer)
         return consumer
+
+    # --- capabilities (streamwire.Partitioned, streamwire.Bounded) -----------------------
+
+    async def partition_ids(self, stream: str) -> list[int]:
+        """The partitions of the topic ``stream`` addresses, in order."""
+        return list(await self.partition_offsets(stream))
+
+    def partition_consumer(
+        self,
+        stream: str,
+        partition: int,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        max_poll: int | None = None,
+    ) -> Consumer:
+        """:meth:`consumer` of one partition; ``max_poll`` caps the messages a poll asks for
+        (``batch_size``)."""
+        if max_poll is None:
+            return self.consumer(stream, offset=offset, name=name, partition=partition)
+        return self.consumer(
+            stream, offset=offset, name=name, partition=partition, batch_size=max_poll
+        )
+
+    async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """``OffsetBounds(first, next)`` of every partition, from one GET_TOPIC."""
+        offsets = await self.partition_offsets(stream)
+        return {p: OffsetBounds(o.first, o.next) for p, o in offsets.items()}
 
     async def send(
         self,

@@ -7,12 +7,13 @@ returns a :class:`Client`; see ``docs/liftbridge.md``.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.liftbridge._grpc import AddressResolver, grpc_credentials
+from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge.client import Client, ClientStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.producer import MessageTooLarge, Producer, ProducerOptions
@@ -42,6 +43,9 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "ConsumerKwargs",
     "AckError",
     "AckPolicy",
     "AckTimeout",
@@ -123,7 +127,7 @@ async def connect(
     reconnect: ReconnectPolicy | None = _UNSET,
     address_resolver: AddressResolver | None = None,
     name: str | None = None,
-    nats_options: dict[str, Any] | None = None,
+    nats_options: Mapping[str, object] | None = None,
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 

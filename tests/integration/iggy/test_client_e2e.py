@@ -101,7 +101,7 @@ async def test_stream_management(client: iggy.Client) -> None:
         await client.delete_stream("s")
     await client.delete_stream("s", missing_ok=True)
     with pytest.raises(ConfigurationError):
-        await client.create_stream("a/b", nonsense=1)
+        await client.create_stream("a/b", nonsense=1)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError):
         client.producer("a/b/c")
     assert await client.streams() == []
