@@ -6,7 +6,19 @@ Protocol clients live in ``streamwire.rabbitmq``, ``streamwire.liftbridge`` and
 
 from __future__ import annotations
 
-from streamwire._api import Client, Consumer, Producer
+from streamwire._api import (
+    Bounded,
+    Client,
+    ConnectKwargs,
+    Consumer,
+    ConsumerKwargs,
+    DeduplicatingProducer,
+    OffsetBounds,
+    Partitioned,
+    Producer,
+    ProducerKwargs,
+    StreamKwargs,
+)
 from streamwire._connect import ConnectHandle, connect
 from streamwire._url import BrokerURL, parse_url
 from streamwire.codec.headers import HeaderKind, HeaderValue
@@ -24,6 +36,8 @@ from streamwire.errors import (
     DecodeError,
     ProtocolError,
     ServerError,
+    StreamAlreadyExistsError,
+    StreamNotFoundError,
     StreamwireError,
     TimeoutError,
     TransportError,
@@ -33,6 +47,14 @@ from streamwire.transport.portal import SyncBridge
 __version__ = "0.1.0.dev0"
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "Partitioned",
+    "OffsetBounds",
+    "DeduplicatingProducer",
+    "ConsumerKwargs",
+    "ConnectKwargs",
+    "Bounded",
     "AuthenticationError",
     "BackpressureError",
     "BrokerURL",
@@ -55,6 +77,8 @@ __all__ = (
     "Producer",
     "ProtocolError",
     "ServerError",
+    "StreamAlreadyExistsError",
+    "StreamNotFoundError",
     "StreamwireError",
     "SyncBridge",
     "TimeoutError",

@@ -2,7 +2,8 @@
 
 ``streamwire.connect(url)`` returns a :class:`Client`; its producers and consumers follow
 :class:`Producer` and :class:`Consumer`. Protocol packages implement them structurally and add
-their own richer options.
+their own richer options. The docstrings here are the specification: a call means the same on
+every broker, and what a broker lacks is a documented no-op, never an error of its own.
 """
 
 from __future__ import annotations
@@ -10,13 +11,67 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checkable
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
+from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tls import TLSOptions
 
-__all__ = ("Client", "Consumer", "Producer")
+__all__ = (
+    "Bounded",
+    "Client",
+    "ConnectKwargs",
+    "Consumer",
+    "ConsumerKwargs",
+    "DeduplicatingProducer",
+    "OffsetBounds",
+    "Partitioned",
+    "Producer",
+    "ProducerKwargs",
+    "StreamKwargs",
+)
+
+
+# --- options -------------------------------------------------------------------------------
+#
+# Keyword options are TypedDicts: the ones here are those every broker takes; each protocol
+# package extends them with its own (``streamwire.rabbitmq.ProducerKwargs`` ...), and its
+# client's signatures name those. An unknown or misspelled option raises ConfigurationError
+# naming the close matches.
+
+
+class ConnectKwargs(TypedDict, total=False):
+    """Options of :func:`streamwire.connect` every broker takes (each protocol's
+    ``connect`` documents the rest; a name it does not take raises ConfigurationError)."""
+
+    timeout: float | None
+    """Seconds: one budget for TCP, TLS, handshake and authentication."""
+    tls: TLSOptions | bool | None
+    """TLS settings (``True``: the defaults; the ``+tls`` URL schemes imply it)."""
+    reconnect: ReconnectPolicy | None
+    """Recovery after a lost connection (``None``: off)."""
+
+
+class StreamKwargs(TypedDict, total=False):
+    """Options of ``create_stream`` every broker takes: none; see the protocol packages'
+    ``StreamKwargs``."""
+
+
+class ProducerKwargs(TypedDict, total=False):
+    """Options of ``producer()`` every broker takes; the protocol packages'
+    ``ProducerKwargs`` add their own."""
+
+    confirm_timeout: float | None
+    """Default wait of ``send_and_wait`` and ``flush``, in seconds."""
+    max_block: float | None
+    """How long ``send`` waits for room in a full buffer before ProducerBufferFull."""
+
+
+class ConsumerKwargs(TypedDict, total=False):
+    """Options of ``consumer()`` every broker takes: none; see the protocol packages'
+    ``ConsumerKwargs``."""
 
 
 class _AsyncResource(Protocol):
@@ -31,13 +86,23 @@ class _AsyncResource(Protocol):
 
 
 class Producer(_AsyncResource, Protocol):
+    """Publishes to one stream; ``async with`` it (or ``await`` it) to start it."""
+
     async def send(
         self,
         value: bytes | Message,
         *,
         key: bytes | None = None,
         headers: Mapping[str, HeaderInput] | None = None,
-    ) -> asyncio.Future[Confirmation]: ...
+    ) -> asyncio.Future[Confirmation]:
+        """Accept one message; the future resolves to its :class:`Confirmation`.
+
+        ``value`` bytes are sent as ``Message(value, key=key, headers=headers)``. For a
+        :class:`Message`, an explicit ``key`` replaces the message's key and ``headers`` are
+        merged over its headers (the explicit ones win); the message itself is not modified.
+        Every broker stores the key and typed headers and hands them back to consumers.
+        """
+        ...
 
     async def send_and_wait(
         self,
@@ -45,37 +110,80 @@ class Producer(_AsyncResource, Protocol):
         *,
         key: bytes | None = None,
         headers: Mapping[str, HeaderInput] | None = None,
-    ) -> Confirmation: ...
+    ) -> Confirmation:
+        """:meth:`send`, then wait for the confirmation."""
+        ...
 
     async def send_batch(
         self, values: Iterable[bytes | Message]
-    ) -> list[asyncio.Future[Confirmation]]: ...
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Accept several messages in order; one future each."""
+        ...
 
-    async def flush(self, timeout: float | None = None) -> None: ...
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything accepted so far is confirmed, or raise."""
+        ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Flush, then release the producer. Idempotent. Cancelling it still leaves the
+        producer closed (what was not confirmed then fails)."""
+        ...
 
 
 class Consumer(_AsyncResource, Protocol):
+    """Reads one stream in offset order; ``async with`` it (or ``await`` it) to start it."""
+
     def __aiter__(self) -> AsyncIterator[Message]: ...
 
     async def next_batch(
         self, max_messages: int = 500, timeout: float | None = 1.0
-    ) -> list[Message]: ...
+    ) -> list[Message]:
+        """Up to ``max_messages`` messages; an empty list when none came within ``timeout``."""
+        ...
 
-    async def commit(self, offset: int | None = None) -> None: ...
+    async def commit(self, offset: int | None = None) -> None:
+        """Store ``offset`` (default: the last message handed out) under the consumer's
+        ``name`` on the broker; a consumer opened later with the same ``name`` and
+        ``offset="next"`` starts after it. Needs a ``name``."""
+        ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release the consumer (storing pending auto-commits where configured). Idempotent.
+        Cancelling it still leaves the consumer closed."""
+        ...
 
 
 class Client(_AsyncResource, Protocol):
+    """A connection to one broker; ``streamwire.connect(url)`` makes one."""
+
     async def create_stream(
-        self, name: str, *, partitions: int = 1, exist_ok: bool = False, **options: Any
-    ) -> None: ...
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        exist_ok: bool = False,
+        **options: Unpack[StreamKwargs],
+    ) -> None:
+        """Create stream ``name``. A bare name works on every broker: on Iggy it is an Iggy
+        stream with the topic ``streamwire.iggy.DEFAULT_TOPIC`` (``"stream/topic"`` names a
+        topic; the stream is created when missing). With ``exist_ok`` an existing stream is
+        fine; without it, :class:`~streamwire.errors.StreamAlreadyExistsError` on every
+        broker."""
+        ...
 
-    async def delete_stream(self, name: str, *, missing_ok: bool = False) -> None: ...
+    async def delete_stream(self, name: str, *, missing_ok: bool = False) -> None:
+        """Delete stream ``name`` (on Iggy a bare name deletes the whole Iggy stream). With
+        ``missing_ok`` a missing stream is fine; without it,
+        :class:`~streamwire.errors.StreamNotFoundError` on every broker."""
+        ...
 
-    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer: ...
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
+        """A producer for ``stream``. ``name`` is the producer's identity, which the broker
+        uses where it can: deduplication by publishing id on RabbitMQ Streams; Liftbridge and
+        Iggy have no producer deduplication, so there it is accepted and has no effect."""
+        ...
 
     def consumer(
         self,
@@ -83,7 +191,86 @@ class Client(_AsyncResource, Protocol):
         *,
         offset: OffsetLike = "first",
         name: str | None = None,
-        **options: Any,
-    ) -> Consumer: ...
+        **options: Unpack[ConsumerKwargs],
+    ) -> Consumer:
+        """A consumer of ``stream`` from ``offset``: ``"first"``, ``"last"``, ``"next"``, an
+        ``int`` offset, a ``datetime`` or a :class:`~streamwire.Offset`. ``name`` is the
+        identity commits are stored under; ``offset="next"`` with a ``name`` resumes after the
+        offset committed under it (from the start when nothing was committed)."""
+        ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close producers (flushing), consumers and connections. Idempotent; cancelling it
+        still leaves everything closed."""
+        ...
+
+
+# --- capabilities ----------------------------------------------------------------------------
+#
+# What only some brokers have, as protocols to ask for (``isinstance(client, Partitioned)``),
+# never a broker name.
+
+
+class OffsetBounds(NamedTuple):
+    """Where the messages of one partition are."""
+
+    first: int
+    """The oldest offset a reader can get."""
+    next: int
+    """One past the newest readable message (equal to ``first`` when there is none): the
+    offset the next message gets, or past it where offsets without a message follow."""
+
+
+@runtime_checkable
+class Partitioned(Protocol):
+    """A client whose streams have partitions read one by one (Liftbridge, Iggy). A client
+    without this capability has one partition, ``0``, per stream."""
+
+    async def partition_ids(self, stream: str) -> list[int]:
+        """The partitions of ``stream``, in order."""
+        ...
+
+    def partition_consumer(
+        self,
+        stream: str,
+        partition: int,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        max_poll: int | None = None,
+    ) -> Consumer:
+        """A consumer of one partition. ``max_poll`` caps the messages one request fetches
+        where the broker fetches by request (Iggy; elsewhere it has no effect)."""
+        ...
+
+
+@runtime_checkable
+class Bounded(Protocol):
+    """A client that can tell where each partition's messages are (all three brokers)."""
+
+    async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """:class:`OffsetBounds` of every partition of ``stream``, in partition order."""
+        ...
+
+
+@runtime_checkable
+class DeduplicatingProducer(Producer, Protocol):
+    """A named producer whose broker drops a message it already stored under the same
+    (name, publishing id) (RabbitMQ Streams)."""
+
+    @property
+    def last_publishing_id(self) -> int:
+        """The last publishing id the broker stored under the producer's name (0: none)."""
+        ...
+
+    async def send(
+        self,
+        value: bytes | Message,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, HeaderInput] | None = None,
+        publishing_id: int | None = None,
+    ) -> asyncio.Future[Confirmation]:
+        """:meth:`Producer.send`; ``publishing_id`` replaces the next id (ids not above
+        :attr:`last_publishing_id` are dropped by the broker)."""
+        ...

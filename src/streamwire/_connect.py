@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Generator
-from types import TracebackType
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from types import ModuleType, TracebackType
+from typing import Any, Unpack
 
-from streamwire._api import Client
-from streamwire._url import parse_url
+from streamwire._api import Client, ConnectKwargs
+from streamwire._options import accepted_keywords, check_names
+from streamwire._url import BrokerURL, parse_url
 from streamwire.errors import ConfigurationError
 
 __all__ = ("Client", "ConnectHandle", "connect")
@@ -18,30 +19,17 @@ class ConnectHandle:
     """Returned by :func:`connect`: ``await`` it for a client, or use it with ``async with``
     (the client is closed on exit)."""
 
-    __slots__ = ("_client", "_kwargs", "_url")
+    __slots__ = ("_client", "_connect", "_kwargs", "_url")
 
-    def __init__(self, url: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, url: str, kwargs: Mapping[str, object]) -> None:
         self._url = url
-        self._kwargs = kwargs
+        self._kwargs = dict(kwargs)
         self._client: Client | None = None
+        self._connect = _protocol_connect(parse_url(url))
+        check_names(self._kwargs, accepted_keywords(self._connect) - {"url"}, "connect")
 
     async def _open(self) -> Client:
-        parsed = parse_url(self._url)
-        module_name = f"streamwire.{parsed.protocol}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            raise ConfigurationError(
-                f"{parsed.scheme}:// is not supported by this version of streamwire yet"
-            ) from None
-        connect_fn = getattr(module, "connect", None)
-        if connect_fn is None:
-            raise ConfigurationError(
-                f"{parsed.scheme}:// is not supported by this version of streamwire yet"
-            )
-        client: Client = await connect_fn(self._url, **self._kwargs)
+        client: Client = await self._connect(self._url, **self._kwargs)
         return client
 
     def __await__(self) -> Generator[Any, None, Client]:
@@ -62,14 +50,30 @@ class ConnectHandle:
             await client.close()
 
 
-def connect(url: str, **options: Any) -> ConnectHandle:
+def _protocol_connect(parsed: BrokerURL) -> Callable[..., Awaitable[Client]]:
+    module_name = f"streamwire.{parsed.protocol}"
+    unsupported = f"{parsed.scheme}:// is not supported by this version of streamwire yet"
+    try:
+        module: ModuleType = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise ConfigurationError(unsupported) from None
+    connect_fn: Callable[..., Awaitable[Client]] | None = getattr(module, "connect", None)
+    if connect_fn is None:
+        raise ConfigurationError(unsupported)
+    return connect_fn
+
+
+def connect(url: str, **options: Unpack[ConnectKwargs]) -> ConnectHandle:
     """Connect to the broker named by ``url`` (``rabbitmq-stream://``, ``liftbridge://``,
-    ``iggy://`` and their ``+tls`` forms). Options go to the protocol's ``connect``; every
-    protocol accepts ``timeout=`` (seconds, one budget for TCP, TLS, handshake and
-    authentication).
+    ``iggy://`` and their ``+tls`` forms). Options go to the protocol's ``connect``: the
+    ones every protocol takes are :class:`~streamwire.ConnectKwargs` (``timeout=``: seconds,
+    one budget for TCP, TLS, handshake and authentication); a name the protocol's
+    ``connect`` does not take raises :class:`ConfigurationError` naming the close matches,
+    here, before anything is awaited (as does a bad URL).
 
     Usage: ``client = await streamwire.connect(url)`` or
     ``async with streamwire.connect(url) as client: ...``.
     """
-    parse_url(url)  # fail fast, before anything is awaited
     return ConnectHandle(url, options)

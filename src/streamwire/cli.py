@@ -14,9 +14,10 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import streamwire
+from streamwire.codec.offset import OffsetLike
 from streamwire.errors import StreamwireError
 
 __all__ = ("main",)
@@ -46,7 +47,7 @@ async def _round_trip(broker: str, url: str, count: int, timeout: float) -> Demo
     started = time.perf_counter()
     stream = f"streamwire-demo-{uuid.uuid4().hex[:8]}"
     try:
-        client: Any = await streamwire.connect(url, timeout=timeout)
+        client: streamwire.Client = await streamwire.connect(url, timeout=timeout)
     except StreamwireError as exc:
         return DemoResult(broker, "unavailable", detail=str(exc))
     try:
@@ -132,7 +133,7 @@ async def _publish(args: argparse.Namespace) -> int:
             values = _read_messages(fh, args.length_delimited)
     else:
         values = _read_messages(sys.stdin.buffer, args.length_delimited)
-    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
     try:
         async with client.producer(args.stream) as producer:
             await producer.send_batch(values)
@@ -144,10 +145,10 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 async def _consume(args: argparse.Namespace) -> int:
-    offset: Any = args.offset
-    if offset.isdigit():
-        offset = int(offset)
-    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    offset: OffsetLike = args.offset
+    if args.offset.isdigit():
+        offset = int(args.offset)
+    client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
     seen = 0
     out = sys.stdout.buffer
     try:
@@ -194,7 +195,7 @@ class _Progress:
 
 
 async def _bench(args: argparse.Namespace) -> int:
-    client: Any = await streamwire.connect(args.url, timeout=args.timeout)
+    client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
     body = b"b" * args.size
     show = args.progress or sys.stderr.isatty()
     try:

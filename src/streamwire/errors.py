@@ -25,6 +25,8 @@ where they occur and chained as ``__cause__``.
     │       ├── FrameTooLargeError
     │       └── ChecksumMismatchError
     ├── ServerError                   .code, .message; per-protocol subclasses are registered
+    ├── StreamAlreadyExistsError      create_stream on an existing stream (every broker's class)
+    ├── StreamNotFoundError           no such stream (every broker's class)
     ├── HeaderKindError (also TypeError)
     ├── AuthenticationError           (protocol auth failures also derive from ServerError)
     ├── ClientStateError
@@ -64,6 +66,8 @@ __all__ = (
     "RemoteProtocolError",
     "RequestTimeout",
     "ServerError",
+    "StreamAlreadyExistsError",
+    "StreamNotFoundError",
     "StreamwireError",
     "TimeoutError",
     "TransportError",
@@ -236,6 +240,18 @@ class ServerError(StreamwireError):
         from streamwire.codec.registry import registry_for
 
         return registry_for(protocol).from_code(code, message)
+
+
+class StreamAlreadyExistsError(StreamwireError):
+    """``create_stream`` without ``exist_ok`` named a stream that exists. Each broker's own
+    class for it (RabbitMQ ``StreamAlreadyExists``, Liftbridge ``StreamAlreadyExists``, Iggy
+    ``StreamNameAlreadyExists`` / ``TopicNameAlreadyExists``) derives from this one too."""
+
+
+class StreamNotFoundError(StreamwireError):
+    """The stream does not exist (``delete_stream`` without ``missing_ok``, among others).
+    Each broker's own class for it (RabbitMQ ``StreamDoesNotExist``, Liftbridge
+    ``StreamNotFound``, Iggy's stream and topic "not found" codes) derives from this one too."""
 
 
 class HeaderKindError(StreamwireError, TypeError):

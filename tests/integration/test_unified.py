@@ -5,6 +5,10 @@ when it has one."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 
@@ -49,15 +53,13 @@ async def client(url: str) -> AsyncIterator[streamwire.Client]:
 
 
 @pytest.fixture
-async def stream(client: streamwire.Client, url: str) -> AsyncIterator[str]:
-    name = f"unified-{uuid.uuid4().hex[:8]}"
-    if url.startswith("iggy"):
-        name += "/events"  # Iggy addresses a topic inside a stream
+async def stream(client: streamwire.Client) -> AsyncIterator[str]:
+    name = f"unified-{uuid.uuid4().hex[:8]}"  # a bare name works on every broker
     await client.create_stream(name)
     try:
         yield name
     finally:
-        await client.delete_stream(name.split("/")[0], missing_ok=True)
+        await client.delete_stream(name, missing_ok=True)
 
 
 async def take(consumer: streamwire.Consumer, n: int) -> list[Message]:
@@ -115,3 +117,83 @@ async def test_batch_consume_respects_the_limit(client: streamwire.Client, strea
             got += batch
     assert max(sizes) <= 30
     assert [m.value for m in got] == [bytes([i]) * 10 for i in range(100)]
+
+
+async def test_the_same_script_on_every_broker(client: streamwire.Client, stream: str) -> None:
+    """Named producer with a key and typed headers, named consumer that commits and resumes
+    with ``offset="next"``, errors of the same class, delete, a cancelled close."""
+    with pytest.raises(streamwire.StreamAlreadyExistsError):
+        await client.create_stream(stream)
+    await client.create_stream(stream, exist_ok=True)
+    async with client.producer(stream, name="writer") as producer:
+        message = Message(b"m0", key=b"old", headers={"text": "kept", "count": 1})
+        await producer.send_and_wait(message, key=b"new", headers={"count": HeaderValue.int32(2)})
+        await producer.send_batch([Message(f"m{i}".encode(), key=b"k") for i in range(1, 6)])
+        await producer.flush()
+    assert message.key == b"old"  # the message passed in is not changed
+    async with client.consumer(stream, offset="next", name="reader") as fresh:
+        assert await fresh.next_batch(10, timeout=0.5) == []  # nothing committed: from now on
+    async with client.consumer(stream, offset="first", name="reader") as consumer:
+        first = await take(consumer, 3)
+        await consumer.commit(first[-1].offset)
+    assert (first[0].key, first[0].headers) == (
+        b"new",
+        {"text": HeaderValue.string("kept"), "count": HeaderValue.int32(2)},
+    )
+    async with client.consumer(stream, offset="next", name="reader") as resumed:
+        rest = await take(resumed, 3)
+    assert [m.value for m in rest] == [b"m3", b"m4", b"m5"]
+    consumer = client.consumer(stream, offset="first")
+    await consumer.__aenter__()
+    closing = asyncio.ensure_future(consumer.close())
+    closing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    await consumer.close()  # idempotent, whatever the cancelled close left
+    await client.delete_stream(stream)
+    with pytest.raises(streamwire.StreamNotFoundError):
+        await client.delete_stream(stream)
+    await client.delete_stream(stream, missing_ok=True)
+
+
+async def test_cli_demo_prints_ok(url: str) -> None:
+    protocol = streamwire.parse_url(url).protocol
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "streamwire.cli", "demo", "--count", "50"),
+        *("--brokers", protocol, f"--{protocol}", url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, (out.decode(), err.decode())
+    row = out.decode().splitlines()[-1].split()
+    assert row[:4] == [protocol, "ok", "50", "50"], out.decode()
+
+
+async def test_pytest_plugin_fixtures(url: str, pytester: pytest.Pytester) -> None:
+    protocol = streamwire.parse_url(url).protocol
+    pytester.makepyfile(
+        test_app=f"""
+import pytest
+
+@pytest.mark.asyncio
+async def test_round_trip(streamwire_stream, streamwire_url):
+    assert await streamwire_url({protocol!r}) == {url!r}
+    client, stream = await streamwire_stream({protocol!r})
+    async with client.producer(stream) as producer:
+        await producer.send_and_wait(b"order", key=b"k", headers={{"n": 1}})
+    async with client.consumer(stream) as consumer:
+        (message,) = await consumer.next_batch(1, timeout=10)
+    assert (message.value, message.key, message.headers["n"].as_int()) == (b"order", b"k", 1)
+"""
+    )
+    env = {f"STREAMWIRE_{protocol.upper()}_URL": url}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        result = await asyncio.to_thread(
+            pytester.runpytest_subprocess, "-p", "no:cacheprovider", "-W", "ignore"
+        )
+    result.assert_outcomes(passed=1)

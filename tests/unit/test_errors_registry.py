@@ -92,3 +92,28 @@ def test_registry_define_and_lookup() -> None:
         registry_for("nope")
     with pytest.raises(ValueError, match="no default_code"):
         reg.register(_UnknownDemoError)
+
+
+def test_the_same_situation_is_the_same_class_on_every_broker() -> None:
+    from streamwire.iggy.protocol import errors as iggy
+    from streamwire.liftbridge.protocol import errors as liftbridge
+    from streamwire.rabbitmq.protocol import errors as rabbitmq
+
+    exists = (
+        rabbitmq.StreamAlreadyExists,
+        liftbridge.StreamAlreadyExists,
+        iggy.StreamNameAlreadyExists,
+        iggy.TopicNameAlreadyExists,
+    )
+    missing = (
+        rabbitmq.StreamDoesNotExist,
+        liftbridge.StreamNotFound,
+        *iggy.STREAM_OR_TOPIC_MISSING,
+    )
+    for cls in exists:
+        assert issubclass(cls, streamwire.StreamAlreadyExistsError), cls
+        assert issubclass(cls, errors.ServerError), cls
+    for cls in missing:
+        assert issubclass(cls, streamwire.StreamNotFoundError), cls
+    assert not issubclass(rabbitmq.StreamNotAvailable, streamwire.StreamNotFoundError)
+    assert not issubclass(iggy.ConsumerGroupNameNotFound, streamwire.StreamNotFoundError)

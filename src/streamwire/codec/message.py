@@ -19,7 +19,7 @@ from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
 from streamwire.errors import ConfigurationError
 
-__all__ = ("Confirmation", "Message", "datetime_to_us", "us_to_datetime")
+__all__ = ("Confirmation", "Message", "datetime_to_us", "outgoing", "us_to_datetime")
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -124,6 +124,31 @@ class Message:
         if self.headers:
             parts.append(f"headers={self.headers!r}")
         return f"Message({', '.join(parts)})"
+
+
+def outgoing(
+    value: BytesLike | Message,
+    key: BytesLike | None = None,
+    headers: Mapping[str, HeaderInput] | None = None,
+) -> Message:
+    """The message a producer's ``send(value, key=..., headers=...)`` sends, the same on every
+    broker: ``value`` bytes become ``Message(value, key=key, headers=headers)``; for a
+    ``Message``, an explicit ``key`` replaces its key and ``headers`` are merged over its
+    headers (the explicit ones win). The given ``Message`` is not modified."""
+    if not isinstance(value, Message):
+        return Message(value, key=key, headers=headers)
+    if key is None and not headers:
+        return value
+    if key is not None and not isinstance(key, bytes | bytearray | memoryview):
+        raise ConfigurationError(f"message key must be bytes, got {type(key).__name__}")
+    msg = Message.received(
+        value.value,
+        key=value.key if key is None else bytes(key),
+        headers={**value.headers, **normalize_headers(headers)},
+        timestamp_us=value.timestamp_us,
+        id=value.id,
+    )
+    return msg
 
 
 class Confirmation(NamedTuple):

@@ -1,7 +1,8 @@
 """Apache Iggy over its binary TCP protocol (server 0.9.x, binary protocol 0.11.0).
 
 ``await streamwire.iggy.connect("iggy://iggy:iggy@localhost:8090")`` returns a
-:class:`Client`; see ``docs/iggy.md``. Addresses are ``"stream/topic"``.
+:class:`Client`; see ``docs/iggy.md``. Addresses are ``"stream/topic"``, or a bare
+``"stream"`` for its default topic (:data:`DEFAULT_TOPIC`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.iggy._connection import Connection, Credentials
+from streamwire.iggy._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
+from streamwire.iggy._options import DEFAULT_TOPIC
 from streamwire.iggy.client import Client, PartitionOffsets
 from streamwire.iggy.consumer import Consumer
 from streamwire.iggy.options import ConsumerOptions, ProducerOptions
@@ -36,6 +39,10 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "ConsumerKwargs",
+    "DEFAULT_TOPIC",
     "ERRORS",
     "KEY_HEADER",
     "PROTOCOL_VERSION",

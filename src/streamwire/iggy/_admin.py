@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import TypeVar
 
-from streamwire.errors import ConfigurationError
-from streamwire.iggy._options import parse_address
+from streamwire.iggy._options import topic_of
 from streamwire.iggy.protocol import groups as gr
 from streamwire.iggy.protocol import users as us
 from streamwire.iggy.protocol._wire import RequestPayload
@@ -17,16 +16,9 @@ from streamwire.iggy.protocol.errors import (
 )
 from streamwire.iggy.protocol.identifiers import Identifier, IdentifierLike
 
-__all__ = ("AdminMixin", "topic_of")
+__all__ = ("AdminMixin",)
 
 R = TypeVar("R")
-
-
-def topic_of(address: str) -> tuple[Identifier, Identifier]:
-    stream, topic = parse_address(address)
-    if topic is None:  # pragma: no cover - parse_address requires a topic by default
-        raise ConfigurationError("no topic")
-    return stream, topic
 
 
 class AdminMixin:

@@ -5,26 +5,41 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from streamwire._options import check_names
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.offset import Offset, OffsetKind
 from streamwire.errors import ConfigurationError
 from streamwire.iggy.protocol.identifiers import Identifier, PollingStrategy
 
-__all__ = ("TOPIC_OPTIONS", "parse_address", "start_strategy", "topic_options")
+__all__ = (
+    "DEFAULT_TOPIC",
+    "TOPIC_OPTIONS",
+    "parse_address",
+    "start_strategy",
+    "topic_of",
+    "topic_options",
+)
+
+DEFAULT_TOPIC: Final = "default"
+"""The topic a bare stream name addresses: ``"orders"`` means ``"orders/default"``."""
 
 
-def parse_address(
-    address: str, *, topic_required: bool = True
-) -> tuple[Identifier, Identifier | None]:
-    """``"stream/topic"`` → identifiers (names; a stream name cannot contain ``/``)."""
+def parse_address(address: str) -> tuple[Identifier, Identifier | None]:
+    """``"stream/topic"`` → identifiers, a bare ``"stream"`` → ``(stream, None)`` (names; a
+    stream name cannot contain ``/``)."""
     if not isinstance(address, str) or not address:
-        raise ConfigurationError(f"an Iggy address is 'stream/topic', not {address!r}")
+        raise ConfigurationError(f"an Iggy address is 'stream' or 'stream/topic', not {address!r}")
     stream, sep, topic = address.partition("/")
     if not stream or (sep and not topic) or "/" in topic:
-        raise ConfigurationError(f"an Iggy address is 'stream/topic', not {address!r}")
-    if topic_required and not topic:
-        raise ConfigurationError(f"Iggy needs a topic: use 'stream/topic', not {address!r}")
+        raise ConfigurationError(f"an Iggy address is 'stream' or 'stream/topic', not {address!r}")
     return Identifier(stream), Identifier(topic) if topic else None
+
+
+def topic_of(address: str) -> tuple[Identifier, Identifier]:
+    """The topic an address names: ``"stream/topic"``, or for a bare ``"stream"`` its
+    :data:`DEFAULT_TOPIC`."""
+    stream, topic = parse_address(address)
+    return stream, topic if topic is not None else Identifier(DEFAULT_TOPIC)
 
 
 def _micros(seconds: object) -> HeaderValue:
@@ -77,11 +92,10 @@ def topic_options(
     values: Mapping[str, object], raw: Mapping[str, HeaderValue] | None = None
 ) -> dict[str, HeaderValue]:
     """Keyword options → an options block; ``raw`` entries are passed through as given."""
+    check_names(values, TOPIC_OPTIONS, "Iggy topic")
     out: dict[str, HeaderValue] = dict(raw or {})
     for key, value in values.items():
-        convert = TOPIC_OPTIONS.get(key)
-        if convert is None:
-            raise ConfigurationError(f"unknown Iggy topic option {key!r}")
+        convert = TOPIC_OPTIONS[key]
         try:
             out[key] = convert(value)  # type: ignore[operator]
         except ConfigurationError as exc:

@@ -2,9 +2,11 @@
 open their own connection (Iggy is one request at a time per connection, and consumer-group
 membership belongs to a connection's session).
 
-Addresses are ``"stream/topic"``; ``create_stream("s/t", partitions=N)`` creates the stream
-(if missing) and the topic. A lost management connection is re-dialled on the next call,
-under the client's reconnect policy (a new login, hence a new client id and session).
+Addresses are ``"stream/topic"``, or a bare ``"stream"`` for that stream's default topic
+(``DEFAULT_TOPIC``, ``"default"``): ``create_stream("s/t", partitions=N)`` creates the stream
+(if missing) and the topic, ``create_stream("s")`` the stream and its default topic. A lost
+management connection is re-dialled on the next call, under the client's reconnect policy (a
+new login, hence a new client id and session).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
+from streamwire._api import OffsetBounds
+from streamwire._options import build_options
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
-from streamwire.iggy._admin import AdminMixin, topic_of
+from streamwire.iggy._admin import AdminMixin
 from streamwire.iggy._connection import Connection, Credentials
-from streamwire.iggy._options import parse_address, topic_options
+from streamwire.iggy._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
+from streamwire.iggy._options import parse_address, topic_of, topic_options
 from streamwire.iggy.consumer import Consumer
 from streamwire.iggy.options import ConsumerOptions, ProducerOptions
 from streamwire.iggy.producer import Producer
@@ -183,29 +188,24 @@ class Client(AdminMixin, AsyncClosing):
         partitions: int = 1,
         exist_ok: bool = False,
         options: dict[str, HeaderValue] | None = None,
-        **topic_kwargs: Any,
+        **topic_kwargs: Unpack[StreamKwargs],
     ) -> None:
-        """Create stream ``name``, or with ``"stream/topic"`` the topic too (the stream is
-        created if missing). ``topic_kwargs``: message_expiry (s), max_topic_size,
+        """Create the topic ``name`` addresses, and its stream if missing: ``"stream/topic"``,
+        or for a bare ``"stream"`` the stream with its default topic (``DEFAULT_TOPIC``).
+        ``exist_ok``: an existing topic is fine too (an existing stream always is, so that
+        topics can be added to it). ``topic_kwargs``: message_expiry (s), max_topic_size,
         compression_algorithm, segment_size, durability, consumer_offset_durability,
         messages_required_to_save, size_of_messages_required_to_save, preallocate_segments;
         ``options`` passes raw option values.
 
         Cancellation: the stream or topic may or may not have been created.
         """
-        stream, topic = parse_address(name, topic_required=False)
-        if partitions < 1 and topic is not None:
+        if partitions < 1:
             raise ConfigurationError("partitions must be >= 1")
-        if topic is None and (topic_kwargs or options):
-            raise ConfigurationError("topic options need a 'stream/topic' address")
+        stream, topic = topic_of(name)
         block = topic_options(topic_kwargs, options)  # validated before anything is created
-        try:
+        with contextlib.suppress(StreamNameAlreadyExists):
             await self.request(st.CreateStream(name=str(stream.value)))
-        except StreamNameAlreadyExists:
-            if topic is None and not exist_ok:
-                raise
-        if topic is None:
-            return
         request = st.CreateTopic(
             stream=stream,
             partitions_count=partitions,
@@ -219,11 +219,12 @@ class Client(AdminMixin, AsyncClosing):
                 raise
 
     async def delete_stream(self, name: str, *, missing_ok: bool = False) -> None:
-        """Delete a stream, or with ``"stream/topic"`` only that topic.
+        """Delete a stream (a bare name: the whole Iggy stream, every topic in it), or with
+        ``"stream/topic"`` only that topic.
 
         Cancellation: it may or may not have been deleted.
         """
-        stream, topic = parse_address(name, topic_required=False)
+        stream, topic = parse_address(name)
         missing: tuple[type[BaseException], ...] = STREAM_OR_TOPIC_MISSING if missing_ok else ()
         with contextlib.suppress(*missing):
             if topic is None:
@@ -232,13 +233,13 @@ class Client(AdminMixin, AsyncClosing):
                 await self.request(st.DeleteTopic(stream, topic))
 
     async def stream_exists(self, name: str) -> bool:
-        stream, topic = parse_address(name, topic_required=False)
+        stream, topic = parse_address(name)
         if topic is None:
             return await self.request(st.GetStream(stream)) is not None
         return await self.request(st.GetTopic(stream, topic)) is not None
 
     async def get_stream(self, name: str) -> st.StreamDetails | None:
-        return await self.request(st.GetStream(parse_address(name, topic_required=False)[0]))
+        return await self.request(st.GetStream(parse_address(name)[0]))
 
     async def streams(self) -> list[st.StreamRecord]:
         return list((await self.request(st.GetStreams())).streams)
@@ -259,12 +260,12 @@ class Client(AdminMixin, AsyncClosing):
         return {p.id: PartitionOffsets.of(p) for p in records}
 
     async def topics(self, stream: str) -> list[st.TopicRecord]:
-        ident = parse_address(stream, topic_required=False)[0]
+        ident = parse_address(stream)[0]
         return list((await self.request(st.GetTopics(ident))).topics)
 
     async def purge(self, name: str) -> None:
         """Delete every message of a stream or (``"stream/topic"``) a topic."""
-        stream, topic = parse_address(name, topic_required=False)
+        stream, topic = parse_address(name)
         if topic is None:
             await self.request(st.PurgeStream(stream))
         else:
@@ -281,12 +282,16 @@ class Client(AdminMixin, AsyncClosing):
 
     # --- producers and consumers ---------------------------------------------------------
 
-    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
-        """A producer for ``stream`` = ``"stream/topic"``; ``async with`` it (or ``await`` it)
-        to start it. ``name`` is accepted for API symmetry (Iggy has no producer
-        deduplication). Options: see :class:`ProducerOptions`."""
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
+        """A producer for ``stream`` (``"stream/topic"``, or a bare stream name for its
+        default topic); ``async with`` it (or ``await`` it) to start it. ``name`` is the
+        producer's identity in the unified API; Iggy has no producer deduplication, so it is
+        accepted and has no effect (docs/api.md). Options: see :class:`ProducerOptions`."""
         self._check()
-        producer = Producer(self, stream, options=ProducerOptions(**options))
+        settings = build_options(ProducerOptions, options, "Iggy producer")
+        producer = Producer(self, stream, options=settings)
         self._children.add(producer)
         return producer
 
@@ -297,9 +302,10 @@ class Client(AdminMixin, AsyncClosing):
         offset: OffsetLike | None = None,
         name: str | None = None,
         group: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerKwargs],
     ) -> Consumer:
-        """A consumer of ``stream`` = ``"stream/topic"``; ``async with`` it (or ``await``
+        """A consumer of ``stream`` (``"stream/topic"``, or a bare stream name for its
+        default topic); ``async with`` it (or ``await``
         it). ``name`` enables commits and ``offset="next"`` resumption; ``group`` consumes as
         a member of a consumer group (default offset then ``"next"``). Options: see
         :class:`ConsumerOptions`."""
@@ -310,10 +316,38 @@ class Client(AdminMixin, AsyncClosing):
             offset=offset,
             name=name,
             group=group,
-            options=ConsumerOptions(**options),
+            options=build_options(ConsumerOptions, options, "Iggy consumer"),
         )
         self._children.add(consumer)
         return consumer
+
+    # --- capabilities (streamwire.Partitioned, streamwire.Bounded) -----------------------
+
+    async def partition_ids(self, stream: str) -> list[int]:
+        """The partitions of the topic ``stream`` addresses, in order."""
+        return list(await self.partition_offsets(stream))
+
+    def partition_consumer(
+        self,
+        stream: str,
+        partition: int,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        max_poll: int | None = None,
+    ) -> Consumer:
+        """:meth:`consumer` of one partition; ``max_poll`` caps the messages a poll asks for
+        (``batch_size``)."""
+        if max_poll is None:
+            return self.consumer(stream, offset=offset, name=name, partition=partition)
+        return self.consumer(
+            stream, offset=offset, name=name, partition=partition, batch_size=max_poll
+        )
+
+    async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """``OffsetBounds(first, next)`` of every partition, from one GET_TOPIC."""
+        offsets = await self.partition_offsets(stream)
+        return {p: OffsetBounds(o.first, o.next) for p, o in offsets.items()}
 
     async def send(
         self,

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Self
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
-from streamwire.iggy._admin import topic_of
 from streamwire.iggy._connection import Connection
-from streamwire.iggy._options import start_strategy
+from streamwire.iggy._options import start_strategy, topic_of
 from streamwire.iggy.options import ConsumerOptions
 from streamwire.iggy.protocol.errors import (
     ConsumerGroupMemberNotFound,
@@ -149,10 +148,24 @@ class Consumer(AsyncStartable):
         self._partitions = list(wanted) if wanted is not None else known
         for pid in self._partitions:
             self._positions[pid] = None
-        if self.offset.kind is OffsetKind.NEXT and self.name is None:
-            for p in details.partitions:  # only what is written from now on
-                if p.id in self._positions:
-                    self._positions[p.id] = p.current_offset + 1 if p.messages_count else 0
+        if self.offset.kind is not OffsetKind.NEXT:
+            return
+        for p in details.partitions:
+            if p.id not in self._positions:
+                continue
+            if self.name is not None:  # the server resumes after the stored offset
+                stored = await conn.request(
+                    GetConsumerOffset(
+                        consumer=self._identity,
+                        stream=self.stream,
+                        topic=self.topic,
+                        partition=p.id,
+                    )
+                )
+                if stored is not None:
+                    continue
+            # nothing stored (or no name): only what is written from now on, as on every broker
+            self._positions[p.id] = p.current_offset + 1 if p.messages_count else 0
 
     async def _join(self, conn: Connection) -> None:
         name = self.group or ""

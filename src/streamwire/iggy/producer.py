@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Self, cast
 
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message
+from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -41,8 +41,8 @@ from streamwire.errors import (
     ProducerBufferFull,
     StreamwireError,
 )
-from streamwire.iggy._admin import topic_of
 from streamwire.iggy._connection import Connection
+from streamwire.iggy._options import topic_of
 from streamwire.iggy.options import ProducerOptions
 from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_ids
 from streamwire.iggy.protocol.errors import TopicNameNotFound
@@ -147,7 +147,7 @@ class Producer(AsyncStartable):
         headers: Mapping[str, HeaderInput] | None,
         partition: int | None,
     ) -> tuple[int, OutgoingMessage]:
-        msg = value if isinstance(value, Message) else Message(value, key=key, headers=headers)
+        msg = outgoing(value, key, headers)
         frame = to_outgoing(msg, now_us=time.time_ns() // 1000, key_header=self.options.key_header)
         fixed = self._fixed(partition)
         if fixed is not None:

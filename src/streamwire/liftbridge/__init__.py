@@ -12,12 +12,13 @@ from streamwire._extras import require
 require("Liftbridge", "liftbridge", "nats", "grpc", "google.protobuf")
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.liftbridge._grpc import AddressResolver, grpc_credentials
+from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge.client import Client, ClientStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.producer import MessageTooLarge, Producer, ProducerOptions
@@ -47,6 +48,9 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "ConsumerKwargs",
     "AckError",
     "AckPolicy",
     "AckTimeout",
@@ -128,7 +132,7 @@ async def connect(
     reconnect: ReconnectPolicy | None = _UNSET,
     address_resolver: AddressResolver | None = None,
     name: str | None = None,
-    nats_options: dict[str, Any] | None = None,
+    nats_options: Mapping[str, object] | None = None,
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,7 +139,7 @@ class NatsLink:
         deadline: Deadline,
         tls: ssl.SSLContext | None = None,
         name: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
     ) -> NatsLink:
         """Connect within ``deadline``; fails fast once every server refused once.
 
@@ -148,8 +148,11 @@ class NatsLink:
 
         Cancellation: the half-open connection is closed.
         """
+        pending = (options or {}).get("pending_size", _PENDING)
+        if isinstance(pending, bool) or not isinstance(pending, int):
+            raise ConfigurationError(f"nats_options pending_size must be an int, not {pending!r}")
         nc = NatsClient()
-        link = cls(nc, servers, int((options or {}).get("pending_size", _PENDING)))
+        link = cls(nc, servers, pending)
         failures: list[BaseException] = []
         all_failed = asyncio.Event()
         connected = False

@@ -12,13 +12,15 @@ import contextlib
 import logging
 import random
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import grpc
 import grpc.aio
 
+from streamwire._api import OffsetBounds
+from streamwire._options import build_options
 from streamwire.codec.message import Confirmation
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import (
@@ -31,6 +33,7 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._grpc import AddressResolver, Channels
+from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.producer import Producer, ProducerOptions
@@ -81,7 +84,7 @@ class Client(AsyncClosing):
         port: int,
         *,
         nats_servers: Sequence[str],
-        grpc_credentials: Any = None,
+        grpc_credentials: grpc.ChannelCredentials | None = None,
         grpc_server_hostname: str | None = None,
         nats_tls: ssl.SSLContext | None = None,
         timeout: float | None = 30.0,
@@ -89,7 +92,7 @@ class Client(AsyncClosing):
         reconnect: ReconnectPolicy | None = None,
         address_resolver: AddressResolver | None = None,
         name: str | None = None,
-        nats_options: dict[str, Any] | None = None,
+        nats_options: Mapping[str, object] | None = None,
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -390,7 +393,7 @@ class Client(AsyncClosing):
         group: str | None = None,
         options: StreamOptions | None = None,
         timeout: float | None = _DEFAULT,
-        **stream_options: Any,
+        **stream_options: Unpack[StreamKwargs],
     ) -> None:
         """Create a stream attached to ``subject`` (default: the stream name).
 
@@ -403,10 +406,7 @@ class Client(AsyncClosing):
         if stream_options:
             if options is not None:
                 raise ConfigurationError("give options= or keyword stream options, not both")
-            try:
-                options = StreamOptions(**stream_options)
-            except TypeError as exc:
-                raise ConfigurationError(f"unknown stream option: {exc}") from None
+            options = build_options(StreamOptions, stream_options, "Liftbridge stream")
         request = create_stream_request(
             name,
             subject=name if subject is None else subject,
@@ -552,16 +552,19 @@ class Client(AsyncClosing):
 
     # --- producers and consumers -------------------------------------------------------
 
-    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
         """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.
 
-        ``name`` is accepted for API symmetry; Liftbridge has no deduplication, so it must
-        be None. Options: see :class:`ProducerOptions`.
+        ``name`` is the producer's identity in the unified API; Liftbridge has no producer
+        deduplication, so it is accepted and has no effect (docs/api.md). Options: see
+        :class:`ProducerOptions`.
         """
         self._check()
-        if name is not None:
-            raise ConfigurationError("Liftbridge has no producer deduplication: name must be None")
-        producer = Producer(self, stream, options=ProducerOptions(**options))
+        del name  # no deduplication to turn on
+        settings = build_options(ProducerOptions, options, "Liftbridge producer")
+        producer = Producer(self, stream, options=settings)
         self._children.add(producer)
         return producer
 
@@ -572,7 +575,7 @@ class Client(AsyncClosing):
         offset: OffsetLike = "first",
         name: str | None = None,
         partition: int = 0,
-        **options: Any,
+        **options: Unpack[ConsumerKwargs],
     ) -> Consumer:
         """A consumer of one partition of ``stream`` from ``offset``; ``async with`` it (or
         ``await`` it). ``name`` is the cursor id for :meth:`Consumer.commit` and
@@ -584,10 +587,39 @@ class Client(AsyncClosing):
             offset=offset,
             name=name,
             partition=partition,
-            options=ConsumerOptions(**options),
+            options=build_options(ConsumerOptions, options, "Liftbridge consumer"),
         )
         self._children.add(consumer)
         return consumer
+
+    # --- capabilities (streamwire.Partitioned, streamwire.Bounded) ---------------------
+
+    async def partition_ids(self, stream: str) -> list[int]:
+        """The partitions of ``stream``, in order."""
+        info = await self.stream_info(stream)
+        return sorted(int(p) for p in info.partitions)
+
+    def partition_consumer(
+        self,
+        stream: str,
+        partition: int,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        max_poll: int | None = None,
+    ) -> Consumer:
+        """:meth:`consumer` of one partition (``max_poll`` has no effect: the server pushes
+        messages to a subscription)."""
+        del max_poll
+        return self.consumer(stream, offset=offset, name=name, partition=partition)
+
+    async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """``OffsetBounds(0, high watermark + 1)`` of every partition, from its leader."""
+        bounds = {}
+        for partition in await self.partition_ids(stream):
+            meta = await self.partition_metadata(stream, partition)
+            bounds[partition] = OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
+        return bounds
 
     # --- lifecycle ---------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
-from streamwire.codec.message import Confirmation, Message
+from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -199,9 +199,9 @@ class Producer(AsyncStartable):
         expected_offset: int | None,
     ) -> tuple[bytes, bytes | None]:
         if isinstance(value, Message):
-            payload, key = value.value, value.key if key is None else key
-            merged = {**value.headers, **normalize_headers(headers)}
-            wire = headers_to_wire(merged) if merged else None
+            msg = outgoing(value, key, headers)
+            payload, key = msg.value, msg.key
+            wire = headers_to_wire(msg.headers) if msg.headers else None
         else:
             if not isinstance(value, bytes | bytearray | memoryview):
                 raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")

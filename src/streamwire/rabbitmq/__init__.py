@@ -10,6 +10,7 @@ from typing import Any
 
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
+from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.client import AddressResolver, Client, StreamInfo
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.producer import BatchConfirmation, Producer, ProducerOptions
@@ -25,6 +26,9 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
+    "StreamKwargs",
+    "ProducerKwargs",
+    "ConsumerKwargs",
     "AddressResolver",
     "BatchConfirmation",
     "Client",

@@ -15,11 +15,14 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Self, TypeVar
+from typing import Literal, Self, TypeVar, Unpack
 
+from streamwire._api import OffsetBounds
+from streamwire._options import build_options, check_names
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, ConnectError, StreamwireError
 from streamwire.rabbitmq._connection import Connection
+from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
@@ -259,7 +262,7 @@ class Client(AsyncClosing):
         partitions: int = 1,
         exist_ok: bool = False,
         arguments: dict[str, str] | None = None,
-        **options: int | str,
+        **options: Unpack[StreamKwargs],
     ) -> None:
         """Create a stream (``partitions > 1``: a super stream ``name`` with partitions
         ``name-0`` ... on 3.13+). Options: max_length_bytes, max_age (e.g. "7D"),
@@ -269,9 +272,8 @@ class Client(AsyncClosing):
         Cancellation: the stream may or may not have been created.
         """
         args = dict(arguments or {})
+        check_names(options, _STREAM_ARGUMENTS, "RabbitMQ stream")
         for key, value in options.items():
-            if key not in _STREAM_ARGUMENTS:
-                raise ConfigurationError(f"unknown stream option {key!r}")
             args[_STREAM_ARGUMENTS[key]] = str(value)
         ok = (
             (ResponseCode.OK, ResponseCode.STREAM_ALREADY_EXISTS)
@@ -322,6 +324,21 @@ class Client(AsyncClosing):
         resp = await conn.request(lambda corr: StreamStatsRequest(corr, name), StreamStatsResponse)
         return dict(resp.stats)
 
+    async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """``{0: OffsetBounds(first, next)}``: a stream is one partition. ``first`` is the
+        first chunk's offset; ``next`` is one past the last message of the last *user* chunk
+        (offset-tracking chunks hold no message), found by reading from ``"last"``. Needs
+        StreamStats (3.11+)."""
+        stats = await self.stream_stats(stream)
+        first = max(int(stats.get("first_chunk_id", -1)), 0)
+        if int(stats.get("committed_chunk_id", -1)) < 0:  # nothing written yet
+            return {0: OffsetBounds(first, first)}
+        timeout = 5.0 if self.timeout is None else min(self.timeout, 5.0)
+        async with self.consumer(stream, offset="last") as consumer:
+            batch = await consumer.next_batch(max_messages=1 << 20, timeout=timeout)
+        offsets = [m.offset for m in batch if m.offset is not None]
+        return {0: OffsetBounds(first, max(offsets) + 1 if offsets else first)}
+
     async def partitions(self, super_stream: str) -> list[str]:
         """The partition streams of a super stream, in partition order."""
         conn = await self._locator_connection()
@@ -346,11 +363,11 @@ class Client(AsyncClosing):
         *,
         routing: Literal["hash", "key"] = "hash",
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[ProducerKwargs],
     ) -> SuperStreamProducer:
         """A producer routing by message key to the partitions of ``super_stream``."""
         self._check()
-        ProducerOptions(**options)  # validate now
+        build_options(ProducerOptions, options, "RabbitMQ producer")  # validate now
         producer = SuperStreamProducer(
             self, super_stream, routing=routing, name=name, options=options
         )
@@ -360,38 +377,46 @@ class Client(AsyncClosing):
     def super_stream_consumer(
         self,
         super_stream: str,
+        /,
         *,
         offset: OffsetLike = "first",
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerKwargs],
     ) -> SuperStreamConsumer:
         """A consumer of every partition of ``super_stream``."""
         self._check()
-        ConsumerOptions(**options)
+        build_options(ConsumerOptions, options, "RabbitMQ consumer")  # validate now
         consumer = SuperStreamConsumer(
             self, super_stream, offset=offset, name=name, options=options
         )
         self._children.add(consumer)
         return consumer
 
-    def producer(self, stream: str, *, name: str | None = None, **options: Any) -> Producer:
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
         """A producer for ``stream``; ``async with`` it (or ``await`` it) to start it.
         ``name`` turns on deduplication. Options: see :class:`ProducerOptions`."""
         self._check()
-        producer = Producer(self, stream, name=name, options=ProducerOptions(**options))
+        settings = build_options(ProducerOptions, options, "RabbitMQ producer")
+        producer = Producer(self, stream, name=name, options=settings)
         self._children.add(producer)
         return producer
 
     def consumer(
-        self, stream: str, *, offset: OffsetLike = "first", name: str | None = None, **options: Any
+        self,
+        stream: str,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        **options: Unpack[ConsumerKwargs],
     ) -> Consumer:
         """A consumer of ``stream`` from ``offset``; ``async with`` it (or ``await`` it).
         ``name`` enables commits and ``offset="next"`` resumption. Options: see
         :class:`ConsumerOptions`."""
         self._check()
-        consumer = Consumer(
-            self, stream, offset=offset, name=name, options=ConsumerOptions(**options)
-        )
+        settings = build_options(ConsumerOptions, options, "RabbitMQ consumer")
+        consumer = Consumer(self, stream, offset=offset, name=name, options=settings)
         self._children.add(consumer)
         return consumer
 

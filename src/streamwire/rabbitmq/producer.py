@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message
+from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -291,7 +291,7 @@ class Producer(AsyncStartable):
         """
         self._check()
         if key is not None or headers:
-            value = Message(value, key=key, headers=headers)  # type: ignore[arg-type]
+            value = outgoing(value, key, headers)
         data, fv = self._encode(value)
         await self._wait_for_room(len(data), timeout)
         self._check()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal, Self
 
 import mmh3
 
@@ -24,6 +24,7 @@ from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ConfigurationError, StreamwireError
+from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs
 from streamwire.rabbitmq.consumer import Consumer
 from streamwire.rabbitmq.producer import Producer
 from streamwire.transport.resources import AsyncStartable
@@ -64,7 +65,7 @@ class SuperStreamProducer(AsyncStartable):
         *,
         routing: Routing = "hash",
         name: str | None = None,
-        options: dict[str, Any],
+        options: ProducerKwargs,
     ) -> None:
         if routing not in ("hash", "key"):
             raise ConfigurationError(f"routing must be 'hash' or 'key', not {routing!r}")
@@ -166,7 +167,7 @@ class SuperStreamConsumer(AsyncStartable):
         *,
         offset: OffsetLike = "first",
         name: str | None = None,
-        options: dict[str, Any],
+        options: ConsumerKwargs,
     ) -> None:
         self._client = client
         self.super_stream = super_stream
@@ -180,7 +181,7 @@ class SuperStreamConsumer(AsyncStartable):
     async def start(self, timeout: float | None = 30.0) -> Self:
         async with asyncio.timeout(timeout):
             partitions = await self._client.partitions(self.super_stream)
-            options = dict(self._options)
+            options = self._options.copy()
             if options.get("single_active"):
                 options["super_stream"] = self.super_stream
             for stream in partitions:

@@ -1,19 +1,18 @@
-"""Everything broker-specific the Spark integration needs, behind the unified API.
+"""What the Spark integration needs from a broker, asked of the unified API's capabilities.
 
 The rest of ``streamwire.spark`` talks to :class:`streamwire.Client` /
-:class:`streamwire.Producer` / :class:`streamwire.Consumer` only. What differs per broker
-is decided here, from the URL scheme, by calling methods the protocol clients add to the
-unified objects (typed ``Any`` at those calls: this module imports no protocol package):
+:class:`streamwire.Producer` / :class:`streamwire.Consumer` only; this module asks for the
+typed capabilities of ``streamwire._api`` (docs/api.md, "Capabilities"), never for a
+broker name:
 
-* **Deduplication** (RabbitMQ Streams): a named producer (``name=``), the last stored
-  publishing id read back on start (``last_publishing_id``, from QueryPublisherSequence)
-  and an explicit ``publishing_id`` per message. Liftbridge and Iggy publish plainly
-  (at-least-once).
-* **Partitions and offsets** for the reader: RabbitMQ streams are one partition (0) whose
-  tail is found from ``stream_stats`` and the last user chunk; Liftbridge partitions come
-  from ``stream_info`` and their tails from ``partition_metadata`` (high watermark); an Iggy
-  topic (``"stream/topic"``) gives every partition's first and next offsets in one
-  GET_TOPIC (``partition_offsets``).
+* **Deduplication**: a producer named after the reference that is a
+  :class:`streamwire.DeduplicatingProducer` (RabbitMQ Streams) reports the last publishing
+  id stored under its name and takes an explicit ``publishing_id`` per message. Other
+  producers publish plainly (at-least-once); ``name=`` is a no-op for them.
+* **Partitions**: a :class:`streamwire.Partitioned` client lists a stream's partitions and
+  opens a consumer of one; any other stream is one partition, ``0``.
+* **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
+  offsets.
 """
 
 from __future__ import annotations
@@ -28,14 +27,13 @@ from streamwire.spark.errors import SparkConfigurationError
 
 __all__ = ("Broker", "Publisher")
 
-#: Protocols whose brokers drop re-sent messages by (producer name, publishing id).
+#: Protocols whose producers deduplicate by (producer name, publishing id): what the driver
+#: reports before any executor has connected (executors ask the producer itself).
 _DEDUP: Final = frozenset({"rabbitmq"})
-#: The producer option bounding unconfirmed messages, where a protocol has one.
-_IN_FLIGHT_OPTION: Final = {"rabbitmq": "max_in_flight", "liftbridge": "max_in_flight"}
-#: Protocols the streaming/batch reader knows how to find partitions and tails for.
-_READABLE: Final = frozenset({"rabbitmq", "liftbridge", "iggy"})
-#: Messages an Iggy read asks for per poll, at most.
-_IGGY_POLL: Final = 1000
+#: The producer option bounding unconfirmed messages, where a producer has one.
+_IN_FLIGHT_OPTION: Final = "max_in_flight"
+#: Messages a read asks for per request, at most (where the broker fetches by request).
+_MAX_POLL: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +47,16 @@ class Broker:
         return cls(streamwire.parse_url(url).protocol)
 
     def check_stream(self, stream: str) -> str:
-        """``stream`` if it names something this broker can address, else a
-        :class:`SparkConfigurationError` (Iggy: a ``"stream/topic"`` address)."""
+        """``stream`` if it is a name (a bare name works on every broker), else a
+        :class:`SparkConfigurationError`."""
         if not stream:
             raise SparkConfigurationError("a stream is required")
-        if self.protocol == "iggy":
-            name, _, topic = stream.partition("/")
-            if not name or not topic or "/" in topic:
-                raise SparkConfigurationError(
-                    f"an Iggy stream is addressed as 'stream/topic', not {stream!r}"
-                )
         return stream
 
     @property
     def exactly_once(self) -> bool:
-        """Whether the sink can make replays store nothing twice (broker-side dedup)."""
+        """Whether the sink can make replays store nothing twice (broker-side dedup), as far
+        as the driver can tell from the URL; executors decide from the producer they open."""
         return self.protocol in _DEDUP
 
     # --- publishing ----------------------------------------------------------------------
@@ -77,92 +70,56 @@ class Broker:
         options: Mapping[str, Any],
         max_in_flight: int | None = None,
     ) -> Publisher:
-        """Start a producer on ``stream``. With a ``reference`` on a deduplicating broker
-        the producer is named after it and :attr:`Publisher.last_stored` is the last
+        """Start a producer on ``stream``, named ``reference``. When it is a
+        :class:`streamwire.DeduplicatingProducer`, :attr:`Publisher.last_stored` is the last
         publishing id the broker stored under that name (0: none). ``max_in_flight`` is
-        passed where the protocol's producer has such a bound (RabbitMQ, Liftbridge)."""
-        option = _IN_FLIGHT_OPTION.get(self.protocol)
-        if max_in_flight is not None and option is not None:
-            options = {option: max_in_flight, **options}
-        if reference is not None and self.exactly_once:
-            producer = client.producer(stream, name=reference, **options)
-            await producer.__aenter__()
-            last = getattr(producer, "last_publishing_id", 0)
-            return Publisher(producer, dedup=True, last_stored=int(last or 0))
-        producer = client.producer(stream, **options)
+        passed where the producer has such an option."""
+        opts = dict(options)
+        if max_in_flight is not None:
+            opts.setdefault(_IN_FLIGHT_OPTION, max_in_flight)
+        try:
+            producer = client.producer(stream, name=reference, **opts)
+        except streamwire.ConfigurationError:
+            if max_in_flight is None or _IN_FLIGHT_OPTION in options:
+                raise
+            del opts[_IN_FLIGHT_OPTION]  # this broker's producer has no such bound
+            producer = client.producer(stream, name=reference, **opts)
         await producer.__aenter__()
-        return Publisher(producer, dedup=False, last_stored=0)
+        if reference is not None and isinstance(producer, streamwire.DeduplicatingProducer):
+            return Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)
+        return Publisher(producer, dedup=None, last_stored=0)
 
     # --- reading -------------------------------------------------------------------------
 
-    def _check_readable(self) -> None:
-        if self.protocol not in _READABLE:
-            raise SparkConfigurationError(
-                f"reading {self.protocol} streams from Spark is not supported yet"
-            )
-
     async def partitions(self, client: streamwire.Client, stream: str) -> list[int]:
         """The partition numbers of ``stream``."""
-        self._check_readable()
-        if self.protocol == "rabbitmq":
-            return [0]
-        if self.protocol == "iggy":
-            return list(await self._iggy_offsets(client, stream))
-        liftbridge: Any = client  # stream_info() is Liftbridge's, not the unified API's
-        info = await liftbridge.stream_info(stream)
-        return sorted(int(p) for p in info.partitions)
+        if isinstance(client, streamwire.Partitioned):
+            return await client.partition_ids(stream)
+        return [0]
 
     async def all_bounds(
         self, client: streamwire.Client, stream: str, *, timeout: float
     ) -> dict[int, tuple[int, int]]:
-        """:meth:`bounds` of every partition of ``stream``, in partition order (one round
-        trip on Iggy)."""
-        self._check_readable()
-        if self.protocol == "iggy":
-            offsets = await self._iggy_offsets(client, stream)
-            return {p: (o.first, o.next) for p, o in offsets.items()}
-        found = {}
-        for p in await self.partitions(client, stream):
-            found[p] = await self.bounds(client, stream, p, timeout=timeout)
-        return found
-
-    async def _iggy_offsets(self, client: streamwire.Client, stream: str) -> dict[int, Any]:
-        iggy: Any = client  # partition_offsets() is Iggy's
-        offsets: dict[int, Any] = await iggy.partition_offsets(stream)
-        return offsets
+        """``(earliest, tail)`` of every partition of ``stream``, in partition order: the first
+        offset a reader can get and the offset after the last readable message (equal when
+        empty). The tail is always one past a real message, so a reader can stop on seeing
+        it."""
+        if not isinstance(client, streamwire.Bounded):
+            raise SparkConfigurationError(
+                f"reading {self.protocol} streams from Spark is not supported yet"
+            )
+        async with asyncio.timeout(timeout):
+            bounds = await client.offset_bounds(stream)
+        return {p: (b.first, b.next) for p, b in sorted(bounds.items())}
 
     async def bounds(
         self, client: streamwire.Client, stream: str, partition: int, *, timeout: float
     ) -> tuple[int, int]:
-        """``(earliest, tail)`` of one partition: the first offset a reader can get and the
-        offset after the last readable message (equal when empty). The tail is always one
-        past a real message, so a reader can stop on seeing it."""
-        self._check_readable()
-        if self.protocol == "rabbitmq":
-            return await self._rabbitmq_bounds(client, stream, timeout)
-        if self.protocol == "iggy":
-            offsets = await self._iggy_offsets(client, stream)
-            if partition not in offsets:
-                raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
-            return offsets[partition].first, offsets[partition].next
-        liftbridge: Any = client  # partition_metadata() is Liftbridge's
-        meta = await liftbridge.partition_metadata(stream, partition)
-        return 0, max(int(meta.high_watermark) + 1, 0)
-
-    async def _rabbitmq_bounds(
-        self, client: streamwire.Client, stream: str, timeout: float
-    ) -> tuple[int, int]:
-        rabbitmq: Any = client  # stream_stats() is RabbitMQ's (3.11+)
-        stats = await rabbitmq.stream_stats(stream)
-        earliest = max(int(stats.get("first_chunk_id", -1)), 0)
-        if int(stats.get("committed_chunk_id", -1)) < 0:  # nothing written yet
-            return earliest, earliest
-        # Offsets of non-user chunks (offset tracking, ...) have no message, so the tail is
-        # taken from the last *user* chunk, which is what an offset spec of "last" attaches to.
-        async with client.consumer(stream, offset="last") as consumer:
-            batch = await consumer.next_batch(max_messages=1 << 20, timeout=min(timeout, 5.0))
-        offsets = [m.offset for m in batch if m.offset is not None]
-        return earliest, (max(offsets) + 1 if offsets else earliest)
+        """:meth:`all_bounds` of one partition."""
+        found = await self.all_bounds(client, stream, timeout=timeout)
+        if partition not in found:
+            raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
+        return found[partition]
 
     def consumer(
         self,
@@ -174,36 +131,42 @@ class Broker:
         wanted: int | None = None,
     ) -> streamwire.Consumer:
         """A consumer of one partition from ``offset`` (not started). ``wanted``: how many
-        messages the reader needs at most (Iggy polls no more than that per request)."""
-        self._check_readable()
-        if self.protocol == "rabbitmq":
-            return client.consumer(stream, offset=offset)
-        if self.protocol == "iggy":  # partition= and batch_size= are Iggy's options
-            batch = min(max(wanted or _IGGY_POLL, 1), _IGGY_POLL)
-            return client.consumer(stream, offset=offset, partition=partition, batch_size=batch)
-        return client.consumer(stream, offset=offset, partition=partition)  # Liftbridge's option
+        messages the reader needs at most (a broker fetching by request asks for no more)."""
+        if isinstance(client, streamwire.Partitioned):
+            poll = min(max(wanted or _MAX_POLL, 1), _MAX_POLL)
+            return client.partition_consumer(stream, partition, offset=offset, max_poll=poll)
+        if partition != 0:
+            raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
+        return client.consumer(stream, offset=offset)
 
 
 class Publisher:
     """A started producer, with the id bookkeeping deduplication needs."""
 
-    __slots__ = ("dedup", "last_stored", "producer")
+    __slots__ = ("_dedup", "last_stored", "producer")
 
-    def __init__(self, producer: streamwire.Producer, *, dedup: bool, last_stored: int) -> None:
+    def __init__(
+        self,
+        producer: streamwire.Producer,
+        *,
+        dedup: streamwire.DeduplicatingProducer | None,
+        last_stored: int,
+    ) -> None:
         self.producer = producer
-        self.dedup = dedup
+        self._dedup = dedup
         self.last_stored = last_stored
+
+    @property
+    def dedup(self) -> bool:
+        """Whether the broker drops re-sent publishing ids of this producer."""
+        return self._dedup is not None
 
     async def send(
         self, message: streamwire.Message, publishing_id: int
     ) -> asyncio.Future[streamwire.Confirmation]:
         """Accept one message; ``publishing_id`` is used only where the broker dedups."""
-        if self.dedup:
-            producer: Any = self.producer  # RabbitMQ's send takes publishing_id
-            future: asyncio.Future[streamwire.Confirmation] = await producer.send(
-                message, publishing_id=publishing_id
-            )
-            return future
+        if self._dedup is not None:
+            return await self._dedup.send(message, publishing_id=publishing_id)
         return await self.producer.send(message)
 
     async def flush(self, timeout: float) -> None:

@@ -39,7 +39,7 @@ DEFAULT_URLS = {
     "iggy": "iggy://iggy:iggy@127.0.0.1:8090",
 }
 
-StreamFactory = Callable[..., Awaitable[tuple[Any, str]]]
+StreamFactory = Callable[..., Awaitable[tuple[streamwire.Client, str]]]
 
 try:  # async fixtures need pytest-asyncio's decorator in its strict mode
     import pytest_asyncio
@@ -73,13 +73,11 @@ def streamwire_url() -> Callable[[str], Awaitable[str]]:
 @_async_fixture
 async def streamwire_stream() -> AsyncIterator[StreamFactory]:
     """``client, name = await streamwire_stream("rabbitmq", **create_options)``."""
-    made: list[tuple[Any, str]] = []
+    made: list[tuple[streamwire.Client, str]] = []
 
-    async def make(broker: str, **options: Any) -> tuple[Any, str]:
-        client: Any = await streamwire.connect(await broker_url(broker), timeout=10)
-        name = f"test-{uuid.uuid4().hex[:12]}"
-        if broker == "iggy":
-            name += "/events"
+    async def make(broker: str, **options: Any) -> tuple[streamwire.Client, str]:
+        client = await streamwire.connect(await broker_url(broker), timeout=10)
+        name = f"test-{uuid.uuid4().hex[:12]}"  # a bare name works on every broker
         try:
             await client.create_stream(name, **options)
         except BaseException:
@@ -91,7 +89,7 @@ async def streamwire_stream() -> AsyncIterator[StreamFactory]:
     yield make
     for client, name in made:
         try:
-            await client.delete_stream(name.split("/")[0], missing_ok=True)
+            await client.delete_stream(name, missing_ok=True)
         except StreamwireError:
             pass
         finally:

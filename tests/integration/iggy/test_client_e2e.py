@@ -21,6 +21,8 @@ from streamwire.errors import (
     ConfigurationError,
     ProtocolError,
     RequestTimeout,
+    StreamAlreadyExistsError,
+    StreamNotFoundError,
 )
 from streamwire.iggy.protocol import messaging as ms
 from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch
@@ -28,7 +30,6 @@ from streamwire.iggy.protocol.errors import (
     EvictionReason,
     InvalidCredentials,
     StaleClient,
-    StreamNameAlreadyExists,
     TopicNameAlreadyExists,
     TopicNameNotFound,
 )
@@ -71,10 +72,12 @@ async def test_connect_by_url_and_round_trip(double: IggyDouble) -> None:
 
 
 async def test_stream_management(client: iggy.Client) -> None:
-    await client.create_stream("s")
-    with pytest.raises(StreamNameAlreadyExists):
+    await client.create_stream("s")  # a bare name: the stream and its default topic
+    with pytest.raises(TopicNameAlreadyExists) as exists:
         await client.create_stream("s")
+    assert isinstance(exists.value, StreamAlreadyExistsError)
     await client.create_stream("s", exist_ok=True)
+    assert [t.name for t in await client.topics("s")] == [iggy.DEFAULT_TOPIC]
     await client.create_stream("s/t", partitions=3, message_expiry=60, compression_algorithm="gzip")
     with pytest.raises(TopicNameAlreadyExists):
         await client.create_stream("s/t")
@@ -88,19 +91,24 @@ async def test_stream_management(client: iggy.Client) -> None:
     await client.create_partitions("s/t", 2)
     assert len((await client.get_topic("s/t") or details).partitions) == 5
     await client.delete_partitions("s/t", 1)
-    assert [t.name for t in await client.topics("s")] == ["t"]
+    assert sorted(t.name for t in await client.topics("s")) == [iggy.DEFAULT_TOPIC, "t"]
     await client.delete_stream("s/t")
     assert not await client.stream_exists("s/t")
     assert await client.stream_exists("s")
-    await client.delete_stream("s")
+    await client.delete_stream("s")  # a bare name: the whole stream
+    assert not await client.stream_exists("s")
+    with pytest.raises(StreamNotFoundError):
+        await client.delete_stream("s")
     await client.delete_stream("s", missing_ok=True)
     with pytest.raises(ConfigurationError):
-        await client.create_stream("s", message_expiry=5)
+        await client.create_stream("a/b", nonsense=1)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError):
-        await client.create_stream("a/b", nonsense=1)
-    with pytest.raises(ConfigurationError):
-        client.producer("no-topic")
+        client.producer("a/b/c")
     assert await client.streams() == []
+    await client.create_stream("e", message_expiry=5)  # topic options: the default topic's
+    default = await client.get_topic(f"e/{iggy.DEFAULT_TOPIC}")
+    assert default is not None
+    assert default.topic.message_expiry == 5_000_000
 
 
 async def test_system_users_and_tokens(double: IggyDouble, client: iggy.Client) -> None:
@@ -218,7 +226,8 @@ async def test_every_polling_strategy(client: iggy.Client) -> None:
     assert await read(middle) == [b"3", b"4"]
     assert await read(1, batch_size=1) == [b"1"]
     assert await read("next") == []  # unnamed: only what is written from now on
-    async with client.consumer(ADDRESS, offset="next", name="app") as consumer:
+    assert await read("next", name="app") == []  # nothing stored yet: the same
+    async with client.consumer(ADDRESS, offset="first", name="app") as consumer:
         assert [m.value for m in await consumer.next_batch(2, timeout=1)] == [b"0", b"1"]
         await consumer.commit()
         assert await consumer.committed_offset() == 1

@@ -20,8 +20,8 @@ import streamwire
 import streamwire.iggy as iggy
 from streamwire import HeaderValue, Message
 from streamwire.codec.headers import HeaderInput
-from streamwire.errors import StreamwireError
-from streamwire.iggy.protocol.errors import StreamNameAlreadyExists, TopicNameNotFound
+from streamwire.errors import StreamAlreadyExistsError, StreamwireError
+from streamwire.iggy.protocol.errors import TopicNameNotFound
 from tests.iggy_lanes import Lane, unique
 from tests.proxy import FaultProxy
 
@@ -59,8 +59,10 @@ async def test_streams_topics_and_partitions(client: iggy.Client, stream: str) -
     topic = f"{stream}/t"
     await client.create_stream(topic, partitions=3)
     await client.create_stream(topic, exist_ok=True)
-    with pytest.raises(StreamNameAlreadyExists):
+    await client.create_stream(stream)  # the existing stream gets its default topic
+    with pytest.raises(StreamAlreadyExistsError):
         await client.create_stream(stream)
+    assert sorted(t.name for t in await client.topics(stream)) == [iggy.DEFAULT_TOPIC, "t"]
     assert await client.stream_exists(topic)
     assert sorted(await client.partition_offsets(topic)) == [0, 1, 2]
     await client.create_partitions(topic, 2)
@@ -131,6 +133,8 @@ async def test_named_consumer_commits_and_resumes(client: iggy.Client, stream: s
     await client.create_stream(topic, partitions=1)
     await client.send(topic, [b"a", b"b", b"c", b"d"])
     async with client.consumer(topic, offset="next", name="app") as consumer:
+        assert await consumer.next_batch(10, timeout=0.2) == []  # nothing stored: from now on
+    async with client.consumer(topic, offset="first", name="app") as consumer:
         assert [m.value for m in await drain(consumer, 2)] == [b"a", b"b"]
         await consumer.commit()
     async with client.consumer(topic, offset="next", name="app") as consumer:

@@ -80,7 +80,7 @@ async def test_server_side_argument_errors(client: lb.Client) -> None:
     with pytest.raises(lb.InvalidArgument, match=r"[Ss]ubject"):
         await client.create_stream(unique(), subject="has space")
     with pytest.raises(ConfigurationError):
-        await client.create_stream(unique(), no_such_option=1)
+        await client.create_stream(unique(), no_such_option=1)  # type: ignore[call-arg]
     with pytest.raises(lb.StreamNotFound):
         await client.pause_stream("sw-lb-missing-stream-y")
 

@@ -83,7 +83,7 @@ async def test_create_delete_and_errors(client: rmq.Client) -> None:
         await client.delete_stream(name)
     await client.delete_stream(name, missing_ok=True)
     with pytest.raises(ConfigurationError):
-        await client.create_stream(name, no_such_option=1)
+        await client.create_stream(name, no_such_option=1)  # type: ignore[call-arg]
 
 
 async def test_round_trip_with_keys_headers_and_offsets(client: rmq.Client, stream: str) -> None:

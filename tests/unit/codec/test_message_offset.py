@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from streamwire import HeaderValue, Message, Offset, OffsetKind
-from streamwire.codec.message import datetime_to_us, us_to_datetime
+from streamwire.codec.message import datetime_to_us, outgoing, us_to_datetime
 from streamwire.errors import ConfigurationError
 
 
@@ -90,3 +90,27 @@ def test_offset_parse() -> None:
 def test_offset_parse_refuses(bad: object) -> None:
     with pytest.raises(ConfigurationError):
         Offset.parse(bad)  # type: ignore[arg-type]
+
+
+def test_outgoing_bytes_become_a_message() -> None:
+    m = outgoing(b"v", b"k", {"n": 1})
+    assert (m.value, m.key, m.headers) == (b"v", b"k", {"n": HeaderValue.int64(1)})
+    assert outgoing(b"v").key is None
+
+
+def test_outgoing_message_explicit_key_replaces_and_headers_merge_over() -> None:
+    original = Message(b"v", key=b"old", headers={"a": 1, "b": "x"}, id=9)
+    m = outgoing(original, b"new", {"b": "y", "c": True})
+    assert m.key == b"new"
+    assert m.headers == {
+        "a": HeaderValue.int64(1),
+        "b": HeaderValue.string("y"),
+        "c": HeaderValue.boolean(True),
+    }
+    assert (m.value, m.id) == (b"v", 9)
+    assert original.key == b"old"  # the message passed in is not changed
+    assert original.headers["b"] == HeaderValue.string("x")
+    assert outgoing(original, None, {"z": 0}).key == b"old"  # no key given: the message's
+    assert outgoing(original) is original
+    with pytest.raises(ConfigurationError):
+        outgoing(original, "text-key", None)  # type: ignore[arg-type]

@@ -17,7 +17,12 @@ from enum import IntEnum
 from typing import Final
 
 from streamwire.codec.registry import ErrorRegistry
-from streamwire.errors import AuthenticationError, ServerError
+from streamwire.errors import (
+    AuthenticationError,
+    ServerError,
+    StreamAlreadyExistsError,
+    StreamNotFoundError,
+)
 from streamwire.iggy.protocol._codes import CODES
 from streamwire.iggy.protocol.constants import unpack_version
 
@@ -77,6 +82,21 @@ _AUTH_CODES: Final = frozenset({40, 42, 43, 44, 47, 53, 54})
 _RETRIABLE_CODES: Final = frozenset({57, 58})
 # After these the session (and so the connection) is gone.
 _FATAL_CODES: Final = frozenset({30, 14001, 14003})
+# The unified API's "no such stream" and "stream exists" (a bare name addresses a topic, so
+# the topic codes count too): stream/topic id or name not found; stream/topic name exists.
+_NOT_FOUND_CODES: Final = frozenset({1009, 1010, 2010, 2011})
+_EXISTS_CODES: Final = frozenset({1012, 2013})
+
+
+def _bases(code: int) -> tuple[type[BaseException], ...]:
+    if code in _AUTH_CODES:
+        return (AuthenticationError,)
+    if code in _NOT_FOUND_CODES:
+        return (StreamNotFoundError,)
+    if code in _EXISTS_CODES:
+        return (StreamAlreadyExistsError,)
+    return ()
+
 
 for _code, _name, _doc in CODES:
     ERRORS.define(
@@ -85,7 +105,7 @@ for _code, _name, _doc in CODES:
         _doc,
         retriable=_code in _RETRIABLE_CODES,
         connection_usable=_code not in _FATAL_CODES,
-        bases=(AuthenticationError,) if _code in _AUTH_CODES else (),
+        bases=_bases(_code),
         module=__name__,
     )
 

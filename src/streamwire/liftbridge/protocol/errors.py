@@ -19,7 +19,13 @@ from enum import IntEnum
 from typing import Final
 
 from streamwire.codec.registry import ErrorRegistry
-from streamwire.errors import AuthenticationError, RequestTimeout, ServerError
+from streamwire.errors import (
+    AuthenticationError,
+    RequestTimeout,
+    ServerError,
+    StreamAlreadyExistsError,
+    StreamNotFoundError,
+)
 
 __all__ = (
     "ACK_ERRORS",
@@ -112,10 +118,18 @@ InvalidArgument = GRPC_ERRORS.define(
     module=_MOD,
 )
 StreamNotFound = GRPC_ERRORS.define(
-    "StreamNotFound", _G.NOT_FOUND, "The stream or partition does not exist.", module=_MOD
+    "StreamNotFound",
+    _G.NOT_FOUND,
+    "The stream or partition does not exist.",
+    bases=(StreamNotFoundError,),
+    module=_MOD,
 )
 StreamAlreadyExists = GRPC_ERRORS.define(
-    "StreamAlreadyExists", _G.ALREADY_EXISTS, "The stream already exists.", module=_MOD
+    "StreamAlreadyExists",
+    _G.ALREADY_EXISTS,
+    "The stream already exists.",
+    bases=(StreamAlreadyExistsError,),
+    module=_MOD,
 )
 PermissionDenied = GRPC_ERRORS.define(
     "PermissionDenied", _G.PERMISSION_DENIED, "Not authorized.", module=_MOD

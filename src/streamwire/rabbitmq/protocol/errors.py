@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import Final
 
 from streamwire.codec.registry import ErrorRegistry
-from streamwire.errors import AuthenticationError, ServerError
+from streamwire.errors import (
+    AuthenticationError,
+    ServerError,
+    StreamAlreadyExistsError,
+    StreamNotFoundError,
+)
 from streamwire.rabbitmq.protocol.constants import ResponseCode
 
 __all__ = (
@@ -60,7 +65,10 @@ _R = ResponseCode
 
 # name, code, description, retriable, connection usable afterwards, extra bases
 StreamDoesNotExist = ERRORS.define(
-    "StreamDoesNotExist", _R.STREAM_DOES_NOT_EXIST, "Stream does not exist."
+    "StreamDoesNotExist",
+    _R.STREAM_DOES_NOT_EXIST,
+    "Stream does not exist.",
+    bases=(StreamNotFoundError,),
 )
 SubscriptionIdAlreadyExists = ERRORS.define(
     "SubscriptionIdAlreadyExists", _R.SUBSCRIPTION_ID_ALREADY_EXISTS, "Subscription id in use."
@@ -69,7 +77,10 @@ SubscriptionIdDoesNotExist = ERRORS.define(
     "SubscriptionIdDoesNotExist", _R.SUBSCRIPTION_ID_DOES_NOT_EXIST, "No such subscription id."
 )
 StreamAlreadyExists = ERRORS.define(
-    "StreamAlreadyExists", _R.STREAM_ALREADY_EXISTS, "Stream already exists."
+    "StreamAlreadyExists",
+    _R.STREAM_ALREADY_EXISTS,
+    "Stream already exists.",
+    bases=(StreamAlreadyExistsError,),
 )
 StreamNotAvailable = ERRORS.define(
     "StreamNotAvailable", _R.STREAM_NOT_AVAILABLE, "Stream not available.", retriable=True

@@ -1,0 +1,51 @@
+"""Keyword options checked by name: an unknown or misspelled option is a
+:class:`~streamwire.errors.ConfigurationError` naming the close matches, never a builtin
+``TypeError`` (docs/api.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TypeVar
+
+from streamwire.errors import ConfigurationError
+
+__all__ = ("accepted_keywords", "build_options", "check_names")
+
+T = TypeVar("T")
+
+
+def check_names(given: Iterable[str], known: Collection[str], what: str) -> None:
+    """Raise :class:`ConfigurationError` if ``given`` has a name not in ``known``: each
+    unknown name with its close matches, then every known name."""
+    unknown = [name for name in given if name not in known]
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        parts.append(f"{name!r}{hint}")
+    plural = "s" if len(unknown) > 1 else ""
+    raise ConfigurationError(
+        f"unknown {what} option{plural} {', '.join(parts)}; "
+        f"known: {', '.join(sorted(known)) or 'none'}"
+    )
+
+
+def build_options(cls: Callable[..., T], given: Mapping[str, object], what: str) -> T:
+    """``cls(**given)`` for an options dataclass, with unknown names refused by
+    :func:`check_names` and a wrong call turned into a :class:`ConfigurationError`."""
+    check_names(given, {f.name for f in dataclasses.fields(cls)}, what)  # type: ignore[arg-type]
+    try:
+        return cls(**given)
+    except TypeError as exc:
+        raise ConfigurationError(f"{what} options: {exc}") from None
+
+
+def accepted_keywords(fn: Callable[..., object]) -> frozenset[str]:
+    """The names ``fn`` takes as keywords (for :func:`check_names`)."""
+    params = inspect.signature(fn).parameters.values()
+    return frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
