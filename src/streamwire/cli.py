@@ -1,26 +1,51 @@
 """The ``streamwire`` command: ``demo``, ``publish``, ``consume`` and ``bench`` over the
-unified API.
+unified API (also ``python -m streamwire``).
 
-Errors print one line (``streamwire: error: ...``) and exit non-zero; no tracebacks.
+Errors print one line (``streamwire: error: ...``), no tracebacks. Exit codes: 0 ok, 1 a
+runtime error (broker unreachable, server error, ...), 2 a usage error (bad arguments or URL),
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
 import streamwire
 from streamwire.codec.offset import OffsetLike
-from streamwire.errors import StreamwireError
+from streamwire.errors import ConfigurationError, StreamwireError
 
 __all__ = ("main",)
+
+URL_HELP = """\
+broker URLs:
+  rabbitmq-stream://[USER:PASSWORD@]HOST[:PORT][/VHOST]     RabbitMQ Streams (port 5552,
+                                                          guest/guest); rabbitmq-stream+tls://
+  liftbridge://HOST[:PORT][?nats=nats://HOST:PORT]         Liftbridge (port 9292; NATS on
+                                                          localhost:4222 unless given)
+  iggy://[USER:PASSWORD@]HOST[:PORT]                       Apache Iggy (port 8090, iggy/iggy)
+
+A stream is a name on every broker; on Iggy "NAME" is the stream NAME with its default topic
+and "NAME/TOPIC" names a topic.
+"""
+
+EXAMPLES = """\
+examples:
+  streamwire demo                                   round trip through every local broker
+  echo hello | streamwire publish --create rabbitmq-stream://localhost:5552 events
+  streamwire consume rabbitmq-stream://localhost:5552 events --from first
+  streamwire consume --follow iggy://iggy:iggy@localhost:8090 events
+  streamwire bench liftbridge://localhost:9292 bench --count 100000 --size 256
+"""
 
 DEFAULT_URLS = {
     "rabbitmq": os.environ.get(
@@ -99,14 +124,19 @@ async def _demo(args: argparse.Namespace) -> int:
     wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
     unknown = set(wanted) - set(DEFAULT_URLS)
     if unknown:
-        raise StreamwireError(f"unknown broker(s) for --brokers: {', '.join(sorted(unknown))}")
+        raise ConfigurationError(f"unknown broker(s) for --brokers: {', '.join(sorted(unknown))}")
     urls = {name: getattr(args, name) or DEFAULT_URLS[name] for name in wanted}
     rows = [await _round_trip(name, url, args.count, args.timeout) for name, url in urls.items()]
     print(_table(rows))
     if any(r.status in ("failed", "MISMATCH") for r in rows):
         return 1
     if not any(r.status == "ok" for r in rows):
-        print("streamwire: error: no broker was reachable", file=sys.stderr)
+        print(
+            "streamwire: error: no broker was reachable; start one (from a checkout: "
+            "docker compose up -d rabbitmq, or integration/brokers.sh up rabbitmq; README.md, "
+            '"Get a broker") or name yours with --rabbitmq/--liftbridge/--iggy URL',
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -127,36 +157,62 @@ def _read_messages(source: BinaryIO, delimited: bool) -> list[bytes]:
     return out
 
 
+_PUBLISH_CHUNK = 1000
+
+
 async def _publish(args: argparse.Namespace) -> int:
+    streamwire.parse_url(args.url)  # a bad URL is a usage error, before any input is read
     if args.file:
         with open(args.file, "rb") as fh:  # noqa: ASYNC230 - read once, before any I/O starts
             values = _read_messages(fh, args.length_delimited)
     else:
         values = _read_messages(sys.stdin.buffer, args.length_delimited)
     client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
+    progress = _Progress("publish", len(values), enabled=args.progress or sys.stderr.isatty())
     try:
+        if args.create:
+            await client.create_stream(args.stream, exist_ok=True)
         async with client.producer(args.stream) as producer:
-            await producer.send_batch(values)
+            for start in range(0, len(values), _PUBLISH_CHUNK):
+                await producer.send_batch(values[start : start + _PUBLISH_CHUNK])
+                progress.update(min(start + _PUBLISH_CHUNK, len(values)))
             await producer.flush(timeout=args.timeout)
     finally:
         await client.close()
+    if len(values) > _PUBLISH_CHUNK:
+        progress.update(len(values), final=True)
     print(f"published {len(values)} messages to {args.stream}", file=sys.stderr)
     return 0
 
 
+def _stop_on_interrupt(stop: asyncio.Event) -> None:
+    """Ctrl-C (or SIGTERM) ends a --follow consumer at the next batch boundary."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop.set)
+
+
 async def _consume(args: argparse.Namespace) -> int:
+    streamwire.parse_url(args.url)
     offset: OffsetLike = args.offset
     if args.offset.isdigit():
         offset = int(args.offset)
+    stop = asyncio.Event()
+    if args.follow:
+        _stop_on_interrupt(stop)
     client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
     seen = 0
     out = sys.stdout.buffer
+    poll = min(args.idle, 1.0) if args.follow else args.idle
     try:
         async with client.consumer(args.stream, offset=offset) as consumer:
-            while args.count is None or seen < args.count:
+            while (args.count is None or seen < args.count) and not stop.is_set():
                 want = 500 if args.count is None else min(500, args.count - seen)
-                batch = await consumer.next_batch(want, timeout=args.timeout)
+                batch = await consumer.next_batch(want, timeout=poll)
                 if not batch:
+                    if args.follow:
+                        continue  # keep waiting for new messages until interrupted
                     break
                 for m in batch:
                     prefix = f"{m.offset}\t".encode() if args.with_offsets else b""
@@ -165,6 +221,8 @@ async def _consume(args: argparse.Namespace) -> int:
                 out.flush()
     finally:
         await client.close()
+    if stop.is_set():
+        print(f"stopped after {seen} messages", file=sys.stderr)
     return 0
 
 
@@ -235,39 +293,110 @@ async def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows real defaults (not None or False) and keeps the URL table's layout."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _url_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", help="broker URL (see 'broker URLs' below)")
+    parser.add_argument("stream", help='stream name (Iggy: "NAME" or "NAME/TOPIC")')
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamwire", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="round trip through every reachable broker")
-    for name in DEFAULT_URLS:
-        demo.add_argument(f"--{name}", metavar="URL", help=f"{name} URL")
-    demo.add_argument(
-        "--brokers", default=",".join(DEFAULT_URLS), help="comma-separated (default: all)"
+    parser = argparse.ArgumentParser(
+        prog="streamwire",
+        description="Publish, consume and check RabbitMQ Streams, Liftbridge and Apache Iggy "
+        "through one API. Exit codes: 0 ok, 1 runtime error, 2 usage error, 130 interrupted.",
+        epilog=URL_HELP + "\n" + EXAMPLES,
+        formatter_class=_Help,
     )
-    demo.add_argument("--count", type=int, default=1000)
-    demo.add_argument("--timeout", type=float, default=10.0)
-    pub = sub.add_parser("publish", help="publish lines (or length-delimited records)")
-    pub.add_argument("url")
-    pub.add_argument("stream")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser(
+        "demo",
+        help="round trip through every reachable broker",
+        description="Create a stream on each broker, publish COUNT keyed messages with typed "
+        "headers, read them back, compare, delete the stream; prints a table.",
+        epilog="default URLs (override with --BROKER or STREAMWIRE_RABBITMQ_URL, "
+        "STREAMWIRE_LIFTBRIDGE_URL, STREAMWIRE_IGGY_URL):\n"
+        + "".join(f"  {name:<11} {url}\n" for name, url in DEFAULT_URLS.items()),
+        formatter_class=_Help,
+    )
+    for name in DEFAULT_URLS:
+        demo.add_argument(f"--{name}", metavar="URL", help=f"{name} URL (default: see below)")
+    demo.add_argument("--brokers", default=",".join(DEFAULT_URLS), help="comma-separated")
+    demo.add_argument("--count", type=_positive(int), default=1000, help="messages per broker")
+    demo.add_argument("--timeout", type=_positive(float), default=10.0, help="seconds per step")
+    pub = sub.add_parser(
+        "publish",
+        help="publish lines (or length-delimited records) from stdin or a file",
+        description="Publish each line of stdin (or --file) as one message and wait until "
+        "the broker confirmed all of them.",
+        epilog=URL_HELP + "\nexample:\n  printf 'a\\nb\\n' | streamwire publish --create "
+        "rabbitmq-stream://localhost:5552 events\n",
+        formatter_class=_Help,
+    )
+    _url_args(pub)
+    pub.add_argument("--create", action="store_true", help="create the stream if it is missing")
     pub.add_argument("--file", help="read from this file instead of stdin")
     pub.add_argument("--length-delimited", action="store_true", help="4-byte big-endian prefixes")
-    pub.add_argument("--timeout", type=float, default=30.0)
-    con = sub.add_parser("consume", help="print messages, one per line")
-    con.add_argument("url")
-    con.add_argument("stream")
+    pub.add_argument("--progress", action="store_true", help="show progress even if not a tty")
+    pub.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds")
+    con = sub.add_parser(
+        "consume",
+        help="print messages, one per line",
+        description="Print each message's value on its own line (with --with-offsets, "
+        "OFFSET<TAB>VALUE). Stops after --count messages, after --idle seconds without one, "
+        "or with --follow only on Ctrl-C.",
+        epilog=URL_HELP
+        + "\nexamples:\n  streamwire consume rabbitmq-stream://localhost:5552 events --count 10"
+        "\n  streamwire consume --follow --from last liftbridge://localhost:9292 events\n",
+        formatter_class=_Help,
+    )
+    _url_args(con)
     con.add_argument("--from", dest="offset", default="first", help="first|last|next|OFFSET")
-    con.add_argument("--count", type=int)
-    con.add_argument("--with-offsets", action="store_true")
-    con.add_argument("--timeout", type=float, default=5.0)
-    ben = sub.add_parser("bench", help="publish then consume COUNT messages, with progress")
-    ben.add_argument("url")
-    ben.add_argument("stream")
-    ben.add_argument("--count", type=int, default=100_000)
-    ben.add_argument("--size", type=int, default=100)
-    ben.add_argument("--batch", type=int, default=1000)
+    con.add_argument("--count", type=_positive(int), help="stop after this many messages")
+    con.add_argument("--follow", "-f", action="store_true", help="wait for new messages")
+    con.add_argument(
+        "--idle", type=_positive(float), default=5.0, help="seconds without a message to stop"
+    )
+    con.add_argument("--with-offsets", action="store_true", help="prefix OFFSET<TAB>")
+    con.add_argument("--timeout", type=_positive(float), default=10.0, help="connect, seconds")
+    ben = sub.add_parser(
+        "bench",
+        help="publish then consume COUNT messages, with progress",
+        description="Publish COUNT messages of SIZE bytes in batches, then consume them; "
+        "prints messages/s and MB/s for each direction.",
+        epilog=URL_HELP,
+        formatter_class=_Help,
+    )
+    _url_args(ben)
+    ben.add_argument("--count", type=_positive(int), default=100_000, help="messages")
+    ben.add_argument("--size", type=_positive(int), default=100, help="bytes per message")
+    ben.add_argument("--batch", type=_positive(int), default=1000, help="messages per send")
     ben.add_argument("--progress", action="store_true", help="show progress even if not a tty")
-    ben.add_argument("--timeout", type=float, default=30.0)
+    ben.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds")
     return parser
+
+
+def _version() -> str:
+    return streamwire.__version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,14 +406,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     try:
         return asyncio.run(handler(args))
-    except StreamwireError as exc:
+    except ConfigurationError as exc:
         print(f"streamwire: error: {exc}", file=sys.stderr)
         return 2
+    except (StreamwireError, OSError) as exc:
+        print(f"streamwire: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
+        print("streamwire: interrupted", file=sys.stderr)
         return 130
-    except OSError as exc:
-        print(f"streamwire: error: {exc}", file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

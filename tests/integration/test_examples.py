@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 import streamwire
 from tests.brokers import require
+from tests.iggy_lanes import LANES, lane
 
 pytestmark = pytest.mark.integration
 
@@ -77,13 +81,28 @@ def test_the_readme_shows_the_first_message_example_as_it_is() -> None:
     assert shown.group(1).strip() == _without_docstring(example)
 
 
-@pytest.mark.parametrize("broker", ["rabbitmq", "liftbridge"])
+@asynccontextmanager
+async def _broker_url(broker: str) -> AsyncIterator[str]:
+    if broker == "rabbitmq":
+        yield require("rabbitmq").url
+    elif broker == "liftbridge":
+        yield _liftbridge_url()
+    else:  # Iggy: the double in both modes, and a real server when the harness has one
+        async with lane(broker.removeprefix("iggy-")) as found:
+            yield found.url
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "liftbridge", *(f"iggy-{name}" for name in LANES)])
 async def test_first_message(broker: str) -> None:
-    url = require("rabbitmq").url if broker == "rabbitmq" else _liftbridge_url()
+    async with _broker_url(broker) as url:
+        await _first_message(url)
+
+
+async def _first_message(url: str) -> None:
     async with streamwire.connect(url, timeout=10) as client:
         await client.delete_stream("hello", missing_ok=True)
     try:
-        (line,) = run("first_message.py", url)
+        (line,) = await asyncio.to_thread(run, "first_message.py", url)
         offset, text, headers = line.split(" ", 1)[0], line[2:19], line[20:]
         assert (offset, text) == ("0", "hello, streamwire")
         # typed values come back as they went; Liftbridge does not keep the headers' order

@@ -180,7 +180,7 @@ async def test_a_bare_wheel_round_trips_on_rabbitmq_and_iggy(
             rabbitmq.url,
             unique("wheel"),
             double.url,
-            f"{unique('wheel')}/t",
+            unique("wheel"),  # a bare name: Iggy's default topic
             cwd=tmp_path,  # not the checkout: only the installed wheel is importable
             env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
             stdout=asyncio.subprocess.PIPE,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import pytest
 
+import streamwire
 from streamwire import cli
 from streamwire.errors import StreamwireError
 
@@ -47,6 +50,7 @@ def test_demo_reports_unreachable_brokers(capsys: pytest.CaptureFixture[str]) ->
     assert code == 1
     assert "unavailable" in out.out
     assert "no broker was reachable" in out.err
+    assert "docker compose up -d rabbitmq" in out.err  # and what to do about it
 
 
 def test_demo_refuses_unknown_brokers(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,3 +62,76 @@ def test_usage_error_exits_2() -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["frobnicate"])
     assert info.value.code == 2
+
+
+class _Untouchable(io.RawIOBase):
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: object) -> int:
+        raise AssertionError("stdin was read before the URL was checked")
+
+
+def test_publish_checks_the_url_before_reading_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(_Untouchable())))
+    assert cli.main(["publish", "kafka://localhost", "s"]) == 2
+    assert "unknown URL scheme 'kafka'" in capsys.readouterr().err
+
+
+def test_a_runtime_error_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["consume", "rabbitmq-stream://127.0.0.1:1/", "s", "--timeout", "2"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("streamwire: error:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"streamwire {streamwire.__version__}"
+
+
+@pytest.mark.parametrize("command", ["publish", "consume", "bench"])
+def test_help_shows_url_formats_defaults_and_examples(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    for scheme in ("rabbitmq-stream://", "liftbridge://", "iggy://"):
+        assert scheme in text
+    assert "(default: 30.0)" in text or "(default: 10.0)" in text
+    assert "seconds" in text
+    assert "(default: None)" not in text
+
+
+def test_top_level_help_has_examples_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    assert "examples:" in text
+    assert "streamwire consume --follow" in text
+    assert "0 ok, 1 runtime error, 2 usage error" in text
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x"])
+def test_counts_must_be_positive(bad: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["consume", "rabbitmq-stream://localhost", "s", "--count", bad])
+    assert info.value.code == 2
+
+
+def test_python_dash_m_streamwire() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "streamwire", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"streamwire {streamwire.__version__}"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -39,8 +41,51 @@ def test_publish_then_consume_with_offsets(broker: BrokerInfo) -> None:
     assert con.returncode == 0, con.stderr
     assert con.stdout == b"1\tbeta\n2\tcaf\xc3\xa9\n"
     missing = run("consume", broker.url, "sw-cli-missing", "--count", "1")
-    assert missing.returncode == 2
-    assert missing.stderr.decode().startswith("streamwire: error:")
+    assert missing.returncode == 1  # a runtime error, not a usage error
+    line = missing.stderr.decode().strip()
+    assert line.startswith("streamwire: error:")
+    assert "STREAM_DOES_NOT_EXIST" in line
+    assert "does not exist" in line
+
+
+def test_publish_create_makes_the_stream(broker: BrokerInfo) -> None:
+    stream = f"sw-cli-create-{uuid.uuid4().hex[:8]}"
+    refused = run("publish", broker.url, stream, stdin=b"x\n")
+    assert refused.returncode == 1
+    assert "STREAM_DOES_NOT_EXIST" in refused.stderr.decode()
+    created = run("publish", "--create", broker.url, stream, stdin=b"one\ntwo\n")
+    assert created.returncode == 0, created.stderr
+    again = run("publish", "--create", broker.url, stream, stdin=b"three\n")  # exists: fine
+    assert again.returncode == 0, again.stderr
+    con = run("consume", broker.url, stream, "--idle", "2")
+    assert con.stdout == b"one\ntwo\nthree\n"
+
+
+def test_consume_follow_waits_for_new_messages_and_ctrl_c_ends_it(broker: BrokerInfo) -> None:
+    stream = f"sw-cli-follow-{uuid.uuid4().hex[:8]}"
+    assert run("publish", "--create", broker.url, stream, stdin=b"before\n").returncode == 0
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "streamwire", "consume", "--follow", broker.url, stream],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == b"before\n"
+        # longer than --idle's default: --follow keeps waiting
+        time.sleep(6)
+        assert follower.poll() is None
+        assert run("publish", broker.url, stream, stdin=b"after\n").returncode == 0
+        assert follower.stdout.readline() == b"after\n"
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, err
+    assert b"stopped after 2 messages" in err
+    assert b"Traceback" not in err
 
 
 def test_demo_round_trip(broker: BrokerInfo) -> None:
