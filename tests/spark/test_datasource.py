@@ -312,16 +312,21 @@ def test_iggy_reader_offsets_partitions_and_batch_ranges(iggy: Target) -> None:
         iggy.delete_stream(stream)
 
 
-def test_iggy_streams_are_stream_slash_topic(iggy: Target) -> None:
-    for bad in ("events", "events/", "/t", "a/b/c"):
-        with pytest.raises(SparkConfigurationError, match="'stream/topic'"):
-            StreamwireDataSource({"url": iggy.url, "stream": bad}).streamReader(None)
-    reader = StreamwireDataSource({"url": iggy.url, "stream": "no-such/t"}).reader(None)
-    try:
-        with pytest.raises(streamwire.ServerError):
-            reader.partitions()
-    finally:
-        close_runtime()  # the reader connected through this process's runtime
+def test_iggy_streams_are_a_name_or_stream_slash_topic(iggy: Target) -> None:
+    for bad in ("events/", "/t", "a/b/c"):
+        reader = StreamwireDataSource({"url": iggy.url, "stream": bad}).reader(None)
+        try:
+            with pytest.raises(streamwire.ConfigurationError, match="topic"):
+                reader.partitions()
+        finally:
+            close_runtime()
+    for missing in ("no-such/t", "no-such"):  # a bare name is the stream's default topic
+        reader = StreamwireDataSource({"url": iggy.url, "stream": missing}).reader(None)
+        try:
+            with pytest.raises(streamwire.ServerError):
+                reader.partitions()
+        finally:
+            close_runtime()  # the reader connected through this process's runtime
 
 
 def test_registration(spark: Any) -> None:
