@@ -72,6 +72,15 @@ def _without_docstring(source: str) -> str:
     return "\n".join(lines[docstring.end_lineno :]).strip()
 
 
+def test_the_readme_shows_the_plugin_example_as_it_is() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## 4. Test your application", 1)[1]
+    shown = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert shown is not None
+    example = (EXAMPLES / "app_tests" / "test_orders.py").read_text(encoding="utf-8")
+    assert shown.group(1).strip() == _without_docstring(example)
+
+
 def test_the_readme_shows_the_first_message_example_as_it_is() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## 3. First message", 1)[1]

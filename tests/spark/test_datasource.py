@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
-from streamwire.spark import SparkConfigurationError, StreamwireDataSource, register
+from streamwire.spark import StreamwireDataSource, register
 from streamwire.spark._runtime import close_runtime
 from tests.spark._support import Target, publish, read_back
 
