@@ -75,20 +75,25 @@ async def wait_for_room(
     full: Callable[[float | None], StreamwireError],
 ) -> None:
     """Wait until ``has_room()``; ``wake`` is set whenever room may have appeared. ``check``
-    raises if the owner failed or closed meanwhile; after ``timeout`` seconds ``full(timeout)``
-    is raised (typically :class:`~streamwire.errors.ProducerBufferFull`).
+    raises if the owner failed or closed meanwhile, and what it raises propagates unchanged
+    (a :class:`~streamwire.errors.ConnectTimeout` included); only when this wait's own
+    ``timeout`` runs out is ``full(timeout)`` raised (typically
+    :class:`~streamwire.errors.ProducerBufferFull`).
 
     Cancellation: only the wait stops; nothing was accepted.
     """
     if has_room():
         return
+    scope = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with scope:
             while not has_room():
                 wake.clear()
                 await wake.wait()
                 check()
     except TimeoutError:
+        if not scope.expired():
+            raise  # the owner's own failure, which happens to be a timeout
         raise full(timeout) from None
 
 
