@@ -46,6 +46,7 @@ from streamwire.iggy.protocol.system import (
 )
 from streamwire.transport.base import ByteStream
 from streamwire.transport.deadline import Deadline
+from streamwire.transport.tasks import cancel_tasks
 from streamwire.transport.tcp import open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -367,6 +368,7 @@ class Connection:
 
     def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
         if self._error is not None:
+            self._stream.abort()
             return
         if cause is not None:
             exc.__cause__ = cause
@@ -390,30 +392,30 @@ class Connection:
     async def close(self, timeout: float = 5.0) -> None:
         """Log out (best effort, within ``timeout``), then drop the socket. Idempotent.
 
-        Cancellation: the socket is aborted and tasks are cancelled before re-raising.
+        Cancellation: the connection is aborted (:meth:`abort`) before ``CancelledError``
+        propagates; calling ``close()`` again waits for its tasks to end.
         """
-        if self._closing:
-            return
         try:
-            if self.is_open:
+            if self.is_open and not self._closing:
                 with contextlib.suppress(StreamwireError, TimeoutError):
                     async with asyncio.timeout(timeout):
                         await self.request(LogoutUser(), timeout=timeout)
-        finally:
-            self._closing = True
             await self._shutdown(ClosedError(f"connection to {self.address} was closed"))
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop the connection at once: the socket is aborted, every waiter and listener
+        hears :class:`ClosedError`, and the tasks are cancelled (not awaited). Idempotent."""
+        self._closing = True
+        self._fail(ClosedError(f"connection to {self.address} was aborted"))
+        self._machine.close()
+        for task in self._tasks:
+            task.cancel()
 
     async def _shutdown(self, reason: StreamwireError) -> None:
         self._closing = True
         self._fail(reason)
         self._machine.close()
-        tasks, self._tasks = list(self._tasks), []
-        current = asyncio.current_task()
-        for task in tasks:
-            if task is not current:
-                task.cancel()
-        for task in tasks:
-            if task is not current:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await cancel_tasks(self._tasks, timeout=1.0)
         await self._stream.aclose(timeout=1.0)

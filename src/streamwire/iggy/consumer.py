@@ -441,28 +441,38 @@ class Consumer(AsyncStartable):
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close the connection. Idempotent.
 
-        Cancellation: the connection is closed without waiting further.
+        Cancellation: the consumer is aborted (:meth:`abort`: its connection is dropped)
+        before ``CancelledError`` propagates.
         """
         if self._closed:
             return
         self._closed = True
         self._drop_ahead()
-        conn, self._conn = self._conn, None
         try:
+            conn = self._conn
             if conn is not None and conn.is_open:
                 opts = self.options
                 if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
-                    self._conn = conn
                     with contextlib.suppress(StreamwireError):
                         await self.commit()
-                    self._conn = None
                 if self.group is not None:
                     with contextlib.suppress(StreamwireError):
                         await conn.request(
                             LeaveConsumerGroup(self.stream, self.topic, Identifier(self.group)),
                             timeout=5.0,
                         )
-        finally:
+            self._conn = None
             if conn is not None:
                 await conn.close()
-            self._client._forget(self)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: the connection is aborted (the server drops the group membership
+        with it). Idempotent."""
+        self._closed = True
+        self._drop_ahead()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
+        self._client._forget(self)

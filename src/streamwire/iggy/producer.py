@@ -51,6 +51,7 @@ from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -434,7 +435,8 @@ class Producer(AsyncStartable):
 
         Messages still unconfirmed afterwards fail with :class:`ClosedError`.
 
-        Cancellation: the producer is closed without waiting further.
+        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
@@ -442,22 +444,38 @@ class Producer(AsyncStartable):
             if flush and self._sender is not None:
                 with contextlib.suppress(StreamwireError):
                     await self.flush(timeout)
-        finally:
             self._closed = True
-            if self._sender is not None:
-                self._sender.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._sender
-            left = list(self._buffer)
-            self._buffer.clear()
-            self._fail_entries(
-                left, ClosedError(f"producer for {self.address!r} closed before confirmation")
-            )
-            self._room.set()
-            self._idle.set()
+            await cancel_and_wait(self._sender, timeout=1.0)
+            self._fail_buffered()
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
             if self._inflight:  # their replies are settled once the connection is closed
-                await asyncio.gather(*self._inflight, return_exceptions=True)
-            self._client._forget(self)
+                await asyncio.wait(list(self._inflight), timeout=1.0)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: the sender is cancelled, the connection aborted, and messages not
+        confirmed yet fail with :class:`ClosedError`. Idempotent."""
+        self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+        self._fail_buffered()
+        closed = ClosedError(f"producer for {self.address!r} closed before confirmation")
+        for batch, _ in self._inflight.values():  # their replies are dropped when they fail
+            self._fail_entries(batch, closed)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
+        self._client._forget(self)
+
+    def _fail_buffered(self) -> None:
+        left = list(self._buffer)
+        self._buffer.clear()
+        self._buffer_bytes = 0
+        self._fail_entries(
+            left, ClosedError(f"producer for {self.address!r} closed before confirmation")
+        )
+        self._room.set()
+        self._idle.set()

@@ -33,6 +33,7 @@ from streamwire.rabbitmq.protocol.machine import (
 )
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.inflight import InflightTable
+from streamwire.transport.tasks import cancel_tasks
 from streamwire.transport.tcp import TcpStream, open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -228,6 +229,12 @@ class Connection:
             self._fail(exc)
             raise
 
+    def request_nowait(self, make: Callable[[int], Frame]) -> None:
+        """Send the request ``make(correlation_id)`` now and drop its response when it comes
+        (a producer or consumer letting go without waiting: DeletePublisher, Unsubscribe)."""
+        self.check()
+        self.send_nowait(make(self._machine.next_correlation_id()))
+
     async def send(self, frame: Frame) -> None:
         """Send a one-way frame (Credit, StoreOffset...).
 
@@ -290,9 +297,14 @@ class Connection:
                 data = await stream.read()
                 events = machine.receive_data(data, self._loop.time())
                 self._dispatch(events)
+                if self._error is not None:
+                    # unless aborted already, this lets out what was written before the
+                    # end (the answer to the broker's Close), then closes the socket
+                    await stream.aclose(timeout=1.0)
+                    return
                 if machine.has_data_to_send:
                     await self.flush()
-                if not data or self._error is not None:
+                if not data:
                     return
         except asyncio.CancelledError:
             raise
@@ -350,8 +362,12 @@ class Connection:
                 else:
                     sub.consumer_update(event)
             elif isinstance(event, ev.CloseRequested):
+                # the machine queued the answer: write it before the connection ends; the
+                # reader closes the socket once it is out
+                with contextlib.suppress(StreamwireError):
+                    self._stream.write(self._machine.data_to_send())
                 err = ERRORS.from_code(event.code, f"broker closed the connection: {event.reason}")
-                self._fail(ConnectionClosed(str(err)), cause=err)
+                self._fail(ConnectionClosed(str(err)), cause=err, abort=False)
             elif isinstance(event, ev.ConnectionClosedByPeer):
                 self._fail(ConnectionClosed(f"{self.address} closed the connection"))
             elif isinstance(event, ev.PeerWentSilent):
@@ -365,8 +381,14 @@ class Connection:
                     ConnectionClosed(f"protocol violation: {event.error}"), cause=event.error
                 )
 
-    def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
+    def _fail(
+        self, exc: StreamwireError, *, cause: BaseException | None = None, abort: bool = True
+    ) -> None:
+        """Record why the connection ended and tell every waiter and listener. ``abort``:
+        drop the socket now (else the reader closes it after what was already written)."""
         if self._error is not None:
+            if abort:
+                self._stream.abort()
             return
         if cause is not None:
             exc.__cause__ = cause
@@ -378,7 +400,8 @@ class Connection:
             listener.connection_lost(exc)
         for callback in self.on_lost:
             callback(exc)
-        self._stream.abort()
+        if abort:
+            self._stream.abort()
         self._closed.set()
         self._wakeup.set()
 
@@ -387,7 +410,8 @@ class Connection:
     async def close(self, timeout: float = 5.0) -> None:
         """Send Close, wait up to ``timeout`` for the answer, then drop the socket. Idempotent.
 
-        Cancellation: the socket is aborted and tasks are cancelled before re-raising.
+        Cancellation: the connection is aborted (:meth:`abort`) before ``CancelledError``
+        propagates; calling ``close()`` again waits for its tasks to end.
         """
         try:
             if self._error is None and self._machine.is_open:
@@ -396,11 +420,15 @@ class Connection:
                 with contextlib.suppress(StreamwireError, TimeoutError):
                     await self.flush()
                     await self._inflight.wait(corr, future, timeout)
-        finally:
             self._fail(ClosedError(f"connection to {self.address} was closed"))
-            for task in self._tasks:
-                task.cancel()
-            for task in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_tasks(self._tasks, timeout=1.0)
             await self._stream.aclose(timeout=1.0)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop the connection at once: the socket is aborted, every waiter and listener
+        hears :class:`ClosedError`, and the tasks are cancelled (not awaited). Idempotent."""
+        self._fail(ClosedError(f"connection to {self.address} was aborted"))
+        for task in self._tasks:
+            task.cancel()

@@ -41,6 +41,7 @@ from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotE
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 from streamwire.transport.resources import AsyncStartable
+from streamwire.transport.tasks import cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -450,27 +451,47 @@ class Consumer(AsyncStartable):
     async def close(self, timeout: float = 5.0) -> None:
         """Store the offset (with auto-commit), unsubscribe and stop. Idempotent.
 
-        Cancellation: the subscription ends with the connection if not before.
+        Cancellation: the consumer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
         self._closed = True
         self._arrived.set()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._recovering is not None:
-            self._recovering.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._recovering
+        try:
+            await cancel_tasks([*self._tasks, self._recovering], timeout=1.0)
+            conn = self._conn
+            if conn is not None and conn.is_open:
+                opts = self.options
+                if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
+                    with contextlib.suppress(StreamwireError):
+                        await conn.send(
+                            StoreOffset(self.name or "", self.stream, self._last_offset or 0)
+                        )
+                with contextlib.suppress(StreamwireError, TimeoutError):
+                    await conn.request(
+                        lambda corr: UnsubscribeRequest(corr, self._sid),
+                        SimpleResponse,
+                        timeout=timeout,
+                    )
+                conn.remove_subscriber(self._sid)
+                self._conn = None
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: tasks are cancelled and the subscription is dropped without waiting
+        for the broker's answer. Idempotent."""
+        self._closed = True
+        self._arrived.set()
+        for task in [*self._tasks, self._recovering]:
+            if task is not None:
+                task.cancel()
         conn, self._conn = self._conn, None
-        if conn is None or not conn.is_open:
-            return
-        opts = self.options
-        if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
-            with contextlib.suppress(StreamwireError):
-                await conn.send(StoreOffset(self.name or "", self.stream, self._last_offset or 0))
-        with contextlib.suppress(StreamwireError, TimeoutError):
-            await conn.request(
-                lambda corr: UnsubscribeRequest(corr, self._sid), SimpleResponse, timeout=timeout
-            )
-        conn.remove_subscriber(self._sid)
+        if conn is not None:
+            sid = self._sid
+            conn.remove_subscriber(sid)
+            if conn.is_open:
+                with contextlib.suppress(StreamwireError):
+                    conn.request_nowait(lambda corr: UnsubscribeRequest(corr, sid))
+        self._client._forget_child(self)

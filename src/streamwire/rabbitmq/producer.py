@@ -48,6 +48,7 @@ from streamwire.rabbitmq.protocol.publishing import (
     validate_reference,
 )
 from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.tasks import cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -577,7 +578,8 @@ class Producer(AsyncStartable):
 
         Messages still unconfirmed afterwards fail with :class:`ClosedError`.
 
-        Cancellation: the producer is closed without waiting further.
+        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
@@ -585,13 +587,8 @@ class Producer(AsyncStartable):
             if flush and self._error is None:
                 with contextlib.suppress(StreamwireError):
                     await self.flush(timeout)
-        finally:
             self._closed = True
-            for task in (self._sender, self._recovering):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            await cancel_tasks((self._sender, self._recovering), timeout=1.0)
             conn = self._conn
             if conn is not None and conn.is_open:
                 with contextlib.suppress(StreamwireError, TimeoutError):
@@ -601,8 +598,26 @@ class Producer(AsyncStartable):
                         timeout=5.0,
                     )
                 conn.remove_publisher(self._publisher_id)
-            self._conn = None
-            if self._outbox.pending:
-                self._fail_all(
-                    ClosedError(f"producer for {self.stream!r} closed before confirmation")
-                )
+                self._conn = None
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: tasks are cancelled, the publisher is deleted without waiting for
+        the answer, and unconfirmed messages fail with :class:`ClosedError`. Idempotent."""
+        self._closed = True
+        for task in (self._sender, self._recovering):
+            if task is not None:
+                task.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            pid = self._publisher_id
+            conn.remove_publisher(pid)
+            if conn.is_open:
+                with contextlib.suppress(StreamwireError):
+                    conn.request_nowait(lambda corr: DeletePublisherRequest(corr, pid))
+        if self._outbox.pending:
+            self._fail_all(ClosedError(f"producer for {self.stream!r} closed before confirmation"))
+        self._room.set()
+        self._idle.set()
+        self._client._forget_child(self)
