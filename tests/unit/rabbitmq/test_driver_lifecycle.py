@@ -11,7 +11,7 @@ import weakref
 import pytest
 
 import streamwire.rabbitmq as rmq
-from streamwire.errors import ClosedError
+from streamwire.errors import ClosedError, StreamwireError
 from streamwire.rabbitmq.protocol import frames as f
 from tests.proxy import wait_until
 from tests.rabbitmq_double import RabbitMQDouble
@@ -106,3 +106,29 @@ async def test_the_client_forgets_closed_producers_and_consumers(
     del producer, consumer, superstream
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+class _BrokenListener:
+    def connection_lost(self, exc: StreamwireError) -> None:
+        raise RuntimeError("listener bug")
+
+    def metadata_changed(self, stream: str, code: int) -> None:
+        pass
+
+    def confirmed(self, publishing_ids: tuple[int, ...]) -> None:
+        pass
+
+    def errored(self, errors: tuple[tuple[int, int], ...]) -> None:
+        pass
+
+
+async def test_a_listener_s_bug_does_not_stop_the_end_of_a_connection(
+    broker: RabbitMQDouble, client: rmq.Client
+) -> None:
+    conn = await client._locator_connection()
+    conn.add_publisher(conn.free_publisher_id(), _BrokenListener())
+    broker.sessions[0].hang_up()
+    async with asyncio.timeout(5):
+        await conn._closed.wait()
+    assert client._locator is None  # the client heard too, after the broken listener
+    await client.create_stream("s")  # and dials a new connection
