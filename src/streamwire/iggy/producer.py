@@ -37,8 +37,6 @@ from streamwire.codec.message import Confirmation, Message
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
-    FlushTimeout,
-    ProducerBufferFull,
     StreamwireError,
 )
 from streamwire.iggy._admin import topic_of
@@ -50,7 +48,12 @@ from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
-from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.resources import (
+    AsyncStartable,
+    wait_confirmed,
+    wait_flushed,
+    wait_for_bytes,
+)
 from streamwire.transport.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -213,18 +216,14 @@ class Producer(AsyncStartable):
         )
 
     async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        if not self._full(size):
-            return
-        if size > self.options.max_buffer_bytes:
-            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        await wait_for_room(
-            lambda: not self._full(size),
-            self._room,
+        await wait_for_bytes(
+            size,
             self.options.max_block if timeout is None else timeout,
+            has_room=lambda n: not self._full(n),
+            wake=self._room,
+            max_bytes=self.options.max_buffer_bytes,
             check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"producer buffer for {self.address!r} stayed full for {t} s"
-            ),
+            what=self.address,
         )
 
     async def send_and_wait(
@@ -309,16 +308,17 @@ class Producer(AsyncStartable):
 
         Cancellation: only the wait stops.
         """
-        wait = self.options.confirm_timeout if timeout is None else timeout
         self._work.set()
-        try:
-            async with asyncio.timeout(wait):
-                await self._idle.wait()
-        except TimeoutError:
-            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        await wait_flushed(
+            self._idle,
+            self.options.confirm_timeout if timeout is None else timeout,
+            pending=lambda: self.pending,
+            take_failure=self._take_failure,
+        )
+
+    def _take_failure(self) -> BaseException | None:
         failure, self._first_failure = self._first_failure, None
-        if failure is not None:
-            raise failure
+        return failure
 
     # --- the sender task -----------------------------------------------------------------
 

@@ -28,8 +28,6 @@ from streamwire.codec.message import Confirmation, Message
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
-    FlushTimeout,
-    ProducerBufferFull,
     StreamwireError,
 )
 from streamwire.rabbitmq._amqp_map import encode_message
@@ -47,7 +45,12 @@ from streamwire.rabbitmq.protocol.publishing import (
     encode_sub_batch,
     validate_reference,
 )
-from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.resources import (
+    AsyncStartable,
+    wait_confirmed,
+    wait_flushed,
+    wait_for_bytes,
+)
 from streamwire.transport.tasks import cancel_tasks
 
 if TYPE_CHECKING:
@@ -227,18 +230,14 @@ class Producer(AsyncStartable):
         )
 
     async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        if self._has_room(size):
-            return
-        if size > self.options.max_buffer_bytes:
-            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        await wait_for_room(
-            lambda: self._has_room(size),
-            self._room,
+        await wait_for_bytes(
+            size,
             self.options.max_block if timeout is None else timeout,
+            has_room=self._has_room,
+            wake=self._room,
+            max_bytes=self.options.max_buffer_bytes,
             check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"producer buffer for {self.stream!r} stayed full for {t} s"
-            ),
+            what=self.stream,
         )
 
     def _add(
@@ -464,17 +463,18 @@ class Producer(AsyncStartable):
         """
         if self._error is not None:
             raise self._error
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                await self._idle.wait()
-        except TimeoutError:
-            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        await wait_flushed(
+            self._idle,
+            self.options.confirm_timeout if timeout is None else timeout,
+            pending=lambda: self.pending,
+            take_failure=self._take_failure,
+        )
+
+    def _take_failure(self) -> BaseException | None:
         if self._error is not None:
-            raise self._error
+            return self._error
         failure, self._outbox.first_failure = self._outbox.first_failure, None
-        if failure is not None:
-            raise failure
+        return failure
 
     # --- the sender task -----------------------------------------------------------------
 
