@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Self, cast
 
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message
+from streamwire.codec.message import Confirmation, Message, confirmation
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -412,14 +412,14 @@ class Producer(AsyncStartable):
 
     def _resolve(self, batch: list[_Entry], partition: int, reply: SendConfirmations) -> None:
         base = None
-        for confirmation in reply.confirmations:
-            if confirmation.partition_id == partition:
-                base = confirmation.base_offset
-        new, address = tuple.__new__, self.address  # Confirmation(...) without its __new__
+        for sent in reply.confirmations:
+            if sent.partition_id == partition:
+                base = sent.base_offset
+        address = self.address
         for i, (_, _, future, _) in enumerate(batch):
             if not future.done():
                 offset = None if base is None else base + i
-                future.set_result(new(Confirmation, (None, offset, address, partition)))
+                future.set_result(confirmation(None, offset, address, partition))
 
     def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
         if self._first_failure is None:
