@@ -54,7 +54,7 @@ from streamwire.transport.resources import (
     wait_flushed,
     wait_for_bytes,
 )
-from streamwire.transport.tasks import cancel_and_wait
+from streamwire.transport.tasks import cancel_and_wait, cancel_now
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -459,8 +459,7 @@ class Producer(AsyncStartable):
         """Stop at once: the sender is cancelled, the connection aborted, and messages not
         confirmed yet fail with :class:`ClosedError`. Idempotent."""
         self._closed = True
-        if self._sender is not None:
-            self._sender.cancel()
+        cancel_now((self._sender,))
         self._fail_buffered()
         closed = ClosedError(f"producer for {self.address!r} closed before confirmation")
         for batch, _ in self._inflight.values():  # their replies are dropped when they fail

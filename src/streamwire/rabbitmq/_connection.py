@@ -25,12 +25,14 @@ from streamwire.errors import (
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol._frame import Frame
 from streamwire.rabbitmq.protocol.constants import ResponseCode
+from streamwire.rabbitmq.protocol.consuming import UnsubscribeRequest
 from streamwire.rabbitmq.protocol.errors import ERRORS
 from streamwire.rabbitmq.protocol.machine import (
     ConnectionSettings,
     ProtocolFailed,
     StreamsConnection,
 )
+from streamwire.rabbitmq.protocol.publishing import DeletePublisherRequest
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.driver import Driver
 from streamwire.transport.tcp import TcpStream, open_tcp
@@ -194,11 +196,24 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
             self._machine.send(frame)
         self.write_now()
 
-    def request_nowait(self, make: Callable[[int], Frame]) -> None:
-        """Send the request ``make(correlation_id)`` now and drop its response when it comes
-        (a producer or consumer letting go without waiting: DeletePublisher, Unsubscribe)."""
-        self.check()
-        self.send_nowait(make(self._machine.next_correlation_id()))
+    def drop_publisher(self, publisher_id: int) -> None:
+        """Forget a publisher and delete it on the broker without waiting for the answer
+        (a producer's abort): the id can be used again at once, as the broker handles the
+        frames of a connection in order."""
+        self.remove_publisher(publisher_id)
+        self._request_nowait(lambda corr: DeletePublisherRequest(corr, publisher_id))
+
+    def drop_subscriber(self, subscription_id: int) -> None:
+        """Forget a subscription and unsubscribe without waiting (a consumer's abort)."""
+        self.remove_subscriber(subscription_id)
+        self._request_nowait(lambda corr: UnsubscribeRequest(corr, subscription_id))
+
+    def _request_nowait(self, make: Callable[[int], Frame]) -> None:
+        """Send the request ``make(correlation_id)`` if the connection is open; its response
+        is dropped when it comes."""
+        if self.is_open:
+            with contextlib.suppress(StreamwireError):
+                self.send_nowait(make(self._machine.next_correlation_id()))
 
     async def send(self, frame: Frame) -> None:
         """Send a one-way frame (Credit, StoreOffset...).

@@ -45,7 +45,7 @@ from streamwire.rabbitmq.protocol.streams import (
 from streamwire.rabbitmq.superstream import SuperStreamConsumer, SuperStreamProducer
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
-from streamwire.transport.tasks import cancel_tasks
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("AddressResolver", "Client", "StreamInfo")
@@ -434,8 +434,7 @@ class Client(AsyncClosing):
         for child in list(self._children):
             child.abort()
         self._children.clear()
-        for task in self._opening.values():
-            task.cancel()
+        cancel_now(self._opening.values())
         for conn in self._connections():
             conn.abort()
         self._conns.clear()

@@ -40,7 +40,7 @@ from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotE
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 from streamwire.transport.resources import AsyncStartable, AutoCommit
-from streamwire.transport.tasks import cancel_tasks
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -469,14 +469,8 @@ class Consumer(AsyncStartable):
         for the broker's answer. Idempotent."""
         self._closed = True
         self._arrived.set()
-        for task in [*self._tasks, self._recovering]:
-            if task is not None:
-                task.cancel()
+        cancel_now([*self._tasks, self._recovering])
         conn, self._conn = self._conn, None
         if conn is not None:
-            sid = self._sid
-            conn.remove_subscriber(sid)
-            if conn.is_open:
-                with contextlib.suppress(StreamwireError):
-                    conn.request_nowait(lambda corr: UnsubscribeRequest(corr, sid))
+            conn.drop_subscriber(self._sid)
         self._client._forget_child(self)

@@ -51,7 +51,7 @@ from streamwire.transport.resources import (
     wait_flushed,
     wait_for_bytes,
 )
-from streamwire.transport.tasks import cancel_tasks
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -606,16 +606,10 @@ class Producer(AsyncStartable):
         """Stop at once: tasks are cancelled, the publisher is deleted without waiting for
         the answer, and unconfirmed messages fail with :class:`ClosedError`. Idempotent."""
         self._closed = True
-        for task in (self._sender, self._recovering):
-            if task is not None:
-                task.cancel()
+        cancel_now((self._sender, self._recovering))
         conn, self._conn = self._conn, None
         if conn is not None:
-            pid = self._publisher_id
-            conn.remove_publisher(pid)
-            if conn.is_open:
-                with contextlib.suppress(StreamwireError):
-                    conn.request_nowait(lambda corr: DeletePublisherRequest(corr, pid))
+            conn.drop_publisher(self._publisher_id)
         if self._outbox.pending:
             self._fail_all(ClosedError(f"producer for {self.stream!r} closed before confirmation"))
         self._room.set()

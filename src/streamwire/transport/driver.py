@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.transport.base import ByteStream
 from streamwire.transport.inflight import InflightTable
-from streamwire.transport.tasks import cancel_tasks
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 __all__ = ("Driver", "Machine")
 
@@ -260,5 +260,4 @@ class Driver(Generic[M, E, K]):
         hears :class:`ClosedError`, and the tasks are cancelled (not awaited). Idempotent."""
         self._closing = True
         self._fail(ClosedError(f"connection to {self.address} was aborted"))
-        for task in self._tasks:
-            task.cancel()
+        cancel_now(self._tasks)

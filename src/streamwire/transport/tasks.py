@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ("cancel_and_wait", "cancel_tasks", "caller_cancelled")
+__all__ = ("cancel_and_wait", "cancel_now", "cancel_tasks", "caller_cancelled")
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,14 @@ def _settle(task: asyncio.Future[Any]) -> None:
     exc = task.exception()
     if exc is not None:
         logger.debug("task %r ended with %r while it was being stopped", task, exc)
+
+
+def cancel_now(tasks: Iterable[asyncio.Future[Any] | None]) -> None:
+    """Cancel every task (``None`` entries skipped) without waiting: for ``abort()``
+    paths, which must not await."""
+    for task in tasks:
+        if task is not None:
+            task.cancel()
 
 
 async def cancel_tasks(

@@ -11,6 +11,7 @@ import pytest
 import streamwire.iggy as iggy
 from streamwire.errors import ClosedError
 from tests.iggy_lanes import Lane
+from tests.lifecycle import close_cancelled_then_closed
 from tests.sockets import HAS_PROC, tcp_connections_to, wait_connections_to
 
 pytestmark = pytest.mark.skipif(not HAS_PROC, reason="counts sockets through /proc")
@@ -25,16 +26,10 @@ async def test_close_cancelled(server: Lane) -> None:
         consumer = await client.consumer("close-cancelled/t", name="c")
         futures = await producer.send_batch([b"m%d" % i for i in range(1000)])
         assert len(tcp_connections_to(server.port)) - before == 3
-
-        closing = asyncio.create_task(client.close())
-        await asyncio.sleep(0)  # close() started: the producer flushes
-        closing.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            async with asyncio.timeout(30):
-                await closing
+        await close_cancelled_then_closed(client)
     finally:
         async with asyncio.timeout(30):
-            await client.close()  # a second close finishes the job
+            await client.close()
     left = await wait_connections_to(server.port)
     assert len(left) <= before, left
     # each message was confirmed before the cancellation, or failed with the close

@@ -13,6 +13,7 @@ import streamwire.iggy as iggy
 from streamwire.errors import ClosedError
 from streamwire.iggy._connection import Connection, Credentials
 from tests.iggy_double import IggyDouble
+from tests.lifecycle import cancel, close_cancelled_then_closed
 from tests.proxy import wait_until
 from tests.sockets import HAS_PROC, wait_connections_to
 
@@ -21,13 +22,6 @@ from tests.sockets import HAS_PROC, wait_connections_to
 async def double() -> AsyncIterator[IggyDouble]:
     async with IggyDouble() as server:
         yield server
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        async with asyncio.timeout(10):
-            await task
 
 
 @pytest.mark.skipif(not HAS_PROC, reason="counts sockets through /proc")
@@ -42,12 +36,10 @@ async def test_a_cancelled_client_close_leaves_no_connection(double: IggyDouble)
         await wait_until(lambda: bool(double.dropped), 5, "the batch reached the server")
         assert len(await wait_connections_to(double.port, timeout=0)) == 3
 
-        closing = asyncio.create_task(client.close())
-        await asyncio.sleep(0)  # close() started: it waits in the producer's flush
-        await _cancel(closing)
+        await close_cancelled_then_closed(client)  # the close's flush waits in the producer
     finally:
         async with asyncio.timeout(10):
-            await client.close()  # a second close finishes the job
+            await client.close()
     assert await wait_connections_to(double.port) == []
     assert all(isinstance(fut.exception(), ClosedError) for fut in futures)
     with pytest.raises(ClosedError):
@@ -65,7 +57,7 @@ async def test_a_cancellation_while_the_connection_stops_its_tasks_reaches_the_c
     closing = asyncio.create_task(conn.close())
     # logged out: close() now waits for its tasks to end
     await wait_until(lambda: conn.error is not None, 5, "logged out", step=0)
-    await _cancel(closing)
+    await cancel(closing)
     assert isinstance(conn.error, ClosedError)
     assert not conn.is_open
 
@@ -78,7 +70,7 @@ async def test_a_close_cancelled_while_logging_out_drops_the_socket(double: Iggy
     double.silence(1)  # the logout goes unanswered
     closing = asyncio.create_task(conn.close(timeout=30))
     await wait_until(lambda: bool(double.dropped), 5, "the logout reached the server")
-    await _cancel(closing)
+    await cancel(closing)
     assert await wait_connections_to(double.port) == []
     async with asyncio.timeout(5):
         await conn.close()  # again: nothing left to do, and no error

@@ -13,6 +13,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.errors import ClosedError, StreamwireError
 from streamwire.rabbitmq.protocol import frames as f
+from tests.lifecycle import cancel, close_cancelled_then_closed
 from tests.proxy import wait_until
 from tests.rabbitmq_double import RabbitMQDouble
 from tests.sockets import HAS_PROC, wait_connections_to
@@ -26,13 +27,6 @@ async def stream(client: rmq.Client) -> str:
     return "orders"
 
 
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        async with asyncio.timeout(10):
-            await task
-
-
 @needs_proc
 async def test_a_cancelled_client_close_leaves_no_connection(
     broker: RabbitMQDouble, client: rmq.Client, stream: str
@@ -44,12 +38,7 @@ async def test_a_cancelled_client_close_leaves_no_connection(
     await broker.until(lambda: broker.held)
     assert len(await wait_connections_to(broker.port, timeout=0)) == 3  # locator, both roles
 
-    closing = asyncio.create_task(client.close())
-    await asyncio.sleep(0)  # close() started: it waits in the producer's flush
-    await _cancel(closing)
-
-    async with asyncio.timeout(10):
-        await client.close()  # a second close finishes the job
+    await close_cancelled_then_closed(client)  # the close's flush waits in the producer
     assert await wait_connections_to(broker.port) == []
     assert all(isinstance(fut.exception(), ClosedError) for fut in futures)
     with pytest.raises(ClosedError):
@@ -68,7 +57,7 @@ async def test_a_cancelled_producer_close_aborts_the_producer(
     await broker.until(lambda: broker.held)
     closing = asyncio.create_task(producer.close())
     await asyncio.sleep(0)
-    await _cancel(closing)
+    await cancel(closing)
     assert isinstance(future.exception(), ClosedError)
     # the publisher is deleted without waiting for the answer, so its id can be reused
     await broker.until(lambda: broker.frames(f.DeletePublisherRequest))
@@ -84,7 +73,7 @@ async def test_a_cancellation_while_the_connection_stops_its_tasks_reaches_the_c
     closing = asyncio.create_task(conn.close())
     # answered: close() now waits for its tasks to end
     await wait_until(lambda: conn.error is not None, 5, "Close answered", step=0)
-    await _cancel(closing)
+    await cancel(closing)
     assert isinstance(conn.error, ClosedError)
 
 

@@ -14,6 +14,15 @@ async def _forever() -> None:
     await asyncio.Event().wait()
 
 
+async def _stubborn(release: asyncio.Event) -> None:
+    """Ignores cancellation until ``release`` is set."""
+    while not release.is_set():
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            continue
+
+
 async def test_the_task_is_cancelled_and_awaited() -> None:
     task = asyncio.create_task(_forever())
     await asyncio.sleep(0)
@@ -47,15 +56,7 @@ async def test_the_current_task_is_skipped() -> None:
 
 async def test_a_task_that_will_not_end_is_left_after_the_timeout() -> None:
     release = asyncio.Event()
-
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await release.wait()
-            except asyncio.CancelledError:
-                continue
-
-    task = asyncio.create_task(stubborn())
+    task = asyncio.create_task(_stubborn(release))
     await asyncio.sleep(0)
     async with asyncio.timeout(5):
         await cancel_and_wait(task, timeout=0.05)
@@ -114,15 +115,7 @@ async def test_a_cancellation_already_being_handled_is_raised_again() -> None:
 
 async def test_a_timeout_around_the_wait_still_fires() -> None:
     release = asyncio.Event()
-
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await release.wait()
-            except asyncio.CancelledError:
-                continue
-
-    task = asyncio.create_task(stubborn())
+    task = asyncio.create_task(_stubborn(release))
     await asyncio.sleep(0)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.05):
