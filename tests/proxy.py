@@ -26,6 +26,8 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from tests.sockets import open_sockets
+
 __all__ = ("FaultProxy", "LeakCheck", "wait_until")
 
 
@@ -164,29 +166,19 @@ class FaultProxy:
                 await self._server.wait_closed()
 
 
-async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every 20 ms; fail the test with ``what`` if it is still false after
-    ``timeout`` seconds."""
+async def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, *, step: float = 0.02
+) -> None:
+    """Poll ``condition`` every ``step`` seconds (0: at every turn of the event loop); fail
+    the test with ``what`` if it is still false after ``timeout`` seconds."""
     try:
         async with asyncio.timeout(timeout):
             while True:
                 if condition():
                     return
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(step)
     except TimeoutError:
         raise AssertionError(f"not within {timeout} s: {what}") from None
-
-
-def _sockets() -> set[str]:
-    """This process's open sockets (``socket:[inode]``); empty where /proc is missing."""
-    found: set[str] = set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/self/fd/{name}")
-                if target.startswith("socket:"):
-                    found.add(target)
-    return found
 
 
 class LeakCheck:
@@ -199,7 +191,7 @@ class LeakCheck:
 
     def __init__(self) -> None:
         self._tasks = set(asyncio.all_tasks())
-        self._sockets = _sockets()
+        self._sockets = open_sockets()
 
     def leftovers(
         self, expected: frozenset[str] = frozenset()
@@ -210,7 +202,7 @@ class LeakCheck:
             for t in asyncio.all_tasks()
             if t not in self._tasks and t is not current and not t.done()
         ]
-        sockets = sorted(_sockets() - self._sockets - expected)
+        sockets = sorted(open_sockets() - self._sockets - expected)
         return tasks, sockets
 
     async def verify(self, timeout: float = 5.0, *, expected: Iterable[int] = ()) -> None:

@@ -19,7 +19,15 @@ from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
 from streamwire.errors import ConfigurationError
 
-__all__ = ("Confirmation", "Message", "datetime_to_us", "outgoing", "us_to_datetime")
+__all__ = (
+    "Confirmation",
+    "Message",
+    "confirmation",
+    "datetime_to_us",
+    "outgoing",
+    "received_message",
+    "us_to_datetime",
+)
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -91,17 +99,10 @@ class Message:
         partition: int | None = None,
         id: int | None = None,
     ) -> Message:
-        """Build a message from decoded wire data without re-validating it (decoders only)."""
-        msg = cls.__new__(cls)
-        msg.value = value
-        msg.key = key
-        msg.headers = headers if headers is not None else {}
-        msg.timestamp_us = timestamp_us
-        msg.offset = offset
-        msg.stream = stream
-        msg.partition = partition
-        msg.id = id
-        return msg
+        """Build a message from decoded wire data without re-validating it (decoders only;
+        hot loops call :func:`received_message`, positional)."""
+        headers = headers if headers is not None else {}
+        return received_message(value, key, headers, timestamp_us, offset, stream, partition, id)
 
     @property
     def timestamp(self) -> datetime | None:
@@ -162,3 +163,39 @@ class Confirmation(NamedTuple):
     offset: int | None = None
     stream: str | None = None
     partition: int | None = None
+
+
+_new_object: Final = object.__new__
+_new_tuple: Final = tuple.__new__
+
+
+def received_message(
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, HeaderValue],
+    timestamp_us: int | None,
+    offset: int | None,
+    stream: str | None,
+    partition: int | None,
+    id: int | None,
+) -> Message:
+    """The one fast constructor of received messages, for the decoders' hot loops:
+    positional, and nothing is validated or copied (``headers`` is kept as given)."""
+    msg = _new_object(Message)
+    msg.value = value
+    msg.key = key
+    msg.headers = headers
+    msg.timestamp_us = timestamp_us
+    msg.offset = offset
+    msg.stream = stream
+    msg.partition = partition
+    msg.id = id
+    return msg
+
+
+def confirmation(
+    publishing_id: int | None, offset: int | None, stream: str | None, partition: int | None
+) -> Confirmation:
+    """The one fast constructor of confirmations, for the producers' hot loops: positional,
+    without the named tuple's own ``__new__`` (keywords and defaults, in Python)."""
+    return _new_tuple(Confirmation, (publishing_id, offset, stream, partition))

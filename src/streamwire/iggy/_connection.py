@@ -1,7 +1,9 @@
 """The asyncio driver of one Iggy connection.
 
-It moves bytes and owns two tasks: a reader that feeds the sans-IO machine, and a timer
-that wakes the machine at its deadlines (reply timeouts, heartbeat pings). Requests are
+The reader (feeding the sans-IO machine) and the timer (waking it at its deadlines: reply
+timeouts, heartbeat pings), the table of requests awaiting replies, the end and closing are
+the shared driver core (:mod:`streamwire.transport.driver`); this module adds the wire.
+Requests are
 written in the order they are made, under a lock; replies come back in that order (the
 server handles a connection's requests one at a time) and resolve one future each. Up to
 ``MachineSettings.max_in_flight`` reads and SendMessages may await their replies at once
@@ -14,9 +16,7 @@ recorded exception.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
@@ -46,6 +46,7 @@ from streamwire.iggy.protocol.system import (
 )
 from streamwire.transport.base import ByteStream
 from streamwire.transport.deadline import Deadline
+from streamwire.transport.driver import Driver
 from streamwire.transport.tcp import open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -85,23 +86,16 @@ def _operation(payload: RequestPayload[Any]) -> Operation:
     return operation
 
 
-class Connection:
+class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
     """A logged-in connection. Create with :meth:`open`; close with :meth:`close`."""
 
+    wire = "iggy"
+
     def __init__(self, stream: ByteStream, machine: IggyConnection, address: str) -> None:
-        self._stream = stream
-        self._machine = machine
-        self.address = address
-        self._loop = asyncio.get_running_loop()
+        super().__init__(stream, machine, address)
         self._lock = asyncio.Lock()  # writing order; held through a request that goes alone
-        self._waiters: dict[PendingRequest, asyncio.Future[Any]] = {}
         self._progress = asyncio.Event()  # a reply arrived or the connection ended
-        self._wakeup = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._error: StreamwireError | None = None
-        self._closing = False
         self.login: LoginReply | None = None
-        self.on_lost: list[Callable[[StreamwireError], None]] = []
 
     # --- opening -------------------------------------------------------------------------
 
@@ -142,10 +136,7 @@ class Connection:
     ) -> Connection:
         """Log in over an already connected stream (used by :meth:`open` and tests)."""
         self = cls(stream, IggyConnection(settings, stats=stats), address)
-        self._tasks = [
-            asyncio.create_task(self._read_loop(), name=f"streamwire-iggy-reader {address}"),
-            asyncio.create_task(self._timer_loop(), name=f"streamwire-iggy-timer {address}"),
-        ]
+        self._start_tasks()
         deadline = deadline or Deadline(None)
         try:
             async with deadline.scope(ConnectTimeout, what=f"logging in to {address}"):
@@ -158,23 +149,8 @@ class Connection:
     # --- state ---------------------------------------------------------------------------
 
     @property
-    def machine(self) -> IggyConnection:
-        return self._machine
-
-    @property
     def is_open(self) -> bool:
         return self._error is None and self._machine.is_ready
-
-    @property
-    def error(self) -> StreamwireError | None:
-        """Why the connection ended, once it has."""
-        return self._error
-
-    def check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closing:
-            raise ClosedError(f"connection to {self.address} is closing")
 
     # --- requests ------------------------------------------------------------------------
 
@@ -243,11 +219,8 @@ class Connection:
             await self._progress.wait()
 
     def _register(self, pending: PendingRequest) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = self._loop.create_future()
         # the reply may come after its caller went away (cancelled): never warn about it
-        future.add_done_callback(_consume)
-        self._waiters[pending] = future
-        return future
+        return self._inflight.register(pending, on_done=_consume)
 
     async def _outcome(
         self, pending: PendingRequest, future: asyncio.Future[Any], *, locked: bool
@@ -284,46 +257,10 @@ class Connection:
         await self.request(Ping(), timeout=timeout)
 
     async def _flush(self) -> None:
-        data = self._machine.data_to_send()
-        self._wakeup.set()
-        if data:
-            try:
-                await self._stream.send(data)
-            except StreamwireError as exc:
-                self._fail(exc)
-                raise
+        self._wakeup.set()  # a reply deadline may have come first
+        await self.flush()
 
-    # --- background tasks ----------------------------------------------------------------
-
-    async def _read_loop(self) -> None:
-        machine, stream = self._machine, self._stream
-        try:
-            while self._error is None:
-                data = await stream.read()
-                self._dispatch(machine.receive_data(data, self._loop.time()))
-                if not data:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except StreamwireError as exc:
-            self._fail(exc)
-        except Exception as exc:  # a bug: record it so that nobody waits forever
-            logger.exception("Iggy reader for %s failed", self.address)
-            self._fail(ConnectionClosed(f"reader failed: {exc!r}"), cause=exc)
-
-    async def _timer_loop(self) -> None:
-        machine = self._machine
-        try:
-            while self._error is None:
-                deadline = machine.next_deadline()
-                delay = None if deadline is None else max(0.0, deadline - self._loop.time())
-                self._wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wakeup.wait()
-                self._dispatch(machine.advance_time(self._loop.time()))
-        except asyncio.CancelledError:
-            raise
+    # --- events --------------------------------------------------------------------------
 
     def _dispatch(self, events: list[ev.Event]) -> None:
         for event in events:
@@ -338,13 +275,7 @@ class Connection:
             elif isinstance(event, ev.ConnectionClosedByPeer):
                 self._fail(ConnectionClosed(f"{self.address} closed the connection"))
             elif isinstance(event, ev.HeartbeatDue) and not self._lock.locked():
-                task = asyncio.create_task(self._heartbeat(), name="streamwire-iggy-ping")
-                self._tasks.append(task)
-                task.add_done_callback(self._forget_task)
-
-    def _forget_task(self, task: asyncio.Task[None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._tasks.remove(task)
+                self._spawn(self._heartbeat(), name="streamwire-iggy-ping")
 
     async def _heartbeat(self) -> None:
         try:
@@ -355,65 +286,28 @@ class Connection:
     def _resolve(
         self, pending: PendingRequest, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        future = self._waiters.pop(pending, None)
-        if future is None or future.done():
-            logger.debug("dropping the reply to %s: nobody waits", pending.command.name)
-        elif error is not None:
-            future.set_exception(error)
+        if error is not None:
+            self._inflight.fail(pending, error)
         else:
-            future.set_result(result)
+            self._inflight.resolve(pending, result)
         self._progress.set()
         self._wakeup.set()  # the next deadline moved (reply deadline → heartbeat)
 
-    def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
-        if self._error is not None:
-            return
-        if cause is not None:
-            exc.__cause__ = cause
-        self._error = exc
-        logger.debug("connection to %s ended: %s", self.address, exc)
-        waiters, self._waiters = self._waiters, {}
-        for future in waiters.values():
-            if not future.done():
-                future.set_exception(exc)
+    def _ended(self) -> None:
         self._progress.set()
-        self._wakeup.set()
-        self._stream.abort()
-        for callback in list(self.on_lost):
-            try:
-                callback(exc)
-            except Exception:  # a listener bug must not stop the others
-                logger.exception("connection-lost listener failed")
 
     # --- closing -------------------------------------------------------------------------
 
-    async def close(self, timeout: float = 5.0) -> None:
-        """Log out (best effort, within ``timeout``), then drop the socket. Idempotent.
-
-        Cancellation: the socket is aborted and tasks are cancelled before re-raising.
-        """
-        if self._closing:
-            return
-        try:
-            if self.is_open:
-                with contextlib.suppress(StreamwireError, TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self.request(LogoutUser(), timeout=timeout)
-        finally:
-            self._closing = True
-            await self._shutdown(ClosedError(f"connection to {self.address} was closed"))
+    async def _goodbye(self, timeout: float) -> None:
+        """Log out."""
+        if self.is_open:
+            await self.request(LogoutUser(), timeout=timeout)
 
     async def _shutdown(self, reason: StreamwireError) -> None:
-        self._closing = True
         self._fail(reason)
         self._machine.close()
-        tasks, self._tasks = list(self._tasks), []
-        current = asyncio.current_task()
-        for task in tasks:
-            if task is not current:
-                task.cancel()
-        for task in tasks:
-            if task is not current:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        await self._stream.aclose(timeout=1.0)
+        await super()._shutdown(reason)
+
+    def abort(self) -> None:
+        super().abort()
+        self._machine.close()

@@ -105,7 +105,8 @@ class Client(AdminMixin, AsyncClosing):
         another client id (docs/iggy.md, "How a reply is matched")."""
         self._conn: Connection | None = None
         self._children: set[Producer | Consumer] = set()
-        self._closed = False
+        self._closing = False  # no new work
+        self._closed = False  # everything was closed cleanly
 
     # --- connections ---------------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class Client(AdminMixin, AsyncClosing):
             return await retry(self._dial, self.reconnect, cause=exc, what=what)
 
     def _check(self) -> None:
-        if self._closed:
+        if self._closing:
             raise ClosedError("client is closed")
 
     def _forget(self, child: Producer | Consumer) -> None:
@@ -368,15 +369,29 @@ class Client(AdminMixin, AsyncClosing):
     async def close(self) -> None:
         """Close producers (flushing), consumers and the connection. Idempotent.
 
-        Cancellation: remaining connections are aborted.
+        Cancellation: whatever was not closed yet is aborted (producers, consumers, the
+        connection) before ``CancelledError`` propagates.
         """
+        self._closing = True
         if self._closed:
             return
-        self._closed = True
+        try:
+            for child in list(self._children):
+                with contextlib.suppress(StreamwireError):
+                    await child.close()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+            self._closed = True
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop everything at once: producers, consumers and the connection. Idempotent."""
+        self._closing = True
         for child in list(self._children):
-            with contextlib.suppress(StreamwireError):
-                await child.close()
+            child.abort()
         self._children.clear()
         conn, self._conn = self._conn, None
         if conn is not None:
-            await conn.close()
+            conn.abort()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Self
@@ -58,7 +57,7 @@ from streamwire.iggy.protocol.messaging import (
     StoreConsumerOffset,
 )
 from streamwire.iggy.protocol.streams import GetTopic
-from streamwire.transport.resources import AsyncStartable
+from streamwire.transport.resources import AsyncStartable, AutoCommit
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -105,8 +104,7 @@ class Consumer(AsyncStartable):
         self._ahead: deque[tuple[Connection, int, int, asyncio.Future[PolledMessages]]] = deque()
         self._last: dict[int, int] = {}
         self._committed: dict[int, int] = {}
-        self._uncommitted = 0
-        self._commit_due: float | None = None
+        self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._generation: int | None = None
         self._closed = False
         self._started = False
@@ -379,15 +377,7 @@ class Consumer(AsyncStartable):
                 self._last[msg.partition] = msg.offset
         if self.name is None and self.group is None:
             return
-        opts = self.options
-        self._uncommitted += len(messages)
-        now = time.monotonic()
-        due = bool(opts.auto_commit_messages and self._uncommitted >= opts.auto_commit_messages)
-        if opts.auto_commit_interval is not None:
-            if self._commit_due is None:
-                self._commit_due = now + opts.auto_commit_interval
-            due = due or now >= self._commit_due
-        if due:
+        if self._auto.handed_out(len(messages)):
             try:
                 await self.commit()
             except StreamwireError as exc:  # retried at the next commit point
@@ -423,8 +413,7 @@ class Consumer(AsyncStartable):
                 )
             )
             self._committed[pid] = value
-        self._uncommitted = 0
-        self._commit_due = None
+        self._auto.stored()
 
     def _only_partition(self) -> int:
         if len(self._partitions) == 1:
@@ -454,28 +443,37 @@ class Consumer(AsyncStartable):
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close the connection. Idempotent.
 
-        Cancellation: the connection is closed without waiting further.
+        Cancellation: the consumer is aborted (:meth:`abort`: its connection is dropped)
+        before ``CancelledError`` propagates.
         """
         if self._closed:
             return
         self._closed = True
         self._drop_ahead()
-        conn, self._conn = self._conn, None
         try:
+            conn = self._conn
             if conn is not None and conn.is_open:
-                opts = self.options
-                if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
-                    self._conn = conn
+                if self._auto.owed:
                     with contextlib.suppress(StreamwireError):
                         await self.commit()
-                    self._conn = None
                 if self.group is not None:
                     with contextlib.suppress(StreamwireError):
                         await conn.request(
                             LeaveConsumerGroup(self.stream, self.topic, Identifier(self.group)),
                             timeout=5.0,
                         )
-        finally:
+            self._conn = None
             if conn is not None:
                 await conn.close()
-            self._client._forget(self)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: the connection is aborted (the server drops the group membership
+        with it). Idempotent."""
+        self._closed = True
+        self._drop_ahead()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
+        self._client._forget(self)

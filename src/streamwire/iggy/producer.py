@@ -33,12 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Self, cast
 
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message, outgoing
+from streamwire.codec.message import Confirmation, Message, confirmation, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
-    FlushTimeout,
-    ProducerBufferFull,
     StreamwireError,
 )
 from streamwire.iggy._connection import Connection
@@ -50,7 +48,13 @@ from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
-from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.resources import (
+    AsyncStartable,
+    wait_confirmed,
+    wait_flushed,
+    wait_for_bytes,
+)
+from streamwire.transport.tasks import cancel_and_wait, cancel_now
 
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
@@ -212,18 +216,14 @@ class Producer(AsyncStartable):
         )
 
     async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        if not self._full(size):
-            return
-        if size > self.options.max_buffer_bytes:
-            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        await wait_for_room(
-            lambda: not self._full(size),
-            self._room,
+        await wait_for_bytes(
+            size,
             self.options.max_block if timeout is None else timeout,
+            has_room=lambda n: not self._full(n),
+            wake=self._room,
+            max_bytes=self.options.max_buffer_bytes,
             check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"producer buffer for {self.address!r} stayed full for {t} s"
-            ),
+            what=self.address,
         )
 
     async def send_and_wait(
@@ -308,16 +308,17 @@ class Producer(AsyncStartable):
 
         Cancellation: only the wait stops.
         """
-        wait = self.options.confirm_timeout if timeout is None else timeout
         self._work.set()
-        try:
-            async with asyncio.timeout(wait):
-                await self._idle.wait()
-        except TimeoutError:
-            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        await wait_flushed(
+            self._idle,
+            self.options.confirm_timeout if timeout is None else timeout,
+            pending=lambda: self.pending,
+            take_failure=self._take_failure,
+        )
+
+    def _take_failure(self) -> BaseException | None:
         failure, self._first_failure = self._first_failure, None
-        if failure is not None:
-            raise failure
+        return failure
 
     # --- the sender task -----------------------------------------------------------------
 
@@ -411,14 +412,14 @@ class Producer(AsyncStartable):
 
     def _resolve(self, batch: list[_Entry], partition: int, reply: SendConfirmations) -> None:
         base = None
-        for confirmation in reply.confirmations:
-            if confirmation.partition_id == partition:
-                base = confirmation.base_offset
-        new, address = tuple.__new__, self.address  # Confirmation(...) without its __new__
+        for sent in reply.confirmations:
+            if sent.partition_id == partition:
+                base = sent.base_offset
+        address = self.address
         for i, (_, _, future, _) in enumerate(batch):
             if not future.done():
                 offset = None if base is None else base + i
-                future.set_result(new(Confirmation, (None, offset, address, partition)))
+                future.set_result(confirmation(None, offset, address, partition))
 
     def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
         if self._first_failure is None:
@@ -434,7 +435,8 @@ class Producer(AsyncStartable):
 
         Messages still unconfirmed afterwards fail with :class:`ClosedError`.
 
-        Cancellation: the producer is closed without waiting further.
+        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
@@ -442,22 +444,37 @@ class Producer(AsyncStartable):
             if flush and self._sender is not None:
                 with contextlib.suppress(StreamwireError):
                     await self.flush(timeout)
-        finally:
             self._closed = True
-            if self._sender is not None:
-                self._sender.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._sender
-            left = list(self._buffer)
-            self._buffer.clear()
-            self._fail_entries(
-                left, ClosedError(f"producer for {self.address!r} closed before confirmation")
-            )
-            self._room.set()
-            self._idle.set()
+            await cancel_and_wait(self._sender, timeout=1.0)
+            self._fail_buffered()
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
             if self._inflight:  # their replies are settled once the connection is closed
-                await asyncio.gather(*self._inflight, return_exceptions=True)
-            self._client._forget(self)
+                await asyncio.wait(list(self._inflight), timeout=1.0)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: the sender is cancelled, the connection aborted, and messages not
+        confirmed yet fail with :class:`ClosedError`. Idempotent."""
+        self._closed = True
+        cancel_now((self._sender,))
+        self._fail_buffered()
+        closed = ClosedError(f"producer for {self.address!r} closed before confirmation")
+        for batch, _ in self._inflight.values():  # their replies are dropped when they fail
+            self._fail_entries(batch, closed)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
+        self._client._forget(self)
+
+    def _fail_buffered(self) -> None:
+        left = list(self._buffer)
+        self._buffer.clear()
+        self._buffer_bytes = 0
+        self._fail_entries(
+            left, ClosedError(f"producer for {self.address!r} closed before confirmation")
+        )
+        self._room.set()
+        self._idle.set()

@@ -384,11 +384,30 @@ class NatsLink:
             raise translate_nats(exc, "flushing NATS") from exc
 
     async def close(self) -> None:
-        """Flush what is queued and close. Idempotent; never raises a nats error."""
+        """Flush what is queued and close. Idempotent; never raises a nats error.
+
+        Cancellation: the socket is closed at once before ``CancelledError`` propagates
+        (nats-py marks itself closed as its close starts, so a second call would not finish
+        an interrupted one).
+        """
         if self._closing:
             return
         self._closing = True
+        closed = False
         try:
             await self._nc.close()
+            closed = True
         except (nats.errors.Error, OSError) as exc:
             logger.debug("closing NATS failed: %s", exc)
+        finally:
+            if not closed:
+                self._drop_socket()
+
+    def _drop_socket(self) -> None:
+        """Close nats-py's transport, which its interrupted close left open."""
+        transport = getattr(self._nc, "_transport", None)
+        if transport is not None:
+            try:
+                transport.close()
+            except Exception as exc:  # already closed, or never opened
+                logger.debug("dropping the NATS socket failed: %r", exc)

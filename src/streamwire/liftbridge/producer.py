@@ -28,7 +28,6 @@ from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
-    FlushTimeout,
     ProducerBufferFull,
     StreamwireError,
 )
@@ -42,7 +41,12 @@ from streamwire.liftbridge.protocol.messages import (
     partition_subject,
 )
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate
-from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.resources import (
+    AsyncStartable,
+    wait_confirmed,
+    wait_flushed,
+    wait_for_room,
+)
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -412,19 +416,17 @@ class Producer(AsyncStartable):
 
         Cancellation: only the wait stops.
         """
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        scope = asyncio.timeout(wait)
-        try:
-            async with scope:
-                await self._client._flush_nats(None)
-                await self._idle.wait()
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise
-            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from exc
+        await wait_flushed(
+            self._idle,
+            self.options.confirm_timeout if timeout is None else timeout,
+            pending=lambda: self.pending,
+            take_failure=self._take_failure,
+            first=lambda: self._client._flush_nats(None),
+        )
+
+    def _take_failure(self) -> BaseException | None:
         failure, self._first_failure = self._first_failure, None
-        if failure is not None:
-            raise failure
+        return failure
 
     # --- closing -----------------------------------------------------------------------
 

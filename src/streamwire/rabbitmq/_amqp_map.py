@@ -24,7 +24,7 @@ from streamwire.codec import amqp
 from streamwire.codec.amqp import Symbol, decode_data_body, encode_data_body
 from streamwire.codec.checksums import crc32
 from streamwire.codec.headers import HeaderKind, HeaderValue
-from streamwire.codec.message import Message
+from streamwire.codec.message import Message, received_message
 from streamwire.errors import ChecksumMismatchError, ConfigurationError, DecodeError
 from streamwire.rabbitmq.protocol.chunk import (
     CHUNK_HEADER_SIZE,
@@ -127,12 +127,12 @@ def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: st
     """A received message from one chunk record (AMQP decoded; raw bytes if not AMQP)."""
     body = decode_data_body(record)
     if body is not None:
-        return Message.received(body, offset=offset, timestamp_us=timestamp_us, stream=stream)
+        return received_message(body, None, {}, timestamp_us, offset, stream, None, None)
     raw = bytes(record)
     try:
         decoded = amqp.decode_message(raw)
     except DecodeError:
-        return Message.received(raw, offset=offset, timestamp_us=timestamp_us, stream=stream)
+        return received_message(raw, None, {}, timestamp_us, offset, stream, None, None)
     value = decoded.body_bytes
     if value is None:
         inner = decoded.body.value if isinstance(decoded.body, amqp.AmqpValue) else None
@@ -146,11 +146,9 @@ def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: st
     headers = (
         {name: from_amqp(v) for name, v in decoded.application_properties.items()}
         if decoded.application_properties
-        else None
+        else {}
     )
-    return Message.received(
-        value, key=key, headers=headers, offset=offset, timestamp_us=timestamp_us, stream=stream
-    )
+    return received_message(value, key, headers, timestamp_us, offset, stream, None, None)
 
 
 _DATA8: Final = b"\x00\x53\x75\xa0"
@@ -198,7 +196,7 @@ def decode_chunk(
     ts = header.timestamp * 1000
     out: list[Message] = []
     append = out.append
-    new = object.__new__
+    new = received_message
     unpack = _SIZE.unpack_from
     pos = start
     while pos < end:
@@ -223,16 +221,7 @@ def decode_chunk(
             raise DecodeError(f"entry of {size} bytes", pos - 4, frame="Deliver")
         if offset >= skip_below:
             if amqp and size >= 5 and chunk[pos + 4] == size - 5 and chunk[pos : pos + 4] == _DATA8:
-                m = new(Message)
-                m.value = chunk[pos + 5 : stop]
-                m.key = None
-                m.headers = {}
-                m.timestamp_us = ts
-                m.offset = offset
-                m.stream = stream
-                m.partition = None
-                m.id = None
-                append(m)
+                append(new(chunk[pos + 5 : stop], None, {}, ts, offset, stream, None, None))
             elif amqp:
                 append(decode_record(memoryview(chunk)[pos:stop], offset, ts, stream))
             else:
@@ -249,4 +238,4 @@ def decode_chunk(
 
 
 def _raw(record: bytes | memoryview, offset: int, ts: int, stream: str) -> Message:
-    return Message.received(bytes(record), offset=offset, timestamp_us=ts, stream=stream)
+    return received_message(bytes(record), None, {}, ts, offset, stream, None, None)

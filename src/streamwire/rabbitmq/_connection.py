@@ -1,14 +1,14 @@
 """The asyncio driver of one RabbitMQ Streams connection.
 
-It only moves bytes and owns tasks: a reader task feeds the sans-IO machine and dispatches
-its events; a heartbeat task wakes the machine when it has something to do. Requests are
-matched to responses through an in-flight table; when the connection ends, every waiter and
-every registered listener learns why, through one recorded exception.
+The reader and heartbeat tasks, the in-flight table, the end and closing are the shared
+driver core (:mod:`streamwire.transport.driver`); this module adds the wire: the handshake,
+what each event of the sans-IO machine means, Close, and the producers and consumers
+registered per publisher/subscription id. When the connection ends, every waiter and every
+registered listener learns why, through one recorded exception.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -25,14 +25,16 @@ from streamwire.errors import (
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol._frame import Frame
 from streamwire.rabbitmq.protocol.constants import ResponseCode
+from streamwire.rabbitmq.protocol.consuming import UnsubscribeRequest
 from streamwire.rabbitmq.protocol.errors import ERRORS
 from streamwire.rabbitmq.protocol.machine import (
     ConnectionSettings,
     ProtocolFailed,
     StreamsConnection,
 )
+from streamwire.rabbitmq.protocol.publishing import DeletePublisherRequest
 from streamwire.transport.deadline import Deadline
-from streamwire.transport.inflight import InflightTable
+from streamwire.transport.driver import Driver
 from streamwire.transport.tcp import TcpStream, open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -67,23 +69,17 @@ class SubscriberListener(ConnectionListener, Protocol):
     def consumer_update(self, event: ev.ConsumerUpdateRequested) -> None: ...
 
 
-class Connection:
+class Connection(Driver[StreamsConnection, ev.Event, int]):
     """An open connection. Create with :meth:`open`; close with :meth:`close`."""
 
+    idle_wait = 1.0
+    wire = "rmq"
+
     def __init__(self, stream: TcpStream, machine: StreamsConnection, address: str) -> None:
-        self._stream = stream
-        self._machine = machine
-        self.address = address
-        self._loop = asyncio.get_running_loop()
-        self._inflight: InflightTable[int, Frame] = InflightTable(name="request")
+        super().__init__(stream, machine, address)
         self._publishers: dict[int, PublisherListener] = {}
         self._subscribers: dict[int, SubscriberListener] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-        self._wakeup = asyncio.Event()
-        self._error: StreamwireError | None = None
-        self._closed = asyncio.Event()
         self.opened: ev.ConnectionOpened | None = None
-        self.on_lost: list[Callable[[StreamwireError], None]] = []
 
     # --- opening -------------------------------------------------------------------------
 
@@ -115,10 +111,7 @@ class Connection:
         except BaseException:
             stream.abort()
             raise
-        self._tasks = [
-            asyncio.create_task(self._read_loop(), name=f"streamwire-rmq-reader {address}"),
-            asyncio.create_task(self._heartbeat_loop(), name=f"streamwire-rmq-heartbeat {address}"),
-        ]
+        self._start_tasks()
         return self
 
     async def _handshake(self) -> None:
@@ -151,17 +144,8 @@ class Connection:
     # --- state ---------------------------------------------------------------------------
 
     @property
-    def machine(self) -> StreamsConnection:
-        return self._machine
-
-    @property
     def is_open(self) -> bool:
         return self._error is None and self._machine.is_open
-
-    @property
-    def error(self) -> StreamwireError | None:
-        """Why the connection ended, once it has."""
-        return self._error
 
     @property
     def frame_max(self) -> int:
@@ -169,8 +153,7 @@ class Connection:
 
     def check(self) -> None:
         """Raise the recorded reason if the connection is no longer usable."""
-        if self._error is not None:
-            raise self._error
+        super().check()
         if not self._machine.is_open:
             raise ClosedError(f"connection to {self.address} is {self._machine.state.value}")
 
@@ -202,17 +185,6 @@ class Connection:
 
     # --- sending -------------------------------------------------------------------------
 
-    async def flush(self) -> None:
-        """Hand everything the machine queued to the socket and wait for flow control."""
-        data = self._machine.data_to_send()
-        if data:
-            try:
-                self._stream.write(data)
-            except StreamwireError as exc:
-                self._fail(exc)
-                raise
-        await self._stream.drain()
-
     def send_nowait(self, frame: Frame | bytes) -> None:
         """Write a small one-way frame (Credit, StoreOffset) now, without waiting for flow
         control; ``bytes`` are a frame encoded in advance. Whatever else the machine had
@@ -222,11 +194,26 @@ class Connection:
             self._machine.send_encoded(frame)
         else:
             self._machine.send(frame)
-        try:
-            self._stream.write(self._machine.data_to_send())
-        except StreamwireError as exc:
-            self._fail(exc)
-            raise
+        self.write_now()
+
+    def drop_publisher(self, publisher_id: int) -> None:
+        """Forget a publisher and delete it on the broker without waiting for the answer
+        (a producer's abort): the id can be used again at once, as the broker handles the
+        frames of a connection in order."""
+        self.remove_publisher(publisher_id)
+        self._request_nowait(lambda corr: DeletePublisherRequest(corr, publisher_id))
+
+    def drop_subscriber(self, subscription_id: int) -> None:
+        """Forget a subscription and unsubscribe without waiting (a consumer's abort)."""
+        self.remove_subscriber(subscription_id)
+        self._request_nowait(lambda corr: UnsubscribeRequest(corr, subscription_id))
+
+    def _request_nowait(self, make: Callable[[int], Frame]) -> None:
+        """Send the request ``make(correlation_id)`` if the connection is open; its response
+        is dropped when it comes."""
+        if self.is_open:
+            with contextlib.suppress(StreamwireError):
+                self.send_nowait(make(self._machine.next_correlation_id()))
 
     async def send(self, frame: Frame) -> None:
         """Send a one-way frame (Credit, StoreOffset...).
@@ -281,44 +268,7 @@ class Connection:
             )
         return response
 
-    # --- background tasks ----------------------------------------------------------------
-
-    async def _read_loop(self) -> None:
-        machine, stream = self._machine, self._stream
-        try:
-            while True:
-                data = await stream.read()
-                events = machine.receive_data(data, self._loop.time())
-                self._dispatch(events)
-                if machine.has_data_to_send:
-                    await self.flush()
-                if not data or self._error is not None:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except StreamwireError as exc:
-            self._fail(exc)
-        except Exception as exc:  # a bug: record it, so that nobody waits forever
-            logger.exception("RabbitMQ Streams reader for %s failed", self.address)
-            self._fail(ConnectionClosed(f"reader failed: {exc!r}"), cause=exc)
-
-    async def _heartbeat_loop(self) -> None:
-        machine = self._machine
-        try:
-            while self._error is None:
-                deadline = machine.next_deadline()
-                delay = 1.0 if deadline is None else max(0.0, deadline - self._loop.time())
-                self._wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wakeup.wait()
-                events = machine.advance_time(self._loop.time())
-                self._dispatch(events)
-                await self.flush()
-        except asyncio.CancelledError:
-            raise
-        except StreamwireError as exc:
-            self._fail(exc)
+    # --- events ------------------------------------------------------------------------
 
     def _dispatch(self, events: list[ev.Event]) -> None:
         for event in events:
@@ -350,8 +300,12 @@ class Connection:
                 else:
                     sub.consumer_update(event)
             elif isinstance(event, ev.CloseRequested):
+                # the machine queued the answer: write it before the connection ends; the
+                # reader closes the socket once it is out
+                with contextlib.suppress(StreamwireError):
+                    self._stream.write(self._machine.data_to_send())
                 err = ERRORS.from_code(event.code, f"broker closed the connection: {event.reason}")
-                self._fail(ConnectionClosed(str(err)), cause=err)
+                self._fail(ConnectionClosed(str(err)), cause=err, abort=False)
             elif isinstance(event, ev.ConnectionClosedByPeer):
                 self._fail(ConnectionClosed(f"{self.address} closed the connection"))
             elif isinstance(event, ev.PeerWentSilent):
@@ -365,42 +319,20 @@ class Connection:
                     ConnectionClosed(f"protocol violation: {event.error}"), cause=event.error
                 )
 
-    def _fail(self, exc: StreamwireError, *, cause: BaseException | None = None) -> None:
-        if self._error is not None:
-            return
-        if cause is not None:
-            exc.__cause__ = cause
-        self._error = exc
-        logger.debug("connection to %s ended: %s", self.address, exc)
-        # each waiter gets its own ConnectionClosed, chained to the root cause
-        self._inflight.close(lambda: ConnectionClosed(str(exc)), cause=exc.__cause__ or exc)
-        for listener in [*self._publishers.values(), *self._subscribers.values()]:
-            listener.connection_lost(exc)
-        for callback in self.on_lost:
-            callback(exc)
-        self._stream.abort()
-        self._closed.set()
-        self._wakeup.set()
+    def _lost_callbacks(self) -> list[Callable[[StreamwireError], None]]:
+        listeners = [*self._publishers.values(), *self._subscribers.values()]
+        return [listener.connection_lost for listener in listeners]
+
+    def _waiter_error(self, exc: StreamwireError) -> Callable[[], StreamwireError]:
+        return lambda: ConnectionClosed(str(exc))
 
     # --- closing -------------------------------------------------------------------------
 
-    async def close(self, timeout: float = 5.0) -> None:
-        """Send Close, wait up to ``timeout`` for the answer, then drop the socket. Idempotent.
-
-        Cancellation: the socket is aborted and tasks are cancelled before re-raising.
-        """
-        try:
-            if self._error is None and self._machine.is_open:
-                corr = self._machine.close()
-                future = self._inflight.register(corr)
-                with contextlib.suppress(StreamwireError, TimeoutError):
-                    await self.flush()
-                    await self._inflight.wait(corr, future, timeout)
-        finally:
-            self._fail(ClosedError(f"connection to {self.address} was closed"))
-            for task in self._tasks:
-                task.cancel()
-            for task in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            await self._stream.aclose(timeout=1.0)
+    async def _goodbye(self, timeout: float) -> None:
+        """Send Close and wait for the answer."""
+        if not self._machine.is_open:
+            return
+        corr = self._machine.close()
+        future = self._inflight.register(corr)
+        await self.flush()
+        await self._inflight.wait(corr, future, timeout)

@@ -17,7 +17,7 @@ import asyncio
 from collections import deque
 from typing import Final, NamedTuple
 
-from streamwire.codec.message import Confirmation
+from streamwire.codec.message import Confirmation, confirmation
 from streamwire.errors import LocalProtocolError
 from streamwire.rabbitmq.protocol.publishing import PublishBuilder
 
@@ -264,11 +264,11 @@ class Outbox:
             self.unwritten_bytes -= sum(map(len, group.data[since : i + n]))
         futures = group.futures
         if futures is not None:
-            new, stream, first = tuple.__new__, self.stream, group.first
+            stream, first = self.stream, group.first
             for k in range(i, i + n):
                 future = futures[k]
                 if not future.done():
-                    future.set_result(new(Confirmation, (first + k, None, stream, None)))
+                    future.set_result(confirmation(first + k, None, stream, None))
         group.remaining -= n
         if not group.remaining:
             self._group_done(group)
@@ -277,7 +277,6 @@ class Outbox:
         return n
 
     def _confirm_each(self, publishing_ids: tuple[int, ...]) -> int:
-        new = tuple.__new__
         stream = self.stream
         resolved = early = 0
         find = self._find
@@ -307,7 +306,7 @@ class Outbox:
             if futures is not None:
                 future = futures[i]
                 if not future.done():
-                    future.set_result(new(Confirmation, (pid, None, stream, None)))
+                    future.set_result(confirmation(pid, None, stream, None))
             group.remaining -= 1
             if not group.remaining:
                 self._group_done(group)

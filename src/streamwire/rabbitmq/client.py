@@ -48,6 +48,7 @@ from streamwire.rabbitmq.protocol.streams import (
 from streamwire.rabbitmq.superstream import SuperStreamConsumer, SuperStreamProducer
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("AddressResolver", "Client", "StreamInfo")
@@ -55,6 +56,7 @@ __all__ = ("AddressResolver", "Client", "StreamInfo")
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_Child = Producer | Consumer | SuperStreamProducer | SuperStreamConsumer
 AddressResolver = Callable[[str, int], tuple[str, int]]
 
 _STREAM_ARGUMENTS = {
@@ -113,8 +115,9 @@ class Client(AsyncClosing):
         self._conns: dict[tuple[str, str, int], Connection] = {}
         self._locator: Connection | None = None
         self._opening: dict[tuple[str, str, int], asyncio.Task[Connection]] = {}
-        self._children: set[Producer | Consumer | SuperStreamProducer | SuperStreamConsumer] = set()
-        self._closed = False
+        self._children: set[_Child] = set()
+        self._closing = False  # no new work
+        self._closed = False  # everything was closed cleanly
 
     # --- connections ---------------------------------------------------------------------
 
@@ -134,6 +137,9 @@ class Client(AsyncClosing):
         return conn
 
     def _register(self, conn: Connection, keys: set[tuple[str, str, int]]) -> None:
+        if self._closing:  # opened while the client was closing: nobody would close it
+            conn.abort()
+            raise ClosedError("client is closed")
         for key in keys:
             self._conns[key] = conn
         conn.on_lost.append(lambda exc: self._forget(conn))
@@ -165,8 +171,12 @@ class Client(AsyncClosing):
             self._locator = None
 
     def _check(self) -> None:
-        if self._closed:
+        if self._closing:
             raise ClosedError("client is closed")
+
+    def _forget_child(self, child: _Child) -> None:
+        """Called by a producer or consumer once it is closed."""
+        self._children.discard(child)
 
     async def _locator_connection(self) -> Connection:
         self._check()
@@ -425,20 +435,41 @@ class Client(AsyncClosing):
     async def close(self) -> None:
         """Close producers (flushing), consumers and every connection. Idempotent.
 
-        Cancellation: remaining connections are aborted.
+        Cancellation: whatever was not closed yet is aborted (producers, consumers,
+        connections) before ``CancelledError`` propagates.
         """
+        self._closing = True
         if self._closed:
             return
-        self._closed = True
+        try:
+            for child in list(self._children):
+                with contextlib.suppress(StreamwireError):
+                    await child.close()
+            await cancel_tasks(self._opening.values(), timeout=1.0)
+            for conn in self._connections():
+                await conn.close()
+            self._closed = True
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop everything at once: producers and consumers are aborted, connections (and
+        connections being opened) too. Idempotent."""
+        self._closing = True
         for child in list(self._children):
-            with contextlib.suppress(StreamwireError):
-                await child.close()
+            child.abort()
         self._children.clear()
-        for conn in {id(c): c for c in self._conns.values()}.values():
-            await conn.close()
-        if self._locator is not None:
-            await self._locator.close()
+        cancel_now(self._opening.values())
+        for conn in self._connections():
+            conn.abort()
         self._conns.clear()
+        self._locator = None
+
+    def _connections(self) -> list[Connection]:
+        conns = {id(c): c for c in self._conns.values()}
+        if self._locator is not None:
+            conns[id(self._locator)] = self._locator
+        return list(conns.values())
 
 
 def _advertised(conn: Connection, host: str, port: int) -> tuple[str, int]:

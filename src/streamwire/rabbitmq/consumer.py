@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from streamwire.rabbitmq.protocol.consuming import (
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
-from streamwire.transport.resources import AsyncStartable
+from streamwire.transport.resources import AsyncStartable, AutoCommit
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -136,8 +136,7 @@ class Consumer(AsyncStartable):
         self._last_offset: int | None = None
         self._next_offset: int | None = None
         self._committed: int | None = None
-        self._uncommitted = 0
-        self._commit_due: float | None = None
+        self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._error: StreamwireError | None = None
         self._closed = False
         self._started = False
@@ -308,18 +307,8 @@ class Consumer(AsyncStartable):
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset
-        if self.name is None:
-            return
-        opts = self.options
-        self._uncommitted += count
-        if opts.auto_commit_messages and self._uncommitted >= opts.auto_commit_messages:
+        if self.name is not None and self._auto.handed_out(count):
             self._store(self._last_offset)
-        elif opts.auto_commit_interval is not None:
-            now = time.monotonic()
-            if self._commit_due is None:
-                self._commit_due = now + opts.auto_commit_interval
-            elif now >= self._commit_due:
-                self._store(self._last_offset)
 
     # --- offsets -------------------------------------------------------------------------
 
@@ -329,8 +318,7 @@ class Consumer(AsyncStartable):
             return
         conn.send_nowait(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
-        self._uncommitted = 0
-        self._commit_due = None
+        self._auto.stored()
 
     async def commit(self, offset: int | None = None) -> None:
         """Store ``offset`` (default: the last message handed out) under the consumer name.
@@ -349,8 +337,7 @@ class Consumer(AsyncStartable):
             raise self._error or ClosedError("consumer is not subscribed")
         await conn.send(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
-        self._uncommitted = 0
-        self._commit_due = None
+        self._auto.stored()
 
     async def committed_offset(self) -> int | None:
         """The offset stored under the consumer name on the broker (``None`` if none)."""
@@ -450,27 +437,40 @@ class Consumer(AsyncStartable):
     async def close(self, timeout: float = 5.0) -> None:
         """Store the offset (with auto-commit), unsubscribe and stop. Idempotent.
 
-        Cancellation: the subscription ends with the connection if not before.
+        Cancellation: the consumer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
         self._closed = True
         self._arrived.set()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._recovering is not None:
-            self._recovering.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._recovering
+        try:
+            await cancel_tasks([*self._tasks, self._recovering], timeout=1.0)
+            conn = self._conn
+            if conn is not None and conn.is_open:
+                if self._auto.owed:
+                    with contextlib.suppress(StreamwireError):
+                        await conn.send(
+                            StoreOffset(self.name or "", self.stream, self._last_offset or 0)
+                        )
+                with contextlib.suppress(StreamwireError, TimeoutError):
+                    await conn.request(
+                        lambda corr: UnsubscribeRequest(corr, self._sid),
+                        SimpleResponse,
+                        timeout=timeout,
+                    )
+                conn.remove_subscriber(self._sid)
+                self._conn = None
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: tasks are cancelled and the subscription is dropped without waiting
+        for the broker's answer. Idempotent."""
+        self._closed = True
+        self._arrived.set()
+        cancel_now([*self._tasks, self._recovering])
         conn, self._conn = self._conn, None
-        if conn is None or not conn.is_open:
-            return
-        opts = self.options
-        if (opts.auto_commit_messages or opts.auto_commit_interval) and self._uncommitted:
-            with contextlib.suppress(StreamwireError):
-                await conn.send(StoreOffset(self.name or "", self.stream, self._last_offset or 0))
-        with contextlib.suppress(StreamwireError, TimeoutError):
-            await conn.request(
-                lambda corr: UnsubscribeRequest(corr, self._sid), SimpleResponse, timeout=timeout
-            )
-        conn.remove_subscriber(self._sid)
+        if conn is not None:
+            conn.drop_subscriber(self._sid)
+        self._client._forget_child(self)

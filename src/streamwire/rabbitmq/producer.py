@@ -28,8 +28,6 @@ from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
-    FlushTimeout,
-    ProducerBufferFull,
     StreamwireError,
 )
 from streamwire.rabbitmq._amqp_map import encode_message
@@ -47,7 +45,13 @@ from streamwire.rabbitmq.protocol.publishing import (
     encode_sub_batch,
     validate_reference,
 )
-from streamwire.transport.resources import AsyncStartable, wait_confirmed, wait_for_room
+from streamwire.transport.resources import (
+    AsyncStartable,
+    wait_confirmed,
+    wait_flushed,
+    wait_for_bytes,
+)
+from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
@@ -226,18 +230,14 @@ class Producer(AsyncStartable):
         )
 
     async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        if self._has_room(size):
-            return
-        if size > self.options.max_buffer_bytes:
-            raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
-        await wait_for_room(
-            lambda: self._has_room(size),
-            self._room,
+        await wait_for_bytes(
+            size,
             self.options.max_block if timeout is None else timeout,
+            has_room=self._has_room,
+            wake=self._room,
+            max_bytes=self.options.max_buffer_bytes,
             check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"producer buffer for {self.stream!r} stayed full for {t} s"
-            ),
+            what=self.stream,
         )
 
     def _add(
@@ -463,17 +463,18 @@ class Producer(AsyncStartable):
         """
         if self._error is not None:
             raise self._error
-        wait = self.options.confirm_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(wait):
-                await self._idle.wait()
-        except TimeoutError:
-            raise FlushTimeout(f"{self.pending} messages unconfirmed after {wait} s") from None
+        await wait_flushed(
+            self._idle,
+            self.options.confirm_timeout if timeout is None else timeout,
+            pending=lambda: self.pending,
+            take_failure=self._take_failure,
+        )
+
+    def _take_failure(self) -> BaseException | None:
         if self._error is not None:
-            raise self._error
+            return self._error
         failure, self._outbox.first_failure = self._outbox.first_failure, None
-        if failure is not None:
-            raise failure
+        return failure
 
     # --- the sender task -----------------------------------------------------------------
 
@@ -577,7 +578,8 @@ class Producer(AsyncStartable):
 
         Messages still unconfirmed afterwards fail with :class:`ClosedError`.
 
-        Cancellation: the producer is closed without waiting further.
+        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
+        propagates.
         """
         if self._closed:
             return
@@ -585,13 +587,8 @@ class Producer(AsyncStartable):
             if flush and self._error is None:
                 with contextlib.suppress(StreamwireError):
                     await self.flush(timeout)
-        finally:
             self._closed = True
-            for task in (self._sender, self._recovering):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            await cancel_tasks((self._sender, self._recovering), timeout=1.0)
             conn = self._conn
             if conn is not None and conn.is_open:
                 with contextlib.suppress(StreamwireError, TimeoutError):
@@ -601,8 +598,20 @@ class Producer(AsyncStartable):
                         timeout=5.0,
                     )
                 conn.remove_publisher(self._publisher_id)
-            self._conn = None
-            if self._outbox.pending:
-                self._fail_all(
-                    ClosedError(f"producer for {self.stream!r} closed before confirmation")
-                )
+                self._conn = None
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once: tasks are cancelled, the publisher is deleted without waiting for
+        the answer, and unconfirmed messages fail with :class:`ClosedError`. Idempotent."""
+        self._closed = True
+        cancel_now((self._sender, self._recovering))
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.drop_publisher(self._publisher_id)
+        if self._outbox.pending:
+            self._fail_all(ClosedError(f"producer for {self.stream!r} closed before confirmation"))
+        self._room.set()
+        self._idle.set()
+        self._client._forget_child(self)

@@ -150,9 +150,22 @@ class SuperStreamProducer(AsyncStartable):
             await producer.flush(timeout)
 
     async def close(self, *, flush: bool = True) -> None:
-        for producer in list(self._producers.values()):
-            await producer.close(flush=flush)
+        """Close every partition's producer (flushing unless ``flush=False``). Idempotent.
+
+        Cancellation: the producers not closed yet are aborted.
+        """
+        try:
+            for producer in list(self._producers.values()):
+                await producer.close(flush=flush)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Abort every partition's producer (:meth:`Producer.abort`). Idempotent."""
+        for producer in self._producers.values():
+            producer.abort()
         self._producers.clear()
+        self._client._forget_child(self)
 
 
 class SuperStreamConsumer(AsyncStartable):
@@ -252,6 +265,19 @@ class SuperStreamConsumer(AsyncStartable):
                 yield message
 
     async def close(self) -> None:
+        """Close every partition's consumer. Idempotent.
+
+        Cancellation: the consumers not closed yet are aborted.
+        """
+        try:
+            for consumer in self.consumers:
+                await consumer.close()
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Abort every partition's consumer (:meth:`Consumer.abort`). Idempotent."""
         for consumer in self.consumers:
-            await consumer.close()
+            consumer.abort()
         self.consumers.clear()
+        self._client._forget_child(self)

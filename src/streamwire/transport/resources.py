@@ -4,20 +4,37 @@
 * :class:`AsyncStartable`: additionally ``await obj`` (or entering ``async with``) starts it
   once; producers flush on a clean exit.
 * :func:`wait_for_room`: wait on an event until a bounded buffer has room, or time out with
-  the caller's error.
+  the caller's error; :func:`wait_for_bytes` for a message of a known size.
+* :func:`wait_flushed`: a producer's ``flush``.
+* :func:`wait_confirmed`: a producer's ``send_and_wait``.
+* :class:`AutoCommit`: when a named consumer stores its offset by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from streamwire.errors import FlushTimeout, StreamwireError
+from streamwire.errors import (
+    ConfigurationError,
+    FlushTimeout,
+    ProducerBufferFull,
+    StreamwireError,
+)
 
-__all__ = ("AsyncClosing", "AsyncStartable", "wait_confirmed", "wait_for_room")
+__all__ = (
+    "AsyncClosing",
+    "AsyncStartable",
+    "AutoCommit",
+    "wait_confirmed",
+    "wait_flushed",
+    "wait_for_bytes",
+    "wait_for_room",
+)
 
 _T = TypeVar("_T")
 
@@ -75,21 +92,129 @@ async def wait_for_room(
     full: Callable[[float | None], StreamwireError],
 ) -> None:
     """Wait until ``has_room()``; ``wake`` is set whenever room may have appeared. ``check``
-    raises if the owner failed or closed meanwhile; after ``timeout`` seconds ``full(timeout)``
-    is raised (typically :class:`~streamwire.errors.ProducerBufferFull`).
+    raises if the owner failed or closed meanwhile, and what it raises propagates unchanged
+    (a :class:`~streamwire.errors.ConnectTimeout` included); only when this wait's own
+    ``timeout`` runs out is ``full(timeout)`` raised (typically
+    :class:`~streamwire.errors.ProducerBufferFull`).
 
     Cancellation: only the wait stops; nothing was accepted.
     """
     if has_room():
         return
+    scope = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with scope:
             while not has_room():
                 wake.clear()
                 await wake.wait()
                 check()
     except TimeoutError:
+        if not scope.expired():
+            raise  # the owner's own failure, which happens to be a timeout
         raise full(timeout) from None
+
+
+async def wait_for_bytes(
+    size: int,
+    timeout: float | None,
+    *,
+    has_room: Callable[[int], bool],
+    wake: asyncio.Event,
+    max_bytes: int,
+    check: Callable[[], None],
+    what: str,
+) -> None:
+    """:func:`wait_for_room` for one message of ``size`` bytes in a buffer bounded to
+    ``max_bytes``: :class:`~streamwire.errors.ConfigurationError` if it can never fit,
+    :class:`~streamwire.errors.ProducerBufferFull` (naming ``what``) after ``timeout``.
+
+    Cancellation: only the wait stops; nothing was accepted.
+    """
+    if has_room(size):
+        return
+    if size > max_bytes:
+        raise ConfigurationError(f"a {size}-byte message exceeds max_buffer_bytes")
+    await wait_for_room(
+        lambda: has_room(size),
+        wake,
+        timeout,
+        check=check,
+        full=lambda t: ProducerBufferFull(f"producer buffer for {what!r} stayed full for {t} s"),
+    )
+
+
+async def wait_flushed(
+    idle: asyncio.Event,
+    timeout: float | None,
+    *,
+    pending: Callable[[], int],
+    take_failure: Callable[[], BaseException | None],
+    first: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """A producer's ``flush``: wait up to ``timeout`` seconds (after ``first()``, if given,
+    within the same time) until ``idle`` is set, i.e. every accepted message is confirmed or
+    failed; then raise the first failure since the previous flush (``take_failure()``
+    returns it and forgets it). :class:`~streamwire.errors.FlushTimeout`, naming
+    ``pending()``, when the time runs out; errors of ``first()`` propagate unchanged.
+
+    Cancellation: only the wait stops.
+    """
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            if first is not None:
+                await first()
+            await idle.wait()
+    except TimeoutError as exc:
+        if not scope.expired():
+            raise
+        raise FlushTimeout(f"{pending()} messages unconfirmed after {timeout} s") from exc
+    failure = take_failure()
+    if failure is not None:
+        raise failure
+
+
+class AutoCommit:
+    """When a named consumer stores its offset by itself: once ``every`` messages were
+    handed out since the last store, or ``interval`` seconds after the first of them.
+
+    The consumer calls :meth:`handed_out` as it hands messages out and stores the offset
+    when it returns True; :meth:`stored` after every store (automatic or not).
+    """
+
+    __slots__ = ("_due", "every", "interval", "uncommitted")
+
+    def __init__(self, every: int | None, interval: float | None) -> None:
+        self.every = every
+        self.interval = interval
+        self.uncommitted = 0
+        """Messages handed out since the last store."""
+        self._due: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.every or self.interval)
+
+    @property
+    def owed(self) -> bool:
+        """Enabled, and messages were handed out since the last store (close stores them)."""
+        return self.enabled and self.uncommitted > 0
+
+    def handed_out(self, count: int) -> bool:
+        """``count`` more messages were handed out; True when the offset should be stored."""
+        self.uncommitted += count
+        if self.every and self.uncommitted >= self.every:
+            return True
+        if self.interval is None:
+            return False
+        now = time.monotonic()
+        if self._due is None:
+            self._due = now + self.interval
+        return now >= self._due
+
+    def stored(self) -> None:
+        self.uncommitted = 0
+        self._due = None
 
 
 async def wait_confirmed(

@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from streamwire import HeaderValue, Message, Offset, OffsetKind
-from streamwire.codec.message import datetime_to_us, outgoing, us_to_datetime
+from streamwire.codec.message import (
+    Confirmation,
+    confirmation,
+    datetime_to_us,
+    outgoing,
+    received_message,
+    us_to_datetime,
+)
 from streamwire.errors import ConfigurationError
 
 
@@ -114,3 +121,25 @@ def test_outgoing_message_explicit_key_replaces_and_headers_merge_over() -> None
     assert outgoing(original) is original
     with pytest.raises(ConfigurationError):
         outgoing(original, "text-key", None)  # type: ignore[arg-type]
+
+
+def test_the_fast_constructors_build_what_the_slow_ones_do() -> None:
+    headers = {"h": HeaderValue.string("x")}
+    fast = received_message(b"v", b"k", headers, 1_700_000_000_000_000, 7, "s", 2, 99)
+    slow = Message.received(
+        b"v",
+        key=b"k",
+        headers=headers,
+        timestamp_us=1_700_000_000_000_000,
+        offset=7,
+        stream="s",
+        partition=2,
+        id=99,
+    )
+    assert fast == slow
+    assert fast.headers is headers  # kept as given, not copied
+    assert Message.received(b"v").headers == {}
+    made = confirmation(5, 10, "s", 1)
+    assert type(made) is Confirmation
+    assert made == Confirmation(publishing_id=5, offset=10, stream="s", partition=1)
+    assert (made.publishing_id, made.offset, made.stream, made.partition) == (5, 10, "s", 1)

@@ -149,11 +149,6 @@ async def test_broker_close_fails_the_connection_with_the_reason(
     assert conn.error.__cause__.code == ResponseCode.INTERNAL_ERROR
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: the machine queues the answer to the broker's Close, but the driver "
-    "aborts the socket (Connection._fail) before flushing it",
-)
 async def test_the_broker_s_close_is_answered(broker: RabbitMQDouble, client: rmq.Client) -> None:
     conn = await client._locator_connection()
     broker.sessions[0].close_with(ResponseCode.INTERNAL_ERROR, "shutting down")

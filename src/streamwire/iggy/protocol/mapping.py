@@ -21,7 +21,7 @@ from typing import Final
 
 from streamwire.codec.checksums import xxh3_64, xxh32
 from streamwire.codec.headers import HeaderKind, HeaderValue
-from streamwire.codec.message import Message
+from streamwire.codec.message import Message, received_message
 from streamwire.errors import ChecksumMismatchError, ConfigurationError
 from streamwire.iggy.protocol.batch import (
     FRAME_HEADER_SIZE,
@@ -84,15 +84,15 @@ def from_stored(
 ) -> Message:
     """A received :class:`Message` (offset, partition, broker timestamp, id, headers, key)."""
     headers, key = _headers_and_key(stored.user_headers, key_header)
-    return Message.received(
+    return received_message(
         stored.payload,
-        key=key,
-        headers=headers,
-        timestamp_us=stored.timestamp,
-        offset=stored.offset,
-        stream=stream,
-        partition=stored.partition_id,
-        id=stored.id,
+        key,
+        headers,
+        stored.timestamp,
+        stored.offset,
+        stream,
+        stored.partition_id,
+        stored.id,
     )
 
 
@@ -110,7 +110,7 @@ def received_messages(
     buf = polled.records
     view = memoryview(buf)
     head = FRAME_HEADER_SIZE
-    received = Message.received
+    received = received_message
     out: list[Message] = []
     append = out.append
     for ref in polled.frames:
@@ -124,15 +124,6 @@ def received_messages(
         else:
             headers, key = _headers_and_key(buf[p_end:f_end], key_header)
         append(
-            received(
-                buf[at + head : p_end],
-                key=key,
-                headers=headers,
-                timestamp_us=timestamp,
-                offset=offset,
-                stream=stream,
-                partition=pid,
-                id=msg_id,
-            )
+            received(buf[at + head : p_end], key, headers, timestamp, offset, stream, pid, msg_id)
         )
     return out

@@ -26,7 +26,7 @@ from google.protobuf.message import EncodeError as _PbEncodeError
 
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderKind, HeaderValue
-from streamwire.codec.message import Message
+from streamwire.codec.message import Message, received_message
 from streamwire.errors import ConfigurationError, DecodeError, StreamwireError
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.envelope import (
@@ -329,14 +329,15 @@ def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
     receive time.
     """
     headers = headers_from_wire(msg.headers, server_headers=server_headers)
-    return Message.received(
+    return received_message(
         msg.value,
-        key=msg.key or None,
-        headers=headers,
-        timestamp_us=msg.timestamp // 1000,
-        offset=msg.offset,
-        stream=msg.stream,
-        partition=msg.partition,
+        msg.key or None,
+        headers,
+        msg.timestamp // 1000,
+        msg.offset,
+        msg.stream,
+        msg.partition,
+        None,
     )
 
 
