@@ -42,6 +42,10 @@
 #   STREAMWIRE_LIFTBRIDGE_VERSION  build only this Liftbridge module version (no fallback)
 #   STREAMWIRE_READY_TIMEOUT    seconds to wait for a broker to answer; default per broker
 #   IGGY_SERVER_BIN             an iggy-server binary (0.9.x) for the native iggy target
+#   STREAMWIRE_<TARGET>_<KEY>   ports and node names, to run a second harness beside one that
+#                               already uses the defaults (TARGET upper-cased, "-" as "_"), e.g.
+#                               STREAMWIRE_RABBITMQ_STREAM_PORT=5652; keys per target in
+#                               docs/brokers.md ("Ports and node names")
 
 # Functions are also called indirectly ("up_$name", eval'd readiness checks):
 # shellcheck disable=SC2317
@@ -61,26 +65,41 @@ KNOWN_TARGETS=(rabbitmq rabbitmq310 nats liftbridge iggy)
 
 LOOPBACK=127.0.0.1
 
+# setting TARGET KEY DEFAULT: $STREAMWIRE_<TARGET>_<KEY> when set and not empty, else DEFAULT.
+# Keys ending in _PORT must be port numbers.
+setting() {
+  local var value
+  var="STREAMWIRE_$(printf '%s_%s' "$1" "$2" | tr '[:lower:]-' '[:upper:]_')"
+  value="${!var:-$3}"
+  if [[ "$2" == *_PORT || "$2" == PORT ]]; then
+    if ! [[ "$value" =~ ^[0-9]+$ ]] || ((value < 1 || value > 65535)); then
+      printf '[brokers] %s=%s is not a port number\n' "$var" "$value" >&2
+      exit 2
+    fi
+  fi
+  printf '%s' "$value"
+}
+
 # RabbitMQ 4.x (trixie chroot)
 RMQ_ROOTFS="$CACHE/rabbitmq-trixie"
-RMQ_NODE="rabbit@localhost"
-RMQ_STREAM_PORT=5552
-RMQ_AMQP_PORT=5672
-RMQ_DIST_PORT=25672
-RMQ_EPMD_PORT=4369
+RMQ_NODE="$(setting rabbitmq NODE rabbit@localhost)"
+RMQ_STREAM_PORT="$(setting rabbitmq STREAM_PORT 5552)"
+RMQ_AMQP_PORT="$(setting rabbitmq AMQP_PORT 5672)"
+RMQ_DIST_PORT="$(setting rabbitmq DIST_PORT 25672)"
+RMQ_EPMD_PORT="$(setting rabbitmq EPMD_PORT 4369)"
 RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/rabbitmq is bind-mounted inside the chroot
-RMQ_TLS_PORT=5551                # stream over TLS (server cert for localhost, client certs optional)
+RMQ_TLS_PORT="$(setting rabbitmq TLS_PORT 5551)" # stream over TLS (server cert for localhost, client certs optional)
 RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
 
 # RabbitMQ 3.10 (bookworm, host install)
-R310_NODE="rabbit310@localhost"
-R310_STREAM_PORT=5553
-R310_AMQP_PORT=5673
-R310_DIST_PORT=25673
-R310_EPMD_PORT=4370   # own epmd, so stopping one broker never disturbs the other
+R310_NODE="$(setting rabbitmq310 NODE rabbit310@localhost)"
+R310_STREAM_PORT="$(setting rabbitmq310 STREAM_PORT 5553)"
+R310_AMQP_PORT="$(setting rabbitmq310 AMQP_PORT 5673)"
+R310_DIST_PORT="$(setting rabbitmq310 DIST_PORT 25673)"
+R310_EPMD_PORT="$(setting rabbitmq310 EPMD_PORT 4370)" # own epmd, so stopping one broker never disturbs the other
 
-NATS_PORT=4222
-NATS_TLS_PORT=4443   # a second nats-server, TLS only (4222 stays plain: Liftbridge uses it)
+NATS_PORT="$(setting nats PORT 4222)"
+NATS_TLS_PORT="$(setting nats TLS_PORT 4443)" # a second nats-server, TLS only (4222 stays plain: Liftbridge uses it)
 
 # Throwaway TLS material (generated once with openssl, kept in $STATE/tls): a CA, a server
 # certificate for localhost/127.0.0.1 and a client certificate whose CN is the user that SASL
@@ -95,11 +114,11 @@ LIFTBRIDGE_PREFERRED_VERSIONS=("v1.9.1-0.20260106172600-50ac358b41eb" "v1.9.0")
 if [[ -n "${STREAMWIRE_LIFTBRIDGE_VERSION:-}" ]]; then
   LIFTBRIDGE_PREFERRED_VERSIONS=("$STREAMWIRE_LIFTBRIDGE_VERSION")
 fi
-LIFTBRIDGE_PORT=9292
+LIFTBRIDGE_PORT="$(setting liftbridge PORT 9292)"
 LIFTBRIDGE_SERVER_ID=streamwire-lb
 
 IGGY_IMAGE="apache/iggy:0.9.0"
-IGGY_PORT=8090
+IGGY_PORT="$(setting iggy PORT 8090)"
 IGGY_NATIVE_REASON="no Iggy server at hand: set IGGY_SERVER_BIN to an iggy-server binary, or use a Docker engine; tests use golden vectors and the conformance double"
 
 # ----------------------------------------------------------------------------------------------
@@ -1335,7 +1354,8 @@ up_iggy() {
     wait_until iggy "$(ready_timeout 60)" "pid_alive $(printf %q "$(iggy_pid_file)")" \
       "port_open $LOOPBACK $IGGY_PORT" || rc=$?
     if ((rc != 0)); then
-      local why="did not listen on $LOOPBACK:$IGGY_PORT within $(ready_timeout 60) s"
+      local why
+      why="did not listen on $LOOPBACK:$IGGY_PORT within $(ready_timeout 60) s"
       ((rc == 2)) && why="exited during startup"
       stop_pid iggy "$(iggy_pid_file)" "$bin"
       mark_unavailable iggy "the Iggy server $why" "$log"
