@@ -32,6 +32,7 @@ venv: $(VENV)/.installed
 
 brokers: venv
 	integration/brokers.sh up $(BROKERS)
+	-integration/brokers.sh up rabbitmq40   # optional: the 4.0 compatibility matrix
 	-integration/brokers.sh up rabbitmq310  # optional: the 3.10 compatibility matrix
 
 brokers-down:
