@@ -9,13 +9,14 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv brokers brokers-down test unit lint format demo bench fuzz soak clean
+.PHONY: help venv brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
 	@echo "make demo    install everything and run a round trip through every available broker"
 	@echo "make lint    ruff + mypy --strict on src and tests"
 	@echo "make unit    unit and property tests only (no brokers)"
+	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
 	@echo "make soak    bounded mixed publish/consume load, RSS over time (SOAK_SECONDS)"
@@ -32,6 +33,7 @@ venv: $(VENV)/.installed
 
 brokers: venv
 	integration/brokers.sh up $(BROKERS)
+	-integration/brokers.sh up rabbitmq40   # optional: the 4.0 compatibility matrix
 	-integration/brokers.sh up rabbitmq310  # optional: the 3.10 compatibility matrix
 
 brokers-down:
@@ -39,6 +41,11 @@ brokers-down:
 
 test: venv brokers
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
+# time, 9 s later) and takes it down again unless it was already up.
+test-cluster: venv
+	STREAMWIRE_TEST_CLUSTER=1 $(PY) -m pytest tests/integration/rabbitmq/test_cluster.py $(PYTEST_ARGS)
 
 unit: venv
 	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)

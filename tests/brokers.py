@@ -23,6 +23,9 @@ __all__ = [
     "HarnessError",
     "NotManaged",
     "brokers_dir",
+    "cluster_start",
+    "cluster_stop",
+    "down",
     "ensure_up",
     "read_env",
     "require",
@@ -34,7 +37,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HARNESS = REPO_ROOT / "integration" / "brokers.sh"
 
 #: Names accepted by ``integration/brokers.sh`` (besides ``all``).
-KNOWN_BROKERS = frozenset({"rabbitmq", "rabbitmq310", "nats", "liftbridge", "iggy"})
+KNOWN_BROKERS = frozenset(
+    {"rabbitmq", "rabbitmq40", "rabbitmq310", "rabbitmq-cluster", "nats", "liftbridge", "iggy"}
+)
 
 #: Keys of the env file that become dedicated fields rather than ``extra`` entries.
 _FIELD_KEYS = frozenset({"NAME", "HOST", "PORT", "URL", "VERSION"})
@@ -146,7 +151,7 @@ def require(name: str) -> BrokerInfo:
 # --- restarting a harness broker ---------------------------------------------------------
 
 #: Brokers ``integration/brokers.sh restart`` can restart on their data.
-RESTARTABLE = frozenset({"rabbitmq", "rabbitmq310", "nats"})
+RESTARTABLE = frozenset({"rabbitmq", "rabbitmq40", "rabbitmq310", "nats"})
 
 #: Backends recorded in the env files by the harness (``BACKEND=``).
 _HARNESS_BACKENDS = frozenset({"docker", "native", "native-host", "native-chroot"})
@@ -228,3 +233,20 @@ async def ensure_up(name: str, *, timeout: float = 240.0) -> None:
         if await asyncio.to_thread(_answers, info.host, info.port):
             return
     await _harness("up", name, timeout=timeout)
+
+
+async def down(name: str, *, timeout: float = 120.0) -> str:
+    """``integration/brokers.sh down NAME`` (for a test that started ``NAME`` itself)."""
+    return await _harness("down", name, timeout=timeout)
+
+
+async def cluster_stop(node: int, *, timeout: float = 120.0) -> str:
+    """``integration/brokers.sh stop rabbitmq-cluster NODE``: stop one node of the three
+    (:class:`NotManaged` when the harness runs no cluster)."""
+    return await _harness("stop", "rabbitmq-cluster", str(node), timeout=timeout)
+
+
+async def cluster_start(node: int, *, timeout: float = 240.0) -> str:
+    """``integration/brokers.sh start rabbitmq-cluster NODE``: start that node again; returns
+    once it is ready and sees node 1 running in its cluster."""
+    return await _harness("start", "rabbitmq-cluster", str(node), timeout=timeout)

@@ -12,9 +12,10 @@ import streamwire.rabbitmq as rmq
 from tests.brokers import BrokerInfo, require
 
 
-@pytest.fixture(params=["rabbitmq", "rabbitmq310"])
+@pytest.fixture(params=["rabbitmq", "rabbitmq40", "rabbitmq310"])
 def broker(request: pytest.FixtureRequest) -> BrokerInfo:
-    """RabbitMQ 4.x and, for the compatibility matrix, bookworm's 3.10 when it is up."""
+    """RabbitMQ 4.3 and, for the compatibility matrix, trixie's 4.0 and bookworm's 3.10 when
+    they are up."""
     return require(request.param)
 
 

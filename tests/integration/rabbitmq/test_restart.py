@@ -35,7 +35,7 @@ RECOVERY = rmq.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=120
 SLACK = 60.0
 
 
-@pytest.fixture(params=["rabbitmq310", "rabbitmq"])
+@pytest.fixture(params=["rabbitmq310", "rabbitmq40", "rabbitmq"])
 def broker(request: pytest.FixtureRequest) -> BrokerInfo:
     """Overrides the package fixture: only brokers this test may restart."""
     info = require(request.param)

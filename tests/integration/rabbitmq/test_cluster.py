@@ -1,0 +1,156 @@
+"""A replicated stream on the harness's three-node RabbitMQ 4.3 cluster (``rabbitmq-cluster``)
+keeps serving while the node of its leader is down, and that node comes back.
+
+The cluster is not part of ``make test``'s brokers: the test uses it when it is up
+(``integration/brokers.sh up rabbitmq-cluster``), starts it itself when
+``STREAMWIRE_TEST_CLUSTER=1`` (``make test-cluster``; it then takes it down again), and
+otherwise skips, saying how to run it. It stops and starts one node through
+``integration/brokers.sh stop|start rabbitmq-cluster N`` and always leaves every node running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+import streamwire.rabbitmq as rmq
+from streamwire.rabbitmq.protocol.errors import StreamsServerError
+from tests import brokers
+from tests.brokers import BrokerInfo, HarnessError, require
+
+pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq, pytest.mark.timeout(420)]
+
+NAME = "rabbitmq-cluster"
+SLACK = 90.0
+#: Failover after a node stops, and rejoining after it starts, can take a while on 2 busy cores.
+RECOVERY = rmq.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=SLACK)
+
+
+def _cluster_answers() -> bool:
+    env = brokers.brokers_dir() / f"{NAME}.env"
+    return env.is_file() and brokers._answers("127.0.0.1", int(brokers.read_env(env)["PORT"]))
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[BrokerInfo]:
+    started = False
+    if not _cluster_answers():
+        if os.environ.get("STREAMWIRE_TEST_CLUSTER") != "1":
+            pytest.skip(
+                "the three-node RabbitMQ cluster is not started by default: run "
+                "integration/brokers.sh up rabbitmq-cluster, or make test-cluster"
+            )
+        try:
+            await brokers.ensure_up(NAME, timeout=300)
+        except HarnessError as exc:
+            pytest.skip(f"integration/brokers.sh up {NAME} failed: {exc}")
+        started = True
+    info = require(NAME)
+    if info.extra.get("BACKEND") != "native-chroot" or info.host != "127.0.0.1":
+        pytest.skip(f"{NAME} was not started by integration/brokers.sh on this machine")
+    if os.geteuid() != 0:
+        pytest.skip(f"stopping and starting a node of the native {NAME} needs root")
+    try:
+        yield info
+    finally:
+        if started:
+            await brokers.down(NAME)
+
+
+def node_ports(info: BrokerInfo) -> dict[int, int]:
+    """Node number → stream port (``PORT_NODE<n>`` in the env file)."""
+    return {int(k.removeprefix("node")): v for k, v in info.ports.items() if k.startswith("node")}
+
+
+def url_of(info: BrokerInfo, port: int) -> str:
+    return f"rabbitmq-stream://guest:guest@{info.host}:{port}/"
+
+
+async def placement(
+    client: rmq.Client, stream: str, *, avoid: int | None = None, members: int | None = 3
+) -> rmq.StreamInfo:
+    """The stream's leader and replicas once its leader is not on port ``avoid`` and (unless
+    ``members`` is None) Metadata names ``members`` nodes for it."""
+    last: object = None
+    async with asyncio.timeout(SLACK):
+        while True:
+            try:
+                info = await client.stream_info(stream)
+            except StreamsServerError as exc:  # no leader yet
+                last = exc
+            else:
+                last = info
+                if info.leader[1] != avoid and members in (None, 1 + len(info.replicas)):
+                    return info
+            await asyncio.sleep(0.5)
+    raise AssertionError(f"stream {stream}: {last!r}")  # pragma: no cover (timeout raises)
+
+
+async def publish(client: rmq.Client, stream: str, name: str, values: list[bytes]) -> None:
+    async with client.producer(stream, name=name) as producer:
+        futures = [await producer.send(v, timeout=SLACK) for v in values]
+        async with asyncio.timeout(SLACK):
+            await asyncio.gather(*futures)
+
+
+async def read_all(client: rmq.Client, stream: str, expect: int) -> list[bytes]:
+    out: list[bytes] = []
+    async with client.consumer(stream, offset="first") as c, asyncio.timeout(SLACK):
+        while len(out) < expect:
+            out += [m.value for m in await c.next_batch(1000, timeout=5)]
+        out += [m.value for m in await c.next_batch(1000, timeout=0.5)]
+    return out
+
+
+async def test_a_replicated_stream_survives_the_loss_of_its_leaders_node(
+    cluster: BrokerInfo,
+) -> None:
+    ports = node_ports(cluster)
+    assert sorted(ports) == [1, 2, 3], cluster.ports
+    assert cluster.version.startswith("4.3."), cluster.version
+    stream = f"sw-cluster-{uuid.uuid4().hex[:8]}"
+    producer_name = f"p-{uuid.uuid4().hex[:8]}"
+    first = [f"a{i}".encode() for i in range(100)]
+    second = [f"b{i}".encode() for i in range(100)]
+
+    client = await rmq.connect(cluster.url, timeout=10)
+    try:
+        await client.create_stream(stream)
+        before = await placement(client, stream)
+        await publish(client, stream, producer_name, first)
+        assert await read_all(client, stream, 100) == first
+    finally:
+        await client.close()
+    advertised = {before.leader[1], *(port for _, port in before.replicas)}
+    assert advertised == set(ports.values()), before  # one member per node, all advertised
+    leader_node = next(n for n, port in ports.items() if port == before.leader[1])
+    survivor = ports[next(n for n in ports if n != leader_node)]
+
+    await brokers.cluster_stop(leader_node)
+    try:
+        assert not brokers._answers(cluster.host, ports[leader_node])
+        client = await rmq.connect(url_of(cluster, survivor), timeout=10, reconnect=RECOVERY)
+        try:
+            during = await placement(client, stream, avoid=before.leader[1], members=None)
+            assert during.leader[1] != before.leader[1]
+            await publish(client, stream, producer_name, second)
+            assert await read_all(client, stream, 200) == first + second
+        finally:
+            await client.close()
+    finally:
+        await brokers.cluster_start(leader_node)
+
+    assert brokers._answers(cluster.host, ports[leader_node])
+    client = await rmq.connect(url_of(cluster, ports[leader_node]), timeout=10)
+    try:
+        after = await placement(client, stream)
+        rejoined = {after.leader[1], *(port for _, port in after.replicas)}
+        assert rejoined == set(ports.values()), after  # the node is a member again
+        assert await read_all(client, stream, 200) == first + second
+    finally:
+        await client.delete_stream(stream, missing_ok=True)
+        await client.close()
