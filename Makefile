@@ -9,13 +9,14 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
+.PHONY: help venv native brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
 	@echo "make demo    install everything and run a round trip through every available broker"
 	@echo "make lint    ruff + mypy --strict on src and tests"
-	@echo "make unit    unit and property tests only (no brokers)"
+	@echo "make unit    unit and property tests only (no brokers), native core and pure Python"
+	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
@@ -29,7 +30,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-venv: $(VENV)/.installed
+# The optional native core (native/, Rust + PyO3), built into src/streamwire/_native/. A failed
+# or impossible build (no cargo, no network for crates.io) leaves the pure-Python code in use:
+# the venv stays usable and every target still passes. STREAMWIRE_PURE=1 forces pure Python.
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/build.py $(wildcard native/src/*.rs)
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SOURCES)
+	@$(PY) native/build.py || echo "native core not built: streamwire runs in pure Python"
+	@touch $@
+
+venv: $(VENV)/.installed $(VENV)/.native
+
+native: $(VENV)/.installed
+	$(PY) native/build.py
 
 brokers: venv
 	integration/brokers.sh up $(BROKERS)
@@ -39,8 +51,11 @@ brokers: venv
 brokers-down:
 	integration/brokers.sh down all
 
+# The whole suite runs once with whatever codec was selected (native when built), then the
+# unit and property suites again in pure Python, so both codecs stay tested.
 test: venv brokers
 	$(PY) -m pytest $(PYTEST_ARGS)
+	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.
@@ -49,6 +64,7 @@ test-cluster: venv
 
 unit: venv
 	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
+	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples fuzz
@@ -78,4 +94,5 @@ fuzz: venv
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
+	rm -f src/streamwire/_native/_core*.so src/streamwire/_native/_core*.pyd

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import streamwire.rabbitmq as rmq
+from bench import codec as codec_bench
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench._common import first_line
 from bench.latency import percentiles, rabbitmq_latency
 from bench.plots import plot_comparison, plot_latency, plot_throughput
+from streamwire import _native
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BROKERS = ("rabbitmq", "liftbridge", "iggy")
@@ -126,15 +128,18 @@ def ratios(res: dict[str, float], against: list[str]) -> dict[str, float]:
 def table(results: dict[str, Any]) -> str:
     names = list(rabbitmq.PUBLISHERS)
     lines = [
-        "| size | direction | " + " | ".join(names) + " | vs rbfly | vs rstream | vs raw |",
-        "|---:|---|" + "---:|" * (len(names) + 3),
+        "| size | direction | "
+        + " | ".join(names)
+        + " | vs rbfly | vs rstream | vs java | vs raw |",
+        "|---:|---|" + "---:|" * (len(names) + 4),
     ]
     for size, by_dir in results.items():
         for direction in ("publish", "consume"):
             r = by_dir[direction]
-            q = ratios(r, ["rbfly", "rstream", "raw ceiling"])
+            peers = ("rbfly", "rstream", "java", "raw ceiling")
+            q = ratios(r, list(peers))
             cells = [f"{r[k]:,.0f}" if k in r else "–" for k in rabbitmq.PUBLISHERS]
-            rats = [f"{q[k]:.2f}x" if k in q else "–" for k in ("rbfly", "rstream", "raw ceiling")]
+            rats = [f"{q[k]:.2f}x" if k in q else "–" for k in peers]
             lines.append(f"| {size} B | {direction} | " + " | ".join(cells + rats) + " |")
     return "\n".join(lines)
 
@@ -180,6 +185,12 @@ def main() -> int:
         "--size", type=int, default=256, help="message size for Liftbridge and Iggy (bytes)"
     )
     parser.add_argument(
+        "--codec-rounds",
+        type=int,
+        default=5,
+        help="rounds of the codec micro-benchmark, native core against pure Python (0: skip)",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=RESULTS / "latest.json",
@@ -200,8 +211,15 @@ def main() -> int:
         "brokers": args.brokers,
         "messages": args.messages,
         "rounds": args.rounds,
+        "codec": _native.reason,
     }
-    tables: list[str] = []
+    tables: list[str] = [f"codec: {_native.reason}"]
+    if args.codec_rounds > 0:
+        codec = codec_bench.run(args.codec_rounds, 1000)
+        report["codec_micro"] = codec
+        tables.append(
+            f"Codec loops, CPU per message (bench/codec.py)\n\n{codec_bench.table(codec)}"
+        )
     skipped: dict[str, str] = {}
     latency: dict[str, list[float]] = {}
     for broker in args.brokers:

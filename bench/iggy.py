@@ -50,7 +50,7 @@ from bench._common import (
     rotated,
     summarize,
 )
-from streamwire import parse_url
+from streamwire import _native, parse_url
 
 __all__ = (
     "POLLERS",
@@ -145,6 +145,8 @@ class DoubleProcess:
             "bench.iggy",
             "--serve-double",
             cwd=ROOT,
+            # the same double whichever codec the client runs (A/B of STREAMWIRE_PURE)
+            env={k: v for k, v in os.environ.items() if k not in _native.PURE_ENV},
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

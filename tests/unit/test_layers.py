@@ -12,6 +12,9 @@ and by importing the sans-IO layer in a fresh interpreter.
 * Only ``streamwire.liftbridge`` imports nats and grpc.
 * Only ``streamwire.transport`` opens sockets (socket/ssl), besides liftbridge's NATS TLS.
 * ``streamwire.codec`` depends on nothing in streamwire but itself and ``errors``.
+* ``streamwire._native`` (the optional compiled loops of the codec, pure-Python fallback
+  elsewhere) is part of the sans-IO layer's allowance: it does no I/O and reaches only
+  ``streamwire.codec`` and ``streamwire.errors`` (reading the environment once, at import).
 * ``streamwire.spark`` and ``streamwire.cli`` use the unified API, not protocol internals.
 """
 
@@ -138,7 +141,12 @@ def is_sans_io(name: str) -> bool:
 
 def sans_io_allows(name: str, imported: str) -> bool:
     """Whether sans-IO module ``name`` may import ``imported`` (the whitelist)."""
-    allowed: tuple[str, ...] = ("streamwire.codec", "streamwire.errors", *PURE_THIRD_PARTY)
+    allowed: tuple[str, ...] = (
+        "streamwire.codec",
+        "streamwire.errors",
+        "streamwire._native",
+        *PURE_THIRD_PARTY,
+    )
     parts = name.split(".")
     if parts[1] in PROTOCOLS:
         allowed = (*allowed, f"streamwire.{parts[1]}.protocol")
@@ -207,6 +215,11 @@ def test_layer_rules(name: str) -> None:
         internal = {i for i in imported if i.startswith("streamwire.")}
         allowed = ("streamwire.codec", "streamwire.errors")
         assert internal == hits(internal, allowed), f"{name} reaches above the codec layer"
+    if name.startswith("streamwire._native"):
+        assert not hits(imported, NO_IO), f"{name} imports {hits(imported, NO_IO)}"
+        internal = {i for i in imported if i.startswith("streamwire.")}
+        allowed_native = ("streamwire.codec", "streamwire.errors", "streamwire._native")
+        assert internal == hits(internal, allowed_native), f"{name} reaches above the codec"
     if len(parts) > 1 and parts[1] in PROTOCOLS:
         others = tuple(f"streamwire.{p}" for p in PROTOCOLS if p != parts[1])
         assert not hits(imported, others), f"{name} imports another protocol package"
@@ -325,7 +338,8 @@ def test_importing_the_sans_io_layer_loads_no_io(package: str) -> None:
     io = {n if n.startswith("streamwire.") else n.split(".")[0] for n in hits(added, NO_IO)}
     assert not io, f"importing {package} loads {sorted(io)}"
     above = {n for n in added if n.startswith("streamwire.") and not is_sans_io(n)}
-    assert above <= {"streamwire.errors"}, f"importing {package} loads {sorted(above)}"
+    native = {"streamwire._native", "streamwire._native._core"}  # the compiled loops, if built
+    assert above <= {"streamwire.errors", *native}, f"importing {package} loads {sorted(above)}"
 
 
 @pytest.mark.parametrize(

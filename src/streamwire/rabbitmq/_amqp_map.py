@@ -20,6 +20,8 @@ import struct
 import uuid
 from typing import Any, Final
 
+from streamwire._native import NativeCore
+from streamwire._native import core as _native
 from streamwire.codec import amqp
 from streamwire.codec.amqp import Symbol, decode_data_body, encode_data_body
 from streamwire.codec.checksums import crc32
@@ -28,6 +30,7 @@ from streamwire.codec.message import Message, received_message
 from streamwire.errors import ChecksumMismatchError, ConfigurationError, DecodeError
 from streamwire.rabbitmq.protocol.chunk import (
     CHUNK_HEADER_SIZE,
+    ChunkHeader,
     expand_sub_batch,
     parse_chunk_header,
 )
@@ -169,6 +172,9 @@ def decode_chunk(
     client sends for a plain body) are sliced straight out of the chunk, one copy each, and
     messages are built without re-validation. Sub-batches and other AMQP shapes go through
     the general decoders. Raises DecodeError / ChecksumMismatchError for a bad chunk.
+
+    The entries are walked by the native core when it is loaded (:mod:`streamwire._native`),
+    otherwise by :func:`decode_entries_py`; both give the same messages and errors.
     """
     header = parse_chunk_header(chunk)
     # Work on the frame's own bytes when the chunk is a view of their tail (how Deliver
@@ -185,15 +191,72 @@ def decode_chunk(
             buf, base = bytes(chunk), 0
     else:
         buf, base = (chunk if isinstance(chunk, bytes) else bytes(chunk)), 0
-    chunk = buf
     start = base + CHUNK_HEADER_SIZE
+    if _native is not None and type(skip_below) is int and abs(skip_below) < _I127:
+        return decode_entries_native(
+            _native, buf, start, header, stream, skip_below, verify_crc, amqp
+        )
+    return decode_entries_py(buf, start, header, stream, skip_below, verify_crc, amqp)
+
+
+def decode_entries_native(
+    core: NativeCore,
+    chunk: bytes,
+    start: int,
+    header: ChunkHeader,
+    stream: str,
+    skip_below: int,
+    verify_crc: bool,
+    amqp: bool,
+) -> list[Message]:
+    """:func:`decode_entries_py` by the native core (``abs(skip_below) < 2**126``): plain
+    data sections are built there; other records and sub-batches call back into Python."""
     end = start + header.data_length
+    ts = header.timestamp * 1000
+    view = memoryview(chunk)
+
+    def record(pos: int, stop: int, offset: int) -> Message:
+        return decode_record(view[pos:stop], offset, ts, stream)
+
+    def sub_batch(pos: int, offset: int) -> tuple[int, int, list[Message]]:
+        return _sub_batch(chunk, pos, end, offset, skip_below, ts, stream, amqp)
+
+    return core.rmq_decode_records(
+        chunk,
+        start,
+        end,
+        header.chunk_id,
+        header.num_records,
+        ts,
+        stream,
+        skip_below,
+        amqp,
+        header.crc if verify_crc else None,
+        record,
+        sub_batch,
+    )
+
+
+_I127: Final = 1 << 126
+
+
+def decode_entries_py(
+    chunk: bytes,
+    start: int,
+    header: ChunkHeader,
+    stream: str,
+    skip_below: int,
+    verify_crc: bool,
+    amqp: bool,
+) -> list[Message]:
+    """The pure-Python walk of a chunk's entries, ``chunk[start:start + data_length]``."""
+    end = start + header.data_length
+    ts = header.timestamp * 1000
     if verify_crc:
         actual = crc32(memoryview(chunk)[start:end])
         if actual != header.crc:
             raise ChecksumMismatchError("chunk CRC-32", header.crc, actual)
     offset = header.chunk_id
-    ts = header.timestamp * 1000
     out: list[Message] = []
     append = out.append
     new = received_message
@@ -204,16 +267,9 @@ def decode_chunk(
             raise DecodeError("entry size", pos, frame="Deliver")
         (size,) = unpack(chunk, pos)
         if size & 0x80000000:  # a sub-batch: expand, then decode record by record
-            records: list[memoryview] = []
-            pos, _ = expand_sub_batch(memoryview(chunk), pos, end, records)
-            for rec in records:
-                if offset >= skip_below:
-                    append(
-                        decode_record(rec, offset, ts, stream)
-                        if amqp
-                        else _raw(rec, offset, ts, stream)
-                    )
-                offset += 1
+            pos, count, msgs = _sub_batch(chunk, pos, end, offset, skip_below, ts, stream, amqp)
+            out.extend(msgs)
+            offset += count
             continue
         pos += 4
         stop = pos + size
@@ -235,6 +291,30 @@ def decode_chunk(
             frame="Deliver",
         )
     return out
+
+
+def _sub_batch(
+    chunk: bytes,
+    pos: int,
+    end: int,
+    offset: int,
+    skip_below: int,
+    ts: int,
+    stream: str,
+    amqp: bool,
+) -> tuple[int, int, list[Message]]:
+    """The sub-batch entry at ``chunk[pos]``: (position after it, its number of records,
+    the messages of those at or after ``skip_below``; ``offset`` is its first record's)."""
+    records: list[memoryview] = []
+    after, count = expand_sub_batch(memoryview(chunk), pos, end, records)
+    out = []
+    for rec in records:
+        if offset >= skip_below:
+            out.append(
+                decode_record(rec, offset, ts, stream) if amqp else _raw(rec, offset, ts, stream)
+            )
+        offset += 1
+    return after, count, out
 
 
 def _raw(record: bytes | memoryview, offset: int, ts: int, stream: str) -> Message:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from streamwire._native import core as _native
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.checksums import xxh3_64
 from streamwire.codec.reader import Reader
@@ -36,8 +37,10 @@ __all__ = (
     "decode_batch",
     "decode_batches",
     "encode_batch",
+    "encode_batch_py",
     "encode_record",
     "locate_frames",
+    "locate_frames_py",
     "random_message_id",
     "random_message_ids",
     "restamp_batch",
@@ -162,7 +165,17 @@ def batch_checksum(header: BatchHeader, checksums: Sequence[int]) -> int:
 
 def encode_batch(messages: Sequence[OutgoingMessage]) -> bytes:
     """Encode messages into one batch with every checksum filled in (producer side:
-    partition, base offset and base timestamp are 0)."""
+    partition, base offset and base timestamp are 0). The native core does it when loaded
+    (:mod:`streamwire._native`); :func:`encode_batch_py` is the same in pure Python."""
+    if _native is not None:
+        encoded = _native.iggy_encode_batch(messages)
+        if encoded is not None:
+            return encoded
+    return encode_batch_py(messages)
+
+
+def encode_batch_py(messages: Sequence[OutgoingMessage]) -> bytes:
+    """:func:`encode_batch` in pure Python."""
     if not messages:
         raise LocalProtocolError("a batch needs at least one message")
     origin = min(m.origin_timestamp for m in messages)
@@ -301,10 +314,32 @@ covers ``buf[start + 8:end]``."""
 
 def locate_frames(
     buf: bytes, start: int = 0, end: int | None = None, *, frame: str = "batch records"
-) -> list[FrameRef]:
+) -> Sequence[FrameRef]:
     """Check the structure of the batch records in ``buf[start:end]`` and locate every
-    message frame (one tuple each, no checksum work). Raises :class:`DecodeError` (offsets
-    into ``buf``) for a truncated or inconsistent record."""
+    message frame (no checksum work). Raises :class:`DecodeError` (offsets into ``buf``)
+    for a truncated or inconsistent record.
+
+    With the native core loaded (:mod:`streamwire._native`) the frames come back as a
+    compact index over ``buf`` (a read-only sequence making each tuple on access);
+    :func:`locate_frames_py` returns the same tuples as a list."""
+    if (
+        _native is not None
+        and type(buf) is bytes
+        and type(start) is int
+        and 0 <= start < _I62
+        and (end is None or (type(end) is int and abs(end) < _I62))
+    ):
+        return _native.iggy_locate_frames(buf, start, end, frame)
+    return locate_frames_py(buf, start, end, frame=frame)
+
+
+_I62: Final = 1 << 62
+
+
+def locate_frames_py(
+    buf: bytes, start: int = 0, end: int | None = None, *, frame: str = "batch records"
+) -> list[FrameRef]:
+    """:func:`locate_frames` in pure Python: one tuple per frame."""
     stop_all = len(buf) if end is None else min(end, len(buf))
     out: list[FrameRef] = []
     append = out.append

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from typing import Final
 
+from streamwire._native import core as _native
 from streamwire.codec.checksums import xxh3_64, xxh32
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message, received_message
@@ -32,7 +33,14 @@ from streamwire.iggy.protocol.batch import (
 from streamwire.iggy.protocol.messaging import PolledMessages
 from streamwire.iggy.protocol.tlv import decode_user_headers, encode_user_headers
 
-__all__ = ("KEY_HEADER", "from_stored", "key_partition", "received_messages", "to_outgoing")
+__all__ = (
+    "KEY_HEADER",
+    "from_stored",
+    "key_partition",
+    "received_messages",
+    "received_messages_py",
+    "to_outgoing",
+)
 
 KEY_HEADER: Final = "streamwire.key"
 
@@ -106,7 +114,28 @@ def received_messages(
     """A poll reply's messages as received :class:`Message` objects, straight from its
     records (what :func:`from_stored` makes of each of ``polled.messages``). With
     ``verify``, a frame whose XXH3-64 checksum does not match raises
-    :class:`ChecksumMismatchError` and nothing is returned."""
+    :class:`ChecksumMismatchError` and nothing is returned.
+
+    The native core does it when loaded and the reply's frames are its index
+    (:mod:`streamwire._native`); :func:`received_messages_py` is the same in pure Python."""
+    frames = polled.frames
+    if (
+        _native is not None
+        and isinstance(frames, _native.FrameIndex)
+        and frames.buf is polled.records
+    ):
+        return _native.iggy_received_messages(frames, stream, key_header, verify, _headers_and_key)
+    return received_messages_py(polled, stream=stream, key_header=key_header, verify=verify)
+
+
+def received_messages_py(
+    polled: PolledMessages,
+    *,
+    stream: str,
+    key_header: str | None = KEY_HEADER,
+    verify: bool = True,
+) -> list[Message]:
+    """:func:`received_messages` in pure Python."""
     buf = polled.records
     view = memoryview(buf)
     head = FRAME_HEADER_SIZE

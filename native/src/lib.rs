@@ -1,0 +1,347 @@
+//! streamwire's optional native core: the per-message loops of the codec hot paths.
+//!
+//! * RabbitMQ Streams: an Osiris chunk's entries → received `Message` objects (CRC-32 of the
+//!   chunk, simple entries holding one AMQP data section sliced out directly; every other
+//!   record shape is handed back to the Python decoders through callbacks).
+//! * Iggy: a SendMessages batch encoded with its XXH3-64 checksums; poll replies checked for
+//!   structure into a compact frame index (one buffer + index, tuples made on access), and
+//!   turned into `Message` objects with their checksums verified.
+//!
+//! Every function mirrors a pure-Python function of the package byte for byte and error for
+//! error (same exception classes and texts, raised in the same order); the property tests in
+//! `tests/property/test_native_core.py` hold them to it. Where an input is outside what a
+//! function handles natively (unusual argument types, out-of-range integers) it returns
+//! `None` and the Python wrapper runs the pure-Python code instead.
+//!
+//! No call loops over unbounded input: each handles one chunk, one batch or one poll reply,
+//! whose sizes the protocols and the connection's frame limit bound.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyTuple, PyType};
+
+mod iggy;
+mod rabbitmq;
+
+/// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
+/// extension built from other sources (`streamwire._native.ABI`).
+pub const ABI: u32 = 1;
+
+/// The slots of `streamwire.codec.message.Message`, in this order.
+const SLOTS: [&str; 8] = [
+    "value",
+    "key",
+    "headers",
+    "timestamp_us",
+    "offset",
+    "stream",
+    "partition",
+    "id",
+];
+const VALUE: usize = 0;
+const KEY: usize = 1;
+const HEADERS: usize = 2;
+const TIMESTAMP: usize = 3;
+const OFFSET: usize = 4;
+const STREAM: usize = 5;
+const PARTITION: usize = 6;
+const ID: usize = 7;
+
+pub(crate) struct State {
+    message: Py<PyType>,
+    offsets: [isize; 8],
+    decode_error: Py<PyAny>,
+    checksum_error: Py<PyAny>,
+    local_error: Py<PyAny>,
+}
+
+static STATE: PyOnceLock<State> = PyOnceLock::new();
+
+pub(crate) fn state(py: Python<'_>) -> PyResult<&State> {
+    STATE
+        .get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("streamwire._native._core.init() was not called"))
+}
+
+/// Where each slot of `cls` lives in its instances: set every slot of a fresh instance to a
+/// distinct sentinel and find each sentinel's word in the instance's memory (exactly once).
+fn slot_offsets(py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<[isize; 8]> {
+    let tp = cls.as_type_ptr();
+    let mut offsets = [0isize; 8];
+    unsafe {
+        if (*tp).tp_itemsize != 0 {
+            return Err(PyTypeError::new_err("Message must not be a variable-size type"));
+        }
+        let basic = (*tp).tp_basicsize;
+        let alloc = (*tp)
+            .tp_alloc
+            .ok_or_else(|| PyTypeError::new_err("Message has no tp_alloc"))?;
+        let obj = Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?;
+        let mut sentinels = Vec::with_capacity(SLOTS.len());
+        for name in SLOTS {
+            let sentinel = py.eval(c"object()", None, None)?;
+            obj.setattr(name, &sentinel)?;
+            sentinels.push(sentinel);
+        }
+        let base = obj.as_ptr() as *const u8;
+        let word = std::mem::size_of::<*mut ffi::PyObject>() as isize;
+        let head = std::mem::size_of::<ffi::PyObject>() as isize;
+        for (i, sentinel) in sentinels.iter().enumerate() {
+            let mut found = None;
+            let mut at = head;
+            while at + word <= basic {
+                let p = *(base.offset(at) as *const *mut ffi::PyObject);
+                if p == sentinel.as_ptr() {
+                    if found.is_some() {
+                        return Err(PyTypeError::new_err("Message slot found twice"));
+                    }
+                    found = Some(at);
+                }
+                at += word;
+            }
+            offsets[i] = found.ok_or_else(|| {
+                PyTypeError::new_err(format!("Message slot {:?} not found", SLOTS[i]))
+            })?;
+        }
+    }
+    Ok(offsets)
+}
+
+/// Register the Python classes the core builds and raises (called once by
+/// `streamwire._native` at import).
+#[pyfunction]
+fn init(
+    py: Python<'_>,
+    message: &Bound<'_, PyType>,
+    decode_error: &Bound<'_, PyAny>,
+    checksum_error: &Bound<'_, PyAny>,
+    local_error: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    if let Some(st) = STATE.get(py) {
+        if st.message.bind(py).is(message)
+            && st.decode_error.bind(py).is(decode_error)
+            && st.checksum_error.bind(py).is(checksum_error)
+            && st.local_error.bind(py).is(local_error)
+        {
+            return Ok(());
+        }
+        return Err(PyRuntimeError::new_err("streamwire._native._core is already initialised"));
+    }
+    let offsets = slot_offsets(py, message)?;
+    let _ = STATE.set(
+        py,
+        State {
+            message: message.clone().unbind(),
+            offsets,
+            decode_error: decode_error.clone().unbind(),
+            checksum_error: checksum_error.clone().unbind(),
+            local_error: local_error.clone().unbind(),
+        },
+    );
+    Ok(())
+}
+
+impl State {
+    /// A new `Message` with its eight slots set; takes ownership of the eight references
+    /// (released if allocation fails).
+    ///
+    /// # Safety
+    /// Every pointer must be a valid owned reference; called with the GIL held.
+    #[inline]
+    pub(crate) unsafe fn message(
+        &self,
+        py: Python<'_>,
+        values: [*mut ffi::PyObject; 8],
+    ) -> PyResult<*mut ffi::PyObject> {
+        let tp = self.message.as_ptr() as *mut ffi::PyTypeObject;
+        let obj = match (*tp).tp_alloc {
+            Some(alloc) => alloc(tp, 0),
+            None => std::ptr::null_mut(),
+        };
+        if obj.is_null() {
+            for v in values {
+                ffi::Py_DECREF(v);
+            }
+            return Err(PyErr::fetch(py));
+        }
+        let base = obj as *mut u8;
+        for (v, off) in values.into_iter().zip(self.offsets) {
+            *(base.offset(off) as *mut *mut ffi::PyObject) = v;
+        }
+        Ok(obj)
+    }
+
+    pub(crate) fn decode_error(&self, py: Python<'_>, what: String, at: usize, frame: &str) -> PyErr {
+        let kwargs = [("frame", frame)];
+        let made = (|| -> PyResult<Bound<'_, PyAny>> {
+            let kw = pyo3::types::IntoPyDict::into_py_dict(kwargs, py)?;
+            self.decode_error.bind(py).call((what, at), Some(&kw))
+        })();
+        match made {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        }
+    }
+
+    pub(crate) fn checksum_error(
+        &self,
+        py: Python<'_>,
+        what: String,
+        expected: u64,
+        actual: u64,
+    ) -> PyErr {
+        match self.checksum_error.bind(py).call1((what, expected, actual)) {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        }
+    }
+
+    pub(crate) fn local_error(&self, py: Python<'_>, what: String) -> PyErr {
+        match self.local_error.bind(py).call1((what,)) {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        }
+    }
+}
+
+/// Owned references collected on the way to a list; released on early return.
+pub(crate) struct Owned(Vec<*mut ffi::PyObject>);
+
+impl Owned {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Owned(Vec::with_capacity(n))
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, obj: *mut ffi::PyObject) {
+        self.0.push(obj);
+    }
+
+    /// Forget the references without releasing them (their ownership moved elsewhere).
+    pub(crate) fn disarm(mut self) {
+        self.0.clear();
+    }
+
+    /// Move every reference into a new list.
+    pub(crate) fn into_list(mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        unsafe {
+            let list = ffi::PyList_New(self.0.len() as ffi::Py_ssize_t);
+            if list.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            for (i, obj) in self.0.drain(..).enumerate() {
+                ffi::PyList_SET_ITEM(list, i as ffi::Py_ssize_t, obj);
+            }
+            Ok(Bound::from_owned_ptr(py, list).unbind())
+        }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        for obj in self.0.drain(..) {
+            unsafe { ffi::Py_DECREF(obj) };
+        }
+    }
+}
+
+/// A new reference to `obj`.
+#[inline]
+pub(crate) fn new_ref(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    unsafe { ffi::Py_INCREF(obj) };
+    obj
+}
+
+#[inline]
+pub(crate) fn none() -> *mut ffi::PyObject {
+    new_ref(unsafe { ffi::Py_None() })
+}
+
+/// A Python int for a u128, or the pending error.
+#[inline]
+pub(crate) fn int_u128(py: Python<'_>, v: u128) -> PyResult<*mut ffi::PyObject> {
+    let obj = if v <= u64::MAX as u128 {
+        unsafe { ffi::PyLong_FromUnsignedLongLong(v as u64) }
+    } else {
+        return Ok(v.into_pyobject(py)?.into_ptr());
+    };
+    if obj.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        Ok(obj)
+    }
+}
+
+#[inline]
+pub(crate) fn bytes_of(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObject> {
+    let obj = unsafe {
+        ffi::PyBytes_FromStringAndSize(data.as_ptr() as *const _, data.len() as ffi::Py_ssize_t)
+    };
+    if obj.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        Ok(obj)
+    }
+}
+
+#[inline]
+pub(crate) fn new_dict(py: Python<'_>) -> PyResult<*mut ffi::PyObject> {
+    let obj = unsafe { ffi::PyDict_New() };
+    if obj.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        Ok(obj)
+    }
+}
+
+/// `(headers, key)` from a Python callback's 2-tuple, as two new references.
+pub(crate) fn pair(got: &Bound<'_, PyAny>) -> PyResult<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+    let t = got.cast::<PyTuple>().map_err(PyErr::from)?;
+    if t.len() != 2 {
+        return Err(PyTypeError::new_err("expected a 2-tuple"));
+    }
+    Ok((t.get_item(0)?.into_ptr(), t.get_item(1)?.into_ptr()))
+}
+
+/// Build a `Message` from Python (used by the import-time self-check).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn make_message(
+    py: Python<'_>,
+    value: &Bound<'_, PyBytes>,
+    key: &Bound<'_, PyAny>,
+    headers: &Bound<'_, PyAny>,
+    timestamp_us: &Bound<'_, PyAny>,
+    offset: &Bound<'_, PyAny>,
+    stream: &Bound<'_, PyAny>,
+    partition: &Bound<'_, PyAny>,
+    id: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    let st = state(py)?;
+    let mut values = [std::ptr::null_mut(); 8];
+    values[VALUE] = new_ref(value.as_ptr());
+    values[KEY] = new_ref(key.as_ptr());
+    values[HEADERS] = new_ref(headers.as_ptr());
+    values[TIMESTAMP] = new_ref(timestamp_us.as_ptr());
+    values[OFFSET] = new_ref(offset.as_ptr());
+    values[STREAM] = new_ref(stream.as_ptr());
+    values[PARTITION] = new_ref(partition.as_ptr());
+    values[ID] = new_ref(id.as_ptr());
+    unsafe { Ok(Bound::from_owned_ptr(py, st.message(py, values)?).unbind()) }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ABI", ABI)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(make_message, m)?)?;
+    m.add_function(wrap_pyfunction!(rabbitmq::rmq_decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;
+    m.add_class::<iggy::FrameIndex>()?;
+    Ok(())
+}

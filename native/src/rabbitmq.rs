@@ -1,0 +1,144 @@
+//! RabbitMQ Streams: the entries of an Osiris chunk → received messages.
+//!
+//! Mirrors `streamwire.rabbitmq._amqp_map.decode_chunk` after its header checks.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, Owned};
+
+/// An AMQP 1.0 message that is one data section with a 1-byte length (`vbin8`).
+const DATA8: [u8; 4] = [0x00, 0x53, 0x75, 0xa0];
+
+/// The messages of a chunk whose entries are `buf[start:end]` and whose first record has
+/// offset `first_offset`: records below `skip_below` are skipped. With `crc`, the entries'
+/// CRC-32 must equal it. `record(pos, stop, offset)` decodes any record that is not a plain
+/// data section (AMQP mode), `sub_batch(pos, offset)` a sub-batch entry, returning
+/// `(position after it, records in it, messages)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (buf, start, end, first_offset, num_records, ts, stream, skip_below, amqp, crc, record, sub_batch))]
+pub fn rmq_decode_records(
+    py: Python<'_>,
+    buf: &Bound<'_, PyBytes>,
+    start: usize,
+    end: usize,
+    first_offset: u64,
+    num_records: u64,
+    ts: &Bound<'_, PyAny>,
+    stream: &Bound<'_, PyAny>,
+    skip_below: i128,
+    amqp: bool,
+    crc: Option<u32>,
+    record: &Bound<'_, PyAny>,
+    sub_batch: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    let st = state(py)?;
+    let data = buf.as_bytes();
+    if start > end || end > data.len() {
+        return Err(PyValueError::new_err("entries outside the buffer"));
+    }
+    if let Some(expected) = crc {
+        let actual = crc32fast::hash(&data[start..end]);
+        if actual != expected {
+            return Err(st.checksum_error(
+                py,
+                "chunk CRC-32".to_owned(),
+                expected as u64,
+                actual as u64,
+            ));
+        }
+    }
+    let mut out = Owned::with_capacity(num_records.min(1 << 20) as usize);
+    let mut offset: u128 = first_offset as u128;
+    let ts = ts.as_ptr();
+    let stream = stream.as_ptr();
+    let mut pos = start;
+    while pos < end {
+        if pos + 4 > end {
+            return Err(st.decode_error(py, "entry size".to_owned(), pos, "Deliver"));
+        }
+        let size = u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap());
+        if size & 0x8000_0000 != 0 {
+            let got = sub_batch.call1((pos, offset))?;
+            let (next, count, messages): (usize, u64, Bound<'_, PyList>) = got.extract()?;
+            for m in messages.iter() {
+                out.push(m.into_ptr());
+            }
+            if next <= pos || next > end {
+                return Err(PyValueError::new_err("sub-batch callback went astray"));
+            }
+            pos = next;
+            offset += count as u128;
+            continue;
+        }
+        let size = size as usize;
+        pos += 4;
+        let stop = pos + size;
+        if stop > end {
+            return Err(st.decode_error(
+                py,
+                format!("entry of {size} bytes"),
+                pos - 4,
+                "Deliver",
+            ));
+        }
+        if offset as i128 >= skip_below {
+            let value = if !amqp {
+                Some(&data[pos..stop])
+            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8 {
+                Some(&data[pos + 5..stop])
+            } else {
+                None
+            };
+            match value {
+                Some(value) => {
+                    let v = bytes_of(py, value)?;
+                    let headers = match new_dict(py) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            unsafe { ffi::Py_DECREF(v) };
+                            return Err(e);
+                        }
+                    };
+                    let off = match int_u128(py, offset) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            unsafe {
+                                ffi::Py_DECREF(v);
+                                ffi::Py_DECREF(headers);
+                            }
+                            return Err(e);
+                        }
+                    };
+                    let values = [
+                        v,
+                        none(),
+                        headers,
+                        new_ref(ts),
+                        off,
+                        new_ref(stream),
+                        none(),
+                        none(),
+                    ];
+                    out.push(unsafe { st.message(py, values)? });
+                }
+                None => out.push(record.call1((pos, stop, offset))?.into_ptr()),
+            }
+        }
+        offset += 1;
+        pos = stop;
+    }
+    let held = offset - first_offset as u128;
+    if held != num_records as u128 {
+        return Err(st.decode_error(
+            py,
+            format!("chunk announces {num_records} records, holds {held}"),
+            4,
+            "Deliver",
+        ));
+    }
+    out.into_list(py)
+}

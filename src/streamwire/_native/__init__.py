@@ -1,0 +1,151 @@
+"""The optional native core: the codec's per-message loops, compiled (Rust, PyO3).
+
+``core`` is the extension module ``streamwire._native._core`` when it is built, carries the
+:data:`ABI` this package expects and passes its import-time self-check; otherwise it is
+``None`` and every caller runs its pure-Python code, which stays the reference: the same API,
+the same bytes, the same messages, the same exceptions (``tests/property/test_native_core.py``).
+
+``STREAMWIRE_PURE=1`` (or the older ``STREAMWIRE_PURE_PYTHON=1``) forces the pure-Python
+code; the choice is made once, at import. :data:`reason` says which was chosen and why.
+Build the extension with ``python native/build.py`` (``make venv`` does); see
+docs/development.md, "Native core".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from streamwire.codec.headers import HeaderValue
+from streamwire.codec.message import Message
+from streamwire.errors import ChecksumMismatchError, DecodeError, LocalProtocolError
+
+if TYPE_CHECKING:
+    from streamwire._native._core import FrameIndex as _FrameIndex
+
+__all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
+
+ABI: Final = 1
+"""The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
+
+PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
+
+
+class NativeCore(Protocol):
+    """What callers use of the extension (its full types: ``_core.pyi``)."""
+
+    @property
+    def ABI(self) -> int: ...
+
+    @property
+    def __version__(self) -> str: ...
+
+    @property
+    def FrameIndex(self) -> type[_FrameIndex]: ...
+
+    def init(
+        self,
+        message: type[Message],
+        decode_error: type[BaseException],
+        checksum_error: type[BaseException],
+        local_error: type[BaseException],
+    ) -> None: ...
+
+    def make_message(
+        self,
+        value: bytes,
+        key: bytes | None,
+        headers: dict[str, HeaderValue],
+        timestamp_us: int | None,
+        offset: int | None,
+        stream: str | None,
+        partition: int | None,
+        id: int | None,
+    ) -> Message: ...
+
+    def rmq_decode_records(
+        self,
+        buf: bytes,
+        start: int,
+        end: int,
+        first_offset: int,
+        num_records: int,
+        ts: int,
+        stream: str,
+        skip_below: int,
+        amqp: bool,
+        crc: int | None,
+        record: Callable[[int, int, int], Message],
+        sub_batch: Callable[[int, int], tuple[int, int, list[Message]]],
+    ) -> list[Message]: ...
+
+    def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
+
+    def iggy_locate_frames(
+        self, buf: bytes, start: int, end: int | None, frame: str
+    ) -> _FrameIndex: ...
+
+    def iggy_received_messages(
+        self,
+        frames: _FrameIndex,
+        stream: str,
+        key_header: str | None,
+        verify: bool,
+        headers_and_key: Callable[[bytes, str | None], tuple[dict[str, HeaderValue], bytes | None]],
+    ) -> list[Message]: ...
+
+
+def forced_pure(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Whether the environment asks for the pure-Python code (any value but ``""``/``0``)."""
+    return any(environ.get(name, "") not in ("", "0") for name in PURE_ENV)
+
+
+def _self_check(mod: NativeCore) -> None:
+    """The extension builds messages exactly as ``Message.received`` does."""
+    headers: dict[str, HeaderValue] = {}
+    ts, offset, msg_id = 1_700_000_000_000_000, 1 << 70, (1 << 127) + 5
+    built = mod.make_message(b"v", b"k", headers, ts, offset, "s", 3, msg_id)
+    expected = Message.received(
+        b"v",
+        key=b"k",
+        headers=headers,
+        timestamp_us=ts,
+        offset=offset,
+        stream="s",
+        partition=3,
+        id=msg_id,
+    )
+    if type(built) is not Message or built != expected or built.headers is not headers:
+        raise RuntimeError("the native core builds messages differently")
+
+
+def built() -> tuple[NativeCore | None, str]:
+    """The extension if it is built, of this :data:`ABI` and passes its self-check, whatever
+    the environment says (the property tests compare it with the pure-Python code even when
+    ``STREAMWIRE_PURE`` is set); otherwise ``None`` and why."""
+    try:
+        from streamwire._native import _core
+    except ImportError as exc:
+        return None, f"native core not built: {exc}"
+    abi = getattr(_core, "ABI", None)
+    if abi != ABI:
+        return None, f"native core ABI {abi}, this package needs {ABI}: rebuild it"
+    try:
+        _core.init(Message, DecodeError, ChecksumMismatchError, LocalProtocolError)
+        _self_check(_core)
+    except Exception as exc:  # an incompatible build: never worse than pure Python
+        return None, f"native core failed its self-check: {exc!r}"
+    return _core, f"native core {_core.__version__}"
+
+
+def _load() -> tuple[NativeCore | None, str]:
+    if forced_pure():
+        return None, "pure Python (forced by STREAMWIRE_PURE)"
+    found, why = built()
+    return (found, why) if found is not None else (None, f"pure Python ({why})")
+
+
+_loaded = _load()
+core: Final[NativeCore | None] = _loaded[0]
+reason: Final[str] = _loaded[1]

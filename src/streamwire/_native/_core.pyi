@@ -1,0 +1,61 @@
+# Types of the native extension (native/src); see streamwire._native.
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, overload
+
+from streamwire.codec.headers import HeaderValue
+from streamwire.codec.message import Message
+
+ABI: Final[int]
+__version__: Final[str]
+
+_FrameRef = tuple[int, int, int, int, int, int, int, int, int, int, int]
+
+def init(
+    message: type[Message],
+    decode_error: type[BaseException],
+    checksum_error: type[BaseException],
+    local_error: type[BaseException],
+) -> None: ...
+def make_message(
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, HeaderValue],
+    timestamp_us: int | None,
+    offset: int | None,
+    stream: str | None,
+    partition: int | None,
+    id: int | None,
+) -> Message: ...
+def rmq_decode_records(
+    buf: bytes,
+    start: int,
+    end: int,
+    first_offset: int,
+    num_records: int,
+    ts: int,
+    stream: str,
+    skip_below: int,
+    amqp: bool,
+    crc: int | None,
+    record: Callable[[int, int, int], Message],
+    sub_batch: Callable[[int, int], tuple[int, int, list[Message]]],
+) -> list[Message]: ...
+def iggy_encode_batch(messages: Sequence[Any]) -> bytes | None: ...
+def iggy_locate_frames(buf: bytes, start: int, end: int | None, frame: str) -> FrameIndex: ...
+def iggy_received_messages(
+    frames: FrameIndex,
+    stream: str,
+    key_header: str | None,
+    verify: bool,
+    headers_and_key: Callable[[bytes, str | None], tuple[dict[str, HeaderValue], bytes | None]],
+) -> list[Message]: ...
+
+class FrameIndex(Sequence[_FrameRef]):
+    @property
+    def buf(self) -> bytes: ...
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> _FrameRef: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[_FrameRef]: ...
+    def __iter__(self) -> Iterator[_FrameRef]: ...

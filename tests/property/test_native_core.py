@@ -1,0 +1,432 @@
+"""The native core (``streamwire._native._core``) against the pure-Python code it replaces:
+on random input, well-formed or not, both give the same bytes, the same messages, or the
+same exception (class and text).
+
+These tests load the extension directly (:func:`streamwire._native.built`), so they run
+under ``STREAMWIRE_PURE=1`` too; they skip, saying why, only when it is not built.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from streamwire import _native
+from streamwire.codec.amqp import encode_data_body
+from streamwire.codec.headers import HeaderValue
+from streamwire.codec.message import Message
+from streamwire.iggy.protocol.batch import (
+    FRAME_HEADER_SIZE,
+    OutgoingMessage,
+    encode_batch_py,
+    encode_record,
+    locate_frames_py,
+    stored_messages,
+)
+from streamwire.iggy.protocol.mapping import (
+    KEY_HEADER,
+    _headers_and_key,
+    received_messages_py,
+    to_outgoing,
+)
+from streamwire.iggy.protocol.messaging import PolledMessages
+from streamwire.rabbitmq._amqp_map import (
+    decode_entries_native,
+    decode_entries_py,
+    encode_message,
+)
+from streamwire.rabbitmq.protocol.chunk import CHUNK_HEADER_SIZE, parse_chunk_header
+from tests.property.test_rabbitmq_decode_chunk import simple, sub_batch
+from tests.unit.iggy.strategies import HEADERS
+
+CORE, WHY = _native.built()
+pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def core() -> _native.NativeCore:
+    assert CORE is not None
+    return CORE
+
+
+def outcome(call: Callable[[], Any]) -> tuple[str, Any]:
+    """What a call gives: its result, or its exception's class and text."""
+    try:
+        return "ok", call()
+    except Exception as exc:
+        return "raised", (type(exc), str(exc))
+
+
+def messages_key(msgs: list[Message]) -> list[tuple[object, ...]]:
+    """Every slot of every message, types included (``Message.__eq__`` compares values)."""
+    return [tuple((type(getattr(m, n)), getattr(m, n)) for n in Message.__slots__) for m in msgs]
+
+
+def same(native: tuple[str, Any], pure: tuple[str, Any]) -> None:
+    if native[0] == pure[0] == "ok" and isinstance(pure[1], list):
+        assert all(type(m) is Message for m in native[1])
+        assert messages_key(native[1]) == messages_key(pure[1])
+    else:
+        assert native == pure
+
+
+# --- selection -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environ", "pure"),
+    [
+        ({}, False),
+        ({"STREAMWIRE_PURE": ""}, False),
+        ({"STREAMWIRE_PURE": "0"}, False),
+        ({"STREAMWIRE_PURE": "1"}, True),
+        ({"STREAMWIRE_PURE_PYTHON": "1"}, True),
+        ({"STREAMWIRE_PURE": "0", "STREAMWIRE_PURE_PYTHON": "yes"}, True),
+    ],
+)
+def test_the_environment_forces_pure_python(environ: dict[str, str], pure: bool) -> None:
+    assert _native.forced_pure(environ) is pure
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_choice_made_at_import(pure: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _native.PURE_ENV}
+    if pure:
+        env["STREAMWIRE_PURE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    code = (
+        "from streamwire import _native\n"
+        "from streamwire.iggy.protocol import batch\n"
+        "from streamwire.rabbitmq import _amqp_map\n"
+        "print(_native.core is None, batch._native is _native.core,"
+        " _amqp_map._native is _native.core, _native.reason)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    is_none, batch_same, amqp_same, reason = done.stdout.strip().split(" ", 3)
+    assert is_none == str(pure)
+    assert batch_same == amqp_same == "True"
+    assert reason.startswith("pure Python" if pure else "native core")
+
+
+def test_the_extension_declares_the_abi_this_package_expects() -> None:
+    assert core().ABI == _native.ABI
+
+
+# --- RabbitMQ: chunk entries → messages ---------------------------------------------------
+
+RECORDS = st.one_of(
+    st.binary(max_size=300).map(encode_data_body),  # plain data sections (built natively)
+    st.binary(max_size=40),  # not AMQP at all
+    st.builds(  # AMQP with annotations/properties (decoded in Python, called back)
+        lambda v, k: encode_message(Message(v, key=k, headers={"h": 1})),
+        st.binary(max_size=20),
+        st.binary(min_size=1, max_size=5),
+    ),
+    # near-misses of the fast path: wrong length byte, wrong descriptor
+    st.binary(min_size=1, max_size=20).map(lambda b: b"\x00\x53\x75\xa0" + bytes([len(b)]) + b),
+    st.binary(max_size=20).map(lambda b: b"\x00\x53\x76\xa0" + bytes([len(b)]) + b),
+)
+ENTRIES = st.lists(
+    st.one_of(
+        RECORDS.map(lambda r: (1, simple(r))),
+        st.tuples(st.lists(RECORDS, min_size=1, max_size=4), st.booleans()).map(
+            lambda rc: (len(rc[0]), sub_batch(rc[0], rc[1]))
+        ),
+        # malformed entries: garbage, a size running past the end, a bad sub-batch header
+        st.binary(min_size=1, max_size=12).map(lambda b: (1, b)),
+        st.integers(1, 1 << 20).map(lambda n: (1, struct.pack(">I", n))),
+        st.binary(max_size=16).map(lambda b: (1, b"\x80" + b)),
+    ),
+    max_size=12,
+)
+
+
+def chunk_bytes(entries: bytes, records: int, chunk_id: int, crc: int, ts: int) -> bytes:
+    header = struct.pack(
+        ">BBHIqQQIIIB3x",
+        0x50, 0, 1, records, ts, 1, chunk_id, crc, len(entries), 0, 0,
+    )  # fmt: skip
+    return header + entries
+
+
+@settings(max_examples=400)
+@given(
+    ENTRIES,
+    st.one_of(st.integers(0, 2000), st.just(2**64 - 3)),
+    st.integers(-2, 2),
+    st.one_of(st.integers(-5, 30), st.integers(2**64 - 8, 2**64 + 8)),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.binary(max_size=9),
+    st.integers(-(2**63), 2**63 - 1),
+)
+def test_chunk_entries_decode_alike(
+    parts: list[tuple[int, bytes]],
+    chunk_id: int,
+    miscount: int,
+    skip: int,
+    amqp: bool,
+    verify: bool,
+    good_crc: bool,
+    prefix: bytes,
+    ts: int,
+) -> None:
+    data = b"".join(e for _, e in parts)
+    records = max(0, min(2**32 - 1, sum(n for n, _ in parts) + miscount))
+    crc = zlib.crc32(data) if good_crc else zlib.crc32(data) ^ 1
+    buf = prefix + chunk_bytes(data, records, chunk_id, crc, ts)  # a tail, as Deliver hands it
+    header = parse_chunk_header(memoryview(buf)[len(prefix) :])
+    start = len(prefix) + CHUNK_HEADER_SIZE
+    same(
+        outcome(lambda: decode_entries_native(core(), buf, start, header, "s", skip, verify, amqp)),
+        outcome(lambda: decode_entries_py(buf, start, header, "s", skip, verify, amqp)),
+    )
+
+
+@given(st.lists(st.binary(max_size=200), min_size=1, max_size=50), st.integers(0, 2**40))
+def test_plain_chunks_are_built_natively(bodies: list[bytes], chunk_id: int) -> None:
+    """The common case takes no Python callback (the callbacks would fail here)."""
+    data = b"".join(simple(encode_data_body(b)) for b in bodies)
+    buf = chunk_bytes(data, len(bodies), chunk_id, zlib.crc32(data), 1_700_000_000_000)
+
+    def refuse(*args: object) -> Any:
+        raise AssertionError(f"called back for {args}")
+
+    got = core().rmq_decode_records(
+        buf, 48, len(buf), chunk_id, len(bodies), 1_700_000_000_000_000, "s", 0, True,
+        zlib.crc32(data), refuse, refuse,
+    )  # fmt: skip
+    header = parse_chunk_header(buf)
+    assert messages_key(got) == messages_key(decode_entries_py(buf, 48, header, "s", 0, True, True))
+    assert [m.value for m in got] == bodies
+
+
+# --- Iggy: batch encode ------------------------------------------------------------------
+
+IDS = st.one_of(
+    st.integers(1, 2**128 - 1),
+    st.sampled_from([0, 1, 2**64 - 1, 2**64, 2**128 - 1, 2**128, -1]),
+)
+TIMES = st.one_of(
+    st.integers(0, 2**34),
+    st.sampled_from([0, 2**32 - 1, 2**32, 2**64 - 1, 2**64, -1]),
+)
+OUTGOING = st.builds(
+    OutgoingMessage,
+    IDS,
+    st.one_of(st.binary(min_size=1, max_size=300), st.just(b"")),
+    TIMES,
+    st.binary(max_size=40),
+)
+ODD_OUTGOING = st.one_of(  # what the native encoder leaves to Python: same result
+    st.builds(OutgoingMessage, IDS, st.binary(max_size=9).map(bytearray), TIMES),
+    st.builds(OutgoingMessage, st.just(True), st.binary(min_size=1, max_size=9), TIMES),
+    st.tuples(IDS, st.binary(min_size=1, max_size=9)),
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(OUTGOING, max_size=12), st.booleans())
+def test_batches_encode_alike(messages: list[OutgoingMessage], as_tuple: bool) -> None:
+    given_ = tuple(messages) if as_tuple else messages
+    native = outcome(lambda: core().iggy_encode_batch(given_))
+    in_range = all(0 <= m.id < 2**128 and 0 <= m.origin_timestamp < 2**64 for m in messages)
+    if native == ("ok", None):  # left to Python (the wrapper then runs encode_batch_py)
+        assert not in_range, "well-typed, in-range input must be encoded natively"
+        return
+    same(native, outcome(lambda: encode_batch_py(given_)))
+
+
+@given(st.lists(st.one_of(OUTGOING, ODD_OUTGOING), min_size=1, max_size=6))
+def test_unusual_input_is_left_to_python(messages: list[Any]) -> None:
+    native = outcome(lambda: core().iggy_encode_batch(messages))
+    pure = outcome(lambda: encode_batch_py(messages))
+    if native == ("ok", None):
+        return  # the wrapper then runs encode_batch_py: the same by construction
+    same(native, pure)
+
+
+@given(st.lists(st.binary(min_size=1, max_size=100), min_size=1, max_size=20), HEADERS)
+def test_batches_of_real_messages_encode_alike(
+    bodies: list[bytes], headers: dict[str, HeaderValue]
+) -> None:
+    msgs = [
+        to_outgoing(Message(b, key=b[:3], headers=headers), now_us=1_700_000_000_000_000)
+        for b in bodies
+    ]
+    assert core().iggy_encode_batch(msgs) == encode_batch_py(msgs)
+
+
+# --- Iggy: poll replies --------------------------------------------------------------------
+
+
+@st.composite
+def poll_records(draw: st.DrawFn) -> bytes:
+    """Batch records as a server serves them, then perhaps damaged."""
+    out = b""
+    for _ in range(draw(st.integers(0, 3))):
+        bodies = draw(st.lists(st.binary(min_size=1, max_size=80), min_size=1, max_size=6))
+        headers = draw(st.one_of(st.just({}), HEADERS))
+        key = draw(st.one_of(st.none(), st.binary(min_size=1, max_size=8)))
+        now = draw(st.integers(0, 2**40))
+        msgs = [
+            to_outgoing(
+                Message(b, key=key, headers=headers), now_us=now + draw(st.integers(0, 2**32 - 1))
+            )
+            for b in bodies
+        ]
+        batch = encode_batch_py(msgs)
+        frames = stored_messages(batch, locate_frames_py(batch))
+        out += encode_record(
+            frames,
+            partition_id=draw(st.integers(0, 2**32 - 1)),
+            base_offset=draw(st.one_of(st.integers(0, 2**40), st.just(2**64 - 2))),
+            base_timestamp=draw(st.integers(0, 2**64 - 1)),
+            origin_timestamp=draw(st.integers(0, 2**64 - 1)),
+        )
+    damage = draw(st.sampled_from(["none", "flip", "field", "truncate", "append", "garbage"]))
+    if damage == "field" and len(out) >= 304:
+        # a header field of the first batch or its first frame: length, count, reserved,
+        # user headers length, payload length, frame reserved
+        at, fmt = draw(
+            st.sampled_from(
+                [(32, "<Q"), (48, "<I"), (60, "<I"), (288, "<I"), (292, "<I"), (296, "<Q")]
+            )
+        )
+        size = struct.calcsize(fmt)
+        value = draw(
+            st.one_of(st.integers(0, 8), st.integers(0, 600), st.integers(0, 2 ** (8 * size) - 1))
+        )
+        out = out[:at] + struct.pack(fmt, value) + out[at + size :]
+    elif damage == "flip" and out:
+        at = draw(st.integers(0, len(out) - 1))
+        out = out[:at] + bytes([out[at] ^ draw(st.integers(1, 255))]) + out[at + 1 :]
+    elif damage == "truncate" and out:
+        out = out[: draw(st.integers(0, len(out) - 1))]
+    elif damage == "append":
+        out += draw(st.binary(min_size=1, max_size=300))
+    elif damage == "garbage":
+        out = draw(st.binary(max_size=600))
+    return out
+
+
+@settings(max_examples=400)
+@given(poll_records(), st.integers(0, 40), st.one_of(st.none(), st.integers(-10, 5000)))
+def test_frames_are_located_alike(buf: bytes, start: int, end: int | None) -> None:
+    native = outcome(lambda: core().iggy_locate_frames(buf, start, end, "poll reply"))
+    pure = outcome(lambda: locate_frames_py(buf, start, end, frame="poll reply"))
+    if native[0] == "ok":
+        index = native[1]
+        assert pure[0] == "ok"
+        assert list(index) == pure[1]
+        assert len(index) == len(pure[1])
+        assert index[::-1] == pure[1][::-1]
+        assert index[1:3] == pure[1][1:3]
+        if pure[1]:
+            assert index[-1] == pure[1][-1]
+            assert index[0] == pure[1][0]
+        with pytest.raises(IndexError):
+            index[len(pure[1])]
+    else:
+        assert native == pure
+
+
+@settings(max_examples=400)
+@given(
+    poll_records(),
+    st.booleans(),
+    st.sampled_from([KEY_HEADER, None, "other"]),
+)
+def test_poll_replies_give_the_same_messages(buf: bytes, verify: bool, key: str | None) -> None:
+    try:
+        listed = locate_frames_py(buf, frame="poll reply")
+    except Exception:
+        assume(False)
+        raise
+    index = core().iggy_locate_frames(buf, 0, None, "poll reply")
+    reply = PolledMessages(
+        partition_id=1, current_offset=0, messages_count=len(listed), records=buf, frames=listed
+    )
+    same(
+        outcome(lambda: core().iggy_received_messages(index, "s", key, verify, _headers_and_key)),
+        outcome(lambda: received_messages_py(reply, stream="s", key_header=key, verify=verify)),
+    )
+
+
+def test_the_index_keeps_its_buffer() -> None:
+    msgs = [OutgoingMessage(7, b"x" * 10, 5)]
+    batch = encode_batch_py(msgs)
+    index = core().iggy_locate_frames(batch, 0, None, "b")
+    assert index.buf is batch
+    assert len(index) == 1
+    assert index[0][5] == 256
+    assert index[0][6] == 256 + FRAME_HEADER_SIZE + 10
+    assert repr(index) == "<FrameIndex of 1 frames>"
+
+
+# --- every error of the two decoders, deliberately -----------------------------------------
+
+
+def _put(buf: bytes, at: int, fmt: str, value: int) -> bytes:
+    size = struct.calcsize(fmt)
+    return buf[:at] + struct.pack(fmt, value) + buf[at + size :]
+
+
+_TWO = encode_batch_py([OutgoingMessage(1, b"a" * 30, 0), OutgoingMessage(2, b"b" * 30, 0)])
+FRAME_DAMAGE = {
+    "batch header: need 256 bytes, 100 left": b"\0" * 100,
+    "non-zero reserved bytes in a batch header": _put(_TWO, 60, "<B", 1),
+    "batch length 10": _put(_TWO, 32, "<Q", 10),
+    f"batch length {len(_TWO) + 1}": _put(_TWO, 32, "<Q", len(_TWO) + 1),
+    "batch of 9 messages": _put(_TWO, 48, "<I", 9),
+    "message frame: need 48 bytes, 0 left": _put(_TWO, 48, "<I", 3),
+    "non-zero reserved bytes in a message frame": _put(_TWO, 296, "<B", 1),
+    "message frame of 1048 bytes, 156 left": _put(_TWO, 256 + 36, "<I", 1000),
+    "78 trailing bytes": _put(_TWO, 48, "<I", 1),
+}
+
+
+@pytest.mark.parametrize("what", sorted(FRAME_DAMAGE))
+def test_each_frame_error_is_the_same(what: str) -> None:
+    buf = FRAME_DAMAGE[what]
+    pure = outcome(lambda: locate_frames_py(buf, frame="poll reply"))
+    assert pure[0] == "raised"
+    assert what in pure[1][1]
+    assert outcome(lambda: core().iggy_locate_frames(buf, 0, None, "poll reply")) == pure
+
+
+_BODY = simple(encode_data_body(b"x" * 10))
+CHUNK_DAMAGE = {  # entries, announced records
+    "entry size": (_BODY + b"\0\0", 2),
+    "entry of 300 bytes": (_BODY + struct.pack(">I", 300) + b"y", 2),
+    "chunk announces 3 records, holds 1": (_BODY, 3),
+    "sub-batch header": (_BODY + b"\x80" + b"\0" * 6, 2),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CHUNK_DAMAGE))
+@pytest.mark.parametrize("good_crc", [True, False])
+def test_each_chunk_error_is_the_same(what: str, good_crc: bool) -> None:
+    entries, records = CHUNK_DAMAGE[what]
+    crc = zlib.crc32(entries) ^ (0 if good_crc else 1)
+    buf = chunk_bytes(entries, records, 7, crc, 1_700_000_000_000)
+    header = parse_chunk_header(buf)
+    pure = outcome(lambda: decode_entries_py(buf, 48, header, "s", 0, True, True))
+    assert pure[0] == "raised"
+    assert (what if good_crc else "chunk CRC-32 checksum mismatch") in pure[1][1]
+    assert outcome(lambda: decode_entries_native(core(), buf, 48, header, "s", 0, True, True)) == (
+        pure
+    )
