@@ -70,6 +70,7 @@ __all__ = (
     "StreamNotFoundError",
     "StreamwireError",
     "TimeoutError",
+    "UnsupportedByBroker",
     "TransportError",
     "WriteError",
 )
@@ -81,6 +82,11 @@ class StreamwireError(Exception):
 
 class ConfigurationError(StreamwireError, ValueError):
     """Bad arguments, options or URL."""
+
+
+class UnsupportedByBroker(ConfigurationError):
+    """The broker (or its version) lacks what was asked for; the message names what it
+    needs, e.g. ``RabbitMQ 4.0.5 has no ResolveOffsetSpec (needs 4.3)``."""
 
 
 class MissingDependency(ConfigurationError, ImportError):

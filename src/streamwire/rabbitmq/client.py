@@ -19,14 +19,26 @@ from typing import Literal, Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
 from streamwire._options import build_options, check_names
-from streamwire.codec.offset import OffsetLike
-from streamwire.errors import ClosedError, ConfigurationError, ConnectError, StreamwireError
+from streamwire.codec.offset import Offset, OffsetLike
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    ConnectError,
+    RemoteProtocolError,
+    StreamwireError,
+    UnsupportedByBroker,
+)
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import CommandKey, ResponseCode
+from streamwire.rabbitmq.protocol.consuming import (
+    ResolveOffsetSpecRequest,
+    ResolveOffsetSpecResponse,
+    offset_spec,
+)
 from streamwire.rabbitmq.protocol.errors import ERRORS, StreamNotAvailable
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
 from streamwire.rabbitmq.protocol.streams import (
@@ -333,6 +345,37 @@ class Client(AsyncClosing):
             raise ConfigurationError("this broker has no StreamStats command (needs 3.11+)")
         resp = await conn.request(lambda corr: StreamStatsRequest(corr, name), StreamStatsResponse)
         return dict(resp.stats)
+
+    async def resolve_offset_spec(self, stream: str, offset: OffsetLike) -> int:
+        """The absolute offset that ``offset`` (``"first"``, ``"last"``, ``"next"``, an
+        ``int``, a ``datetime`` or an :class:`~streamwire.Offset`) stands for on ``stream``
+        now, as the broker resolves it for a subscription (ResolveOffsetSpec, RabbitMQ 4.3+).
+
+        On 4.3.6: ``"first"`` is the first retained offset, ``"next"`` the offset the next
+        message will get, ``"last"`` the first offset of the last chunk, an offset inside a
+        chunk that chunk's first offset (where delivery would start); on an empty stream all
+        are 0 (docs/rabbitmq.md, "RabbitMQ 4.3"). Raises
+        :class:`~streamwire.errors.UnsupportedByBroker` on older brokers and
+        :class:`~streamwire.rabbitmq.protocol.errors.StreamDoesNotExist` for a missing stream.
+        """
+        wire_type, value = offset_spec(Offset.parse(offset))
+        conn = await self._locator_connection()
+        if not conn.machine.supports(CommandKey.RESOLVE_OFFSET_SPEC):
+            version = ".".join(map(str, self.server_version)) or "this broker"
+            raise UnsupportedByBroker(
+                f"RabbitMQ {version} has no ResolveOffsetSpec (needs 4.3): resolve the offset "
+                "by subscribing, or use offset_bounds()"
+            )
+        response = await conn.request(
+            lambda corr: ResolveOffsetSpecRequest(corr, stream, wire_type, value),
+            ResolveOffsetSpecResponse,
+        )
+        if response.offset is None:
+            raise RemoteProtocolError(
+                f"ResolveOffsetSpec on {stream!r} answered with offset type "
+                f"{response.offset_type} and no offset"
+            )
+        return response.offset
 
     async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
         """``{0: OffsetBounds(first, next)}``: a stream is one partition. ``first`` is the

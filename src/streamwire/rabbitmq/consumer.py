@@ -35,6 +35,7 @@ from streamwire.rabbitmq.protocol.consuming import (
     StoreOffset,
     SubscribeRequest,
     UnsubscribeRequest,
+    offset_spec,
 )
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
@@ -166,15 +167,7 @@ class Consumer(AsyncStartable):
             stored = await self._query_offset(conn)
             if stored is not None:
                 return OffsetType.OFFSET, stored + 1
-        if kind is OffsetKind.FIRST:
-            return OffsetType.FIRST, None
-        if kind is OffsetKind.LAST:
-            return OffsetType.LAST, None
-        if kind is OffsetKind.NEXT:
-            return OffsetType.NEXT, None
-        if kind is OffsetKind.OFFSET:
-            return OffsetType.OFFSET, offset.value
-        return OffsetType.TIMESTAMP, (offset.value or 0) // 1000
+        return offset_spec(offset)
 
     async def _query_offset(self, conn: Connection) -> int | None:
         try:

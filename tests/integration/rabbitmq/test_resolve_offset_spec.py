@@ -10,10 +10,13 @@ command in ExchangeCommandVersions; for them the test checks just that.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import streamwire.rabbitmq as rmq
+from streamwire import Offset
+from streamwire.errors import UnsupportedByBroker
 from streamwire.rabbitmq.protocol.constants import CommandKey, OffsetType
 from streamwire.rabbitmq.protocol.errors import StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import (
@@ -72,3 +75,26 @@ async def test_a_missing_stream_is_stream_does_not_exist(
         pytest.skip(f"RabbitMQ {broker.version} predates ResolveOffsetSpec (4.3)")
     with pytest.raises(StreamDoesNotExist):
         await resolve(client, "sw-test-no-such-stream", OffsetType.FIRST)
+
+
+async def test_the_public_call_resolves_every_kind_of_offset(
+    broker: BrokerInfo, client: rmq.Client, stream: str
+) -> None:
+    if not client.supports(CommandKey.RESOLVE_OFFSET_SPEC):
+        with pytest.raises(UnsupportedByBroker, match=r"has no ResolveOffsetSpec \(needs 4\.3\)"):
+            await client.resolve_offset_spec(stream, "next")
+        return
+    assert await client.resolve_offset_spec(stream, "next") == 0
+    async with client.producer(stream) as producer:
+        await (await producer.send_many([f"m{i}".encode() for i in range(10)]))
+    assert await client.resolve_offset_spec(stream, "first") == 0
+    assert await client.resolve_offset_spec(stream, "next") == 10
+    # an offset inside a chunk resolves to that chunk's first offset (where delivery starts)
+    at_four = await client.resolve_offset_spec(stream, Offset.at(4))
+    assert 0 <= at_four <= 4
+    assert at_four == await client.resolve_offset_spec(stream, at_four)
+    assert 0 <= await client.resolve_offset_spec(stream, "last") <= 9
+    assert await client.resolve_offset_spec(stream, datetime.now(UTC) + timedelta(minutes=1)) == 10
+    assert await client.resolve_offset_spec(stream, datetime.now(UTC) - timedelta(hours=1)) == 0
+    with pytest.raises(StreamDoesNotExist):
+        await client.resolve_offset_spec("sw-test-no-such-stream", "first")

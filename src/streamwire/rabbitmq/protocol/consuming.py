@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
+from streamwire.codec.offset import Offset, OffsetKind
 from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
 from streamwire.rabbitmq.protocol._frame import (
@@ -19,10 +20,11 @@ from streamwire.rabbitmq.protocol._frame import (
     w_offset_spec,
     w_str,
 )
-from streamwire.rabbitmq.protocol.constants import RESPONSE_FLAG, CommandKey
+from streamwire.rabbitmq.protocol.constants import RESPONSE_FLAG, CommandKey, OffsetType
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 
 __all__ = (
+    "offset_spec",
     "ConsumerUpdateRequest",
     "ConsumerUpdateResponse",
     "Credit",
@@ -226,6 +228,21 @@ class ConsumerUpdateResponse(Response):
         corr, code = r.u32(), r.u16()
         offset_type, offset = r_offset_spec(r)
         return cls(corr, code, offset_type, offset)
+
+
+def offset_spec(offset: Offset) -> tuple[int, int | None]:
+    """The wire offset specification (type, value) of a start position; a timestamp goes on
+    the wire in milliseconds."""
+    kind = offset.kind
+    if kind is OffsetKind.FIRST:
+        return OffsetType.FIRST, None
+    if kind is OffsetKind.LAST:
+        return OffsetType.LAST, None
+    if kind is OffsetKind.NEXT:
+        return OffsetType.NEXT, None
+    if kind is OffsetKind.OFFSET:
+        return OffsetType.OFFSET, offset.value
+    return OffsetType.TIMESTAMP, (offset.value or 0) // 1000
 
 
 @register()
