@@ -47,6 +47,7 @@ brokers: venv
 	integration/brokers.sh up $(BROKERS)
 	-integration/brokers.sh up rabbitmq40   # optional: the 4.0 compatibility matrix
 	-integration/brokers.sh up rabbitmq310  # optional: the 3.10 compatibility matrix
+	-integration/brokers.sh up rabbitmq-cluster  # optional: three 4.3 nodes, the failover tests
 
 brokers-down:
 	integration/brokers.sh down all

@@ -1,7 +1,9 @@
 """Broker URLs: parsing, defaults and redaction.
 
 ``rabbitmq-stream[+tls]://user:pass@host:5552/vhost``, ``iggy[+tls]://user:pass@host:8090``,
-``liftbridge://host:9292?nats=nats://host:4222``.
+``liftbridge://host:9292?nats=nats://host:4222``. A URL may name several nodes of one cluster,
+comma-separated (``rabbitmq-stream://guest:guest@h1:5561,h2:5562,h3/``): clients that support
+it try them in turn (:attr:`BrokerURL.addresses`); the others use the first.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ class BrokerURL:
     password: str | None = field(default=None, repr=False)
     path: str = ""
     query: dict[str, list[str]] = field(default_factory=dict)
+    addresses: tuple[tuple[str, int], ...] = ()
+    """Every ``(host, port)`` the URL names, in order (the first is ``host``/``port``)."""
+
+    def __post_init__(self) -> None:
+        if not self.addresses:
+            object.__setattr__(self, "addresses", ((self.host, self.port),))
 
     def param(self, name: str, default: str | None = None) -> str | None:
         """The last value of a query parameter."""
@@ -51,8 +59,10 @@ class BrokerURL:
 
     def redacted(self) -> str:
         auth = f"{self.username}:***@" if self.username is not None else ""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{auth}{host}:{self.port}{self.path}"
+        hosts = ",".join(
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self.addresses
+        )
+        return f"{self.scheme}://{auth}{hosts}{self.path}"
 
     def __str__(self) -> str:
         return self.redacted()
@@ -64,7 +74,6 @@ def parse_url(url: str) -> BrokerURL:
         raise ConfigurationError(f"a broker URL must be a str, got {type(url).__name__}")
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError as exc:
         raise ConfigurationError(f"invalid broker URL: {exc}") from None
     scheme = parts.scheme.lower()
@@ -72,18 +81,33 @@ def parse_url(url: str) -> BrokerURL:
         known = ", ".join(f"{s}://" for s in SCHEMES)
         raise ConfigurationError(f"unknown URL scheme {parts.scheme!r}; expected one of {known}")
     protocol, tls, default_port = SCHEMES[scheme]
-    if not parts.hostname:
-        raise ConfigurationError(f"{scheme} URL has no host")
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    addresses: list[tuple[str, int]] = []
+    for entry in hostlist.split(","):
+        try:  # each entry parsed as a URL of its own: brackets, ports and errors as urlsplit
+            node = urlsplit(f"//{entry}")
+            port = node.port
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid broker URL: {exc} in {entry!r}") from None
+        if not node.hostname:
+            raise ConfigurationError(f"{scheme} URL has no host")
+        addresses.append((node.hostname, port if port is not None else default_port))
+    username = password = None
+    if userinfo:
+        user, has_password, secret = userinfo.partition(":")
+        username = unquote(user)
+        password = unquote(secret) if has_password else None
     return BrokerURL(
         scheme=scheme,
         protocol=protocol,
         tls=tls,
-        host=parts.hostname,
-        port=port if port is not None else default_port,
-        username=unquote(parts.username) if parts.username is not None else None,
-        password=unquote(parts.password) if parts.password is not None else None,
+        host=addresses[0][0],
+        port=addresses[0][1],
+        username=username,
+        password=password,
         path=parts.path,
         query=_parse_query(parts.query),
+        addresses=tuple(addresses),
     )
 
 

@@ -75,15 +75,23 @@ async def connect(
     ``load_balancer=True`` every connection goes to the URL's address, re-dialled until the
     node behind it advertises the node wanted (leader for producers).
 
+    A URL may name several nodes of a cluster (``rabbitmq-stream://u:p@h1:5561,h2:5562/``, as
+    the Java and Go clients take a list of URIs): they are tried in turn for the first
+    connection and whenever the locator connection is lost. ``host``/``port`` replace the
+    list with one address.
+
     Cancellation: nothing is left open.
     """
     base = settings or ConnectionSettings()
     changes: dict[str, Any] = {}
     use_tls: TLSConfig | None = None
+    seeds: tuple[tuple[str, int], ...] = ()
     if url is not None:
         parsed = parse_url(url)
         if parsed.protocol != "rabbitmq":
             raise ConfigurationError(f"not a RabbitMQ Streams URL: {parsed}")
+        if host is None and port is None:
+            seeds = parsed.addresses
         host = host or parsed.host
         port = port or parsed.port
         if parsed.username is not None:
@@ -114,6 +122,7 @@ async def connect(
         reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
         address_resolver=address_resolver,
         load_balancer=load_balancer,
+        seeds=seeds,
     )
     return await client._open()
 

@@ -45,3 +45,4 @@ class ConsumerKwargs(_api.ConsumerKwargs, total=False):
     filter_values: Sequence[str]
     match_unfiltered: bool
     post_filter: Callable[[Message], bool] | None
+    from_replica: bool

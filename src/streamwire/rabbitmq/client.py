@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
@@ -111,9 +111,13 @@ class Client(AsyncClosing):
         reconnect: ReconnectPolicy | None = None,
         address_resolver: AddressResolver | None = None,
         load_balancer: bool = False,
+        seeds: Sequence[tuple[str, int]] = (),
     ) -> None:
         self.host = host
         self.port = port
+        self.seeds: tuple[tuple[str, int], ...] = tuple(seeds) or ((host, port),)
+        """The addresses tried in turn for the locator connection (the URL's node list)."""
+        self._seed_lock = asyncio.Lock()
         self.settings = settings
         self.tls = tls
         self.timeout = timeout
@@ -139,8 +143,26 @@ class Client(AsyncClosing):
     # ~0.5 ms. The locator connection carries management and metadata requests.
 
     async def _open(self) -> Self:
-        self._locator = await self._dial("locator", self.host, self.port)
+        self._locator = await self._dial_seeds()
         return self
+
+    async def _dial_seeds(self) -> Connection:
+        """The locator connection to the first seed that answers, starting with the one that
+        answered last; a ConnectError naming every failure when none does."""
+        failures: list[str] = []
+        for host, port in self.seeds:
+            try:
+                conn = await self._dial("locator", host, port)
+            except (ConnectError, TimeoutError) as exc:
+                if len(self.seeds) == 1:
+                    raise
+                failures.append(f"{host}:{port}: {exc}")
+                continue
+            if (host, port) != self.seeds[0]:  # start with the node that answered next time
+                self.seeds = ((host, port), *(s for s in self.seeds if s != (host, port)))
+            self.host, self.port = host, port
+            return conn
+        raise ConnectError(f"no RabbitMQ node answered: {'; '.join(failures)}")
 
     async def _dial(self, role: str, host: str, port: int) -> Connection:
         conn = await Connection.open(host, port, self.settings, tls=self.tls, timeout=self.timeout)
@@ -195,6 +217,12 @@ class Client(AsyncClosing):
         conn = self._locator
         if conn is not None and conn.is_open:
             return conn
+        if len(self.seeds) > 1:
+            async with self._seed_lock:  # one redial for every caller waiting
+                conn = self._locator
+                if conn is None or not conn.is_open:
+                    self._locator = conn = await self._dial_seeds()
+                return conn
         self._locator = await self._connection_to(
             self.host, self.port, role="locator", dial=(self.host, self.port)
         )

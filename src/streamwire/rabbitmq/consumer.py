@@ -79,6 +79,9 @@ class ConsumerOptions:
     post_filter: Callable[[Message], bool] | None = None
     """Client-side check per message. Server-side filtering works per chunk (Bloom filters
     have false positives), so a filtered consumer sees other messages unless it checks."""
+    from_replica: bool = True
+    """Read from one of the stream's replicas when it has any (as the Java client does),
+    which keeps consumers off the leader; ``False`` reads from the leader."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.initial_credit <= 32767:
@@ -180,7 +183,9 @@ class Consumer(AsyncStartable):
         return resp.offset
 
     async def _subscribe(self, offset: Offset) -> None:
-        conn = await self._client._consumer_connection(self.stream)
+        conn = await self._client._consumer_connection(
+            self.stream, replica=self.options.from_replica
+        )
         offset_type, value = await self._resolve(conn, offset)
         self._skip_below = value if offset_type == OffsetType.OFFSET and value is not None else 0
         props = self.options.subscription_properties(self.name)
@@ -336,7 +341,9 @@ class Consumer(AsyncStartable):
         """The offset stored under the consumer name on the broker (``None`` if none)."""
         if self.name is None:
             raise ConfigurationError("committed_offset() needs a consumer name")
-        conn = self._conn or await self._client._consumer_connection(self.stream)
+        conn = self._conn or await self._client._consumer_connection(
+            self.stream, replica=self.options.from_replica
+        )
         return await self._query_offset(conn)
 
     @property
