@@ -4,10 +4,11 @@ docs/api.md, "Options")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from streamwire import _api
 from streamwire.codec.message import Message
+from streamwire.codec.offset import OffsetLike
 
 __all__ = ("ConsumerKwargs", "ProducerKwargs", "StreamKwargs")
 
@@ -46,3 +47,4 @@ class ConsumerKwargs(_api.ConsumerKwargs, total=False):
     match_unfiltered: bool
     post_filter: Callable[[Message], bool] | None
     from_replica: bool
+    on_activate: Callable[[str], OffsetLike | Awaitable[OffsetLike | None] | None] | None

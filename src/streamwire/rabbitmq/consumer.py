@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
@@ -51,6 +52,9 @@ __all__ = ("Consumer", "ConsumerOptions")
 
 logger = logging.getLogger(__name__)
 
+_ON_ACTIVATE_TIMEOUT = 30.0
+"""Seconds ``on_activate`` may take: the broker gives an activation 60 s to be answered."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerOptions:
@@ -79,6 +83,12 @@ class ConsumerOptions:
     post_filter: Callable[[Message], bool] | None = None
     """Client-side check per message. Server-side filtering works per chunk (Bloom filters
     have false positives), so a filtered consumer sees other messages unless it checks."""
+    on_activate: Callable[[str], OffsetLike | Awaitable[OffsetLike | None] | None] | None = None
+    """Single active consumer: called with the stream (a super stream's partition) when the
+    broker makes this consumer the active one; returns where to start (``"first"``, an
+    offset, ...), e.g. from an external offset store, or ``None`` for the default (after the
+    group's stored offset, else the consumer's ``offset``). May be a coroutine function; it
+    must answer within 30 s (the broker waits 60 s), else the default is used."""
     from_replica: bool = True
     """Read from one of the stream's replicas when it has any (as the Java client does),
     which keeps consumers off the leader; ``False`` reads from the leader."""
@@ -376,11 +386,14 @@ class Consumer(AsyncStartable):
             return
         try:
             if event.active:
-                # resume after the group's stored offset, else from the initial spec
-                stored = await self._query_offset(conn) if self.name else None
-                offset_type, value = (
-                    (OffsetType.OFFSET, stored + 1) if stored is not None else self._initial
-                )
+                chosen = await self._ask_on_activate()
+                if chosen is not None:
+                    offset_type, value = offset_spec(Offset.parse(chosen))
+                else:  # resume after the group's stored offset, else from the initial spec
+                    stored = await self._query_offset(conn) if self.name else None
+                    offset_type, value = (
+                        (OffsetType.OFFSET, stored + 1) if stored is not None else self._initial
+                    )
                 self._chunks.clear()
                 self._ready.clear()
                 self._skip_below = value if offset_type == OffsetType.OFFSET and value else 0
@@ -395,6 +408,27 @@ class Consumer(AsyncStartable):
             await conn.flush()
         except StreamwireError as exc:
             logger.debug("answering ConsumerUpdate on %s failed: %s", self.stream, exc)
+
+    async def _ask_on_activate(self) -> OffsetLike | None:
+        """The application's start position for an activation (``on_activate``), or None.
+        A hook that fails or takes too long is logged and the default is used: the broker
+        waits for the answer, and a consumer that never answers blocks the whole group."""
+        hook = self.options.on_activate
+        if hook is None:
+            return None
+        try:
+            async with asyncio.timeout(_ON_ACTIVATE_TIMEOUT):
+                chosen = hook(self.stream)
+                if inspect.isawaitable(chosen):
+                    chosen = await chosen
+            if chosen is not None:
+                Offset.parse(chosen)  # a bad answer is the hook's error, not the broker's
+            return chosen
+        except TimeoutError:
+            logger.warning("on_activate for %s took over %.0f s", self.stream, _ON_ACTIVATE_TIMEOUT)
+        except Exception:
+            logger.exception("on_activate for %s failed; using the default", self.stream)
+        return None
 
     def metadata_changed(self, stream: str, code: int) -> None:
         if stream == self.stream:

@@ -126,6 +126,57 @@ async def test_single_active_consumer_takes_over_without_loss(
     assert [m.offset for m in got_first + got_second] == list(range(100))
 
 
+async def test_on_activate_chooses_where_an_activated_consumer_starts(
+    client4: rmq.Client, stream4: str
+) -> None:
+    """An external offset store, as the Java, Go and rstream clients allow: the hook says
+    where the activated consumer starts; the broker's stored offset is not used."""
+    async with client4.producer(stream4) as p:
+        await p.send_batch([f"m{i}".encode() for i in range(100)])
+        await p.flush()
+    store = {stream4: 9}  # the application's own record: offsets 0..9 were processed
+    asked: list[str] = []
+
+    async def on_activate(stream: str) -> int:
+        asked.append(stream)
+        await asyncio.sleep(0)  # a real store would be a network call
+        return store[stream] + 1
+
+    group = f"sac-hook-{uuid.uuid4().hex[:6]}"
+    first = await client4.consumer(stream4, name=group, single_active=True, on_activate=on_activate)
+    got_first = await take(first, 20)
+    assert [m.offset for m in got_first] == list(range(10, 30))
+    store[stream4] = got_first[-1].offset or 0  # processed; nothing committed to the broker
+    second = await client4.consumer(
+        stream4, name=group, single_active=True, on_activate=lambda stream: store[stream] + 1
+    )
+    assert await second.next_batch(10, timeout=0.5) == []  # waiting for its turn
+    await first.close()
+    got_second = await take(second, 70)
+    await second.close()
+    assert [m.offset for m in got_second] == list(range(30, 100))
+    assert asked == [stream4]
+
+
+async def test_a_failing_on_activate_falls_back_to_the_consumer_s_offset(
+    client4: rmq.Client, stream4: str
+) -> None:
+    async with client4.producer(stream4) as p:
+        await p.send_batch([b"a", b"b"])
+        await p.flush()
+
+    def broken(stream: str) -> int:
+        raise RuntimeError("offset store unreachable")
+
+    consumer = await client4.consumer(
+        stream4, name=f"sac-{uuid.uuid4().hex[:6]}", single_active=True, on_activate=broken
+    )
+    try:
+        assert [m.value for m in await take(consumer, 2)] == [b"a", b"b"]  # "first"
+    finally:
+        await consumer.close()
+
+
 async def test_single_active_consumers_share_super_stream_partitions(
     client4: rmq.Client, super_stream: str
 ) -> None:
