@@ -18,6 +18,7 @@ from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
 from streamwire.rabbitmq.superstream import (
     NoRouteError,
+    Router,
     SuperStreamConsumer,
     SuperStreamProducer,
     hash_partition,
@@ -36,6 +37,7 @@ __all__ = (
     "Consumer",
     "ConsumerOptions",
     "NoRouteError",
+    "Router",
     "Producer",
     "ProducerOptions",
     "ReconnectPolicy",

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Self, TypeVar, Unpack
+from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
 from streamwire._options import build_options, check_names
@@ -57,7 +57,7 @@ from streamwire.rabbitmq.protocol.streams import (
     StreamStatsRequest,
     StreamStatsResponse,
 )
-from streamwire.rabbitmq.superstream import SuperStreamConsumer, SuperStreamProducer
+from streamwire.rabbitmq.superstream import Routing, SuperStreamConsumer, SuperStreamProducer
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tasks import cancel_now, cancel_tasks
@@ -442,11 +442,13 @@ class Client(AsyncClosing):
         self,
         super_stream: str,
         *,
-        routing: Literal["hash", "key"] = "hash",
+        routing: Routing = "hash",
         name: str | None = None,
         **options: Unpack[ProducerKwargs],
     ) -> SuperStreamProducer:
-        """A producer routing by message key to the partitions of ``super_stream``."""
+        """A producer routing each message to the partitions of ``super_stream``: by key
+        (``"hash"``, as the Java client, or ``"key"``, the broker's bindings) or with a
+        :data:`~streamwire.rabbitmq.superstream.Router` of your own."""
         self._check()
         build_options(ProducerOptions, options, "RabbitMQ producer")  # validate now
         producer = SuperStreamProducer(

@@ -9,13 +9,16 @@ Routing is by message key, exactly as the Java reference client does it:
   disagree.)
 * ``"key"``: the broker's Route query — the partitions whose binding key equals the routing
   key (direct-exchange semantics), cached per key.
+* a :data:`Router` of your own: a function of the message and the partition streams that
+  returns the partition stream(s) to publish to (the Java client's custom routing strategy);
+  messages then need no key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal, Self
 
 import mmh3
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = (
     "JAVA_HASH_SEED",
     "NoRouteError",
+    "Router",
     "SuperStreamConsumer",
     "SuperStreamProducer",
     "hash_partition",
@@ -42,7 +46,11 @@ __all__ = (
 
 JAVA_HASH_SEED: Final = 104729
 
-Routing = Literal["hash", "key"]
+Router = Callable[[Message, Sequence[str]], str | Sequence[str]]
+"""A custom routing strategy: ``router(message, partitions)`` returns the partition stream (or
+streams) ``message`` goes to; each must be one of ``partitions``."""
+
+Routing = Literal["hash", "key"] | Router
 
 
 class NoRouteError(ConfigurationError):
@@ -67,8 +75,10 @@ class SuperStreamProducer(AsyncStartable):
         name: str | None = None,
         options: ProducerKwargs,
     ) -> None:
-        if routing not in ("hash", "key"):
-            raise ConfigurationError(f"routing must be 'hash' or 'key', not {routing!r}")
+        if not callable(routing) and routing not in ("hash", "key"):
+            raise ConfigurationError(
+                f"routing must be 'hash', 'key' or a function, not {routing!r}"
+            )
         self._client = client
         self.super_stream = super_stream
         self.routing = routing
@@ -94,7 +104,10 @@ class SuperStreamProducer(AsyncStartable):
         await self.close(flush=clean)
 
     async def route(self, key: bytes) -> list[str]:
-        """The partition streams a message with ``key`` goes to."""
+        """The partition streams a message with ``key`` goes to (with a custom router: the
+        router's choice for a message of that key)."""
+        if callable(self.routing):
+            return self._custom_route(Message(b"", key=key))
         if self.routing == "hash":
             return [self.partitions[hash_partition(key, len(self.partitions))]]
         streams = self._routes.get(key)
@@ -130,13 +143,29 @@ class SuperStreamProducer(AsyncStartable):
         Cancellation: as :meth:`Producer.send`.
         """
         message = value if isinstance(value, Message) else Message(value, key=key, headers=headers)
-        if message.key is None:
+        if callable(self.routing):
+            streams = self._custom_route(message)
+        elif message.key is None:
             raise ConfigurationError("super-stream routing needs a message key")
+        else:
+            streams = await self.route(message.key)
         futures = [
             await (await self._producer(stream)).send(message, timeout=timeout)
-            for stream in await self.route(message.key)
+            for stream in streams
         ]
         return futures[0]
+
+    def _custom_route(self, message: Message) -> list[str]:
+        assert callable(self.routing)
+        chosen = self.routing(message, tuple(self.partitions))
+        streams = [chosen] if isinstance(chosen, str) else list(chosen)
+        unknown = [s for s in streams if s not in self.partitions]
+        if not streams or unknown:
+            raise NoRouteError(
+                f"the router of {self.super_stream!r} chose {streams!r}; the partitions are "
+                f"{self.partitions!r}"
+            )
+        return streams
 
     async def send_and_wait(
         self, value: bytes | Message, *, key: bytes | None = None, timeout: float | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -66,6 +66,38 @@ async def test_partitions_and_route(client4: rmq.Client, super_stream: str) -> N
     assert partitions == [f"{super_stream}-{i}" for i in range(3)]
     assert await client4.route("1", super_stream) == [f"{super_stream}-1"]
     assert await client4.route("no-such-key", super_stream) == []
+
+
+async def test_a_custom_router_chooses_the_partitions(
+    client4: rmq.Client, super_stream: str
+) -> None:
+    """Route by a header, without keys; a router naming no partition is refused."""
+
+    def by_region(message: Message, partitions: Sequence[str]) -> str | list[str]:
+        region = message.headers["region"].as_str()
+        if region == "all":
+            return list(partitions)
+        return partitions[{"eu": 0, "us": 1, "ap": 2}[region]] if region != "mars" else "mars"
+
+    async with client4.super_stream_producer(super_stream, routing=by_region) as producer:
+        for region in ("eu", "us", "ap", "us", "all"):
+            await producer.send(region.encode(), headers={"region": region})
+        with pytest.raises(rmq.NoRouteError, match="chose \\['mars'\\]"):
+            await producer.send(b"x", headers={"region": "mars"})
+        await producer.flush()
+    async with client4.super_stream_consumer(super_stream) as consumer:
+        got = await take(consumer, 7)
+    per_partition = Counter((m.partition, m.value) for m in got)
+    assert per_partition == Counter(
+        {
+            (0, b"eu"): 1,
+            (1, b"us"): 2,
+            (2, b"ap"): 1,
+            (0, b"all"): 1,
+            (1, b"all"): 1,
+            (2, b"all"): 1,
+        }
+    )
 
 
 async def test_hash_routing_matches_the_java_client(client4: rmq.Client, super_stream: str) -> None:
