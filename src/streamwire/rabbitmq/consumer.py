@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Self
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
@@ -136,6 +137,8 @@ class Consumer(AsyncStartable):
         self._last_offset: int | None = None
         self._next_offset: int | None = None
         self._committed: int | None = None
+        self._meter = ConsumerMeter(Destination("rabbitmq", stream, f"{client.host}:{client.port}"))
+        self._fetched = 0  # chunk bytes taken since the last hand-over
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._error: StreamwireError | None = None
         self._closed = False
@@ -197,6 +200,8 @@ class Consumer(AsyncStartable):
             raise ConfigurationError("single active consumer needs RabbitMQ 3.11+")
         sid = conn.free_subscription_id()
         conn.add_subscriber(sid, self)
+        if self._meter.where.address != conn.address:
+            self._meter.where = Destination("rabbitmq", self.stream, conn.address)
         # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.
         self._conn, self._sid, self._initial = conn, sid, (offset_type, value)
         self._credit_frame = None
@@ -304,9 +309,15 @@ class Consumer(AsyncStartable):
         self._ready.extend(msgs if post_filter is None else [m for m in msgs if post_filter(m)])
         header = parse_chunk_header(chunk)
         self._next_offset = header.chunk_id + header.num_records
+        meter = self._meter
+        self._fetched += len(chunk)
+        meter.reading_from(max(header.chunk_id, self._skip_below))
+        meter.stream_ends_at(event.committed_chunk_id)  # Deliver v2 (3.13+) carries it
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset
+        self._meter.received(count, self._fetched, last.offset)
+        self._fetched = 0
         if self.name is not None and self._auto.handed_out(count):
             self._store(self._last_offset)
 
@@ -318,6 +329,7 @@ class Consumer(AsyncStartable):
             return
         conn.send_nowait(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
+        self._meter.committed(offset)
         self._auto.stored()
 
     async def commit(self, offset: int | None = None) -> None:
@@ -337,6 +349,7 @@ class Consumer(AsyncStartable):
             raise self._error or ClosedError("consumer is not subscribed")
         await conn.send(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
+        self._meter.committed(offset)
         self._auto.stored()
 
     async def committed_offset(self) -> int | None:
@@ -350,6 +363,13 @@ class Consumer(AsyncStartable):
     def last_offset(self) -> int | None:
         """Offset of the last message handed out."""
         return self._last_offset
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of what this consumer received; ``lag`` counts up to the first message of
+        the stream's last committed chunk, which RabbitMQ 3.13+ sends with every chunk
+        (``None`` before the first chunk and on older brokers)."""
+        return self._meter.snapshot()
 
     # --- connection listener -------------------------------------------------------------
 
