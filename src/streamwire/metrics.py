@@ -290,14 +290,18 @@ class ProducerMeter:
 
 
 class ConsumerMeter:
-    """A consumer's counters; the consumer calls :meth:`received` once per batch handed over
-    (a message handed to ``async for`` is a batch of one) and tells where each partition
-    ends (:meth:`stream_ends_at`) whenever the broker says so anyway."""
+    """A consumer's counters. The consumer calls :meth:`received` once per batch: where it
+    decodes a broker batch into a local queue on demand (RabbitMQ chunks, Iggy poll
+    replies), once per broker batch taken into that queue, and :meth:`snapshot` subtracts
+    what is still queued, so that handing messages over one at a time (``async for``) costs
+    nothing here; elsewhere once per batch handed over. It tells where each partition ends
+    (:meth:`stream_ends_at`) whenever the broker says so anyway."""
 
     __slots__ = (
         "_ends",
         "_next",
         "_observer",
+        "_untold",
         "bytes_consumed",
         "committed_offset",
         "consumed",
@@ -314,38 +318,49 @@ class ConsumerMeter:
         self._ends: dict[int, int] = {}
         """Per partition: offset of the last message the broker says it holds."""
         self._next: dict[int, int] = {}
-        """Per partition: the offset after the last one handed over (or where it starts)."""
+        """Per partition: the offset after the last one received (or where it starts)."""
+        self._untold = (0, 0)
+        """Messages and bytes received with ``more`` that the observer was not told yet."""
         self._observer = _observer
 
     def received(
-        self, count: int, nbytes: int, last_offset: int | None, partition: int = 0
+        self,
+        count: int,
+        nbytes: int,
+        last_offset: int | None,
+        partition: int = 0,
+        *,
+        more: bool = False,
     ) -> None:
+        """``count`` messages (``nbytes`` from the broker) up to ``last_offset`` of
+        ``partition``; ``more``: others follow at once, tell the observer with them."""
+        if last_offset is not None:
+            self.last_offset = last_offset
+            self._next[partition] = last_offset + 1
         if not count:
             return
         self.consumed += count
         self.bytes_consumed += nbytes
-        if last_offset is not None:
-            self.last_offset = last_offset
-            self._next[partition] = last_offset + 1
         observer = self._observer
         if observer is not None:
+            untold, untold_bytes = self._untold
+            if more:
+                self._untold = (untold + count, untold_bytes + nbytes)
+                return
+            if untold:
+                count, nbytes, self._untold = count + untold, nbytes + untold_bytes, (0, 0)
             try:
                 observer.received(self.where, count, nbytes, self.lag)
             except Exception:
                 _observer_failed(observer)
 
+    def unreceived(self, count: int) -> None:
+        """``count`` messages counted by :meth:`received` will never be handed over (a
+        local queue was dropped)."""
+        self.consumed -= count
+
     def committed(self, offset: int) -> None:
         self.committed_offset = offset
-
-    def passed(self, last_offset: int, partition: int) -> None:
-        """Messages up to ``last_offset`` of ``partition`` were handed over (for a batch of
-        several partitions: :meth:`received` notes the last message's)."""
-        self._next[partition] = last_offset + 1
-
-    def reading_from(self, offset: int, partition: int = 0) -> None:
-        """The first offset the consumer reads on ``partition``, once known (a later call, or
-        one after a hand-over, changes nothing)."""
-        self._next.setdefault(partition, offset)
 
     def stream_ends_at(self, end_offset: int | None, partition: int = 0) -> None:
         """The broker said the partition's last message has ``end_offset`` (high watermark);
@@ -360,14 +375,18 @@ class ConsumerMeter:
         position = self._next
         return sum(max(0, end + 1 - position.get(p, 0)) for p, end in self._ends.items())
 
-    def snapshot(self) -> ConsumerStats:
+    def snapshot(self, queued: int = 0, handed_over: int | None = None) -> ConsumerStats:
+        """The counters, less ``queued`` messages received but still in the consumer's
+        local queue (they count as lag); ``handed_over``: the offset of the last message
+        handed over, where it differs from the last one received."""
+        lag = self.lag
         return ConsumerStats(
             stream=self.where.stream,
-            consumed=self.consumed,
+            consumed=self.consumed - queued,
             bytes_consumed=self.bytes_consumed,
-            last_offset=self.last_offset,
+            last_offset=self.last_offset if handed_over is None else handed_over,
             committed_offset=self.committed_offset,
-            lag=self.lag,
+            lag=None if lag is None else lag + queued,
         )
 
 

@@ -114,19 +114,28 @@ def test_consumer_meter_lag_follows_the_broker_s_end() -> None:
     assert (stats.committed_offset, stats.lag) == (3, 6)
 
 
-def test_consumer_meter_lag_sums_partitions_from_where_each_starts() -> None:
+def test_consumer_meter_lag_sums_partitions_and_counts_the_queue() -> None:
     meter = ConsumerMeter(WHERE)
-    meter.reading_from(100, partition=1)  # partition 1 is read from offset 100 on
     meter.stream_ends_at(149, partition=1)
-    assert meter.lag == 50
-    meter.reading_from(0, partition=1)  # only the first position counts
+    meter.received(10, 100, last_offset=109, partition=1)  # a reply of 100..109, queued
+    assert meter.lag == 40
     meter.stream_ends_at(9, partition=0)
-    assert meter.lag == 60
-    meter.received(5, 50, last_offset=109, partition=1)
     assert meter.lag == 40 + 10
-    meter.passed(4, partition=0)  # a batch of several partitions: the others' positions
-    assert meter.lag == 40 + 5
-    assert meter.snapshot().last_offset == 109
+    # 4 of the 10 are still queued: not handed over, so not consumed, and lag
+    stats = meter.snapshot(queued=4, handed_over=105)
+    assert (stats.consumed, stats.last_offset, stats.lag) == (6, 105, 40 + 10 + 4)
+    meter.unreceived(4)  # the queue was dropped
+    assert meter.snapshot().consumed == 6
+
+
+def test_messages_received_with_more_are_told_with_the_next(recorder: Recorder) -> None:
+    meter = ConsumerMeter(WHERE)
+    meter.received(1, 10, last_offset=0, more=True)
+    meter.received(1, 10, last_offset=1, more=True)
+    assert recorder.events == []
+    assert meter.snapshot().consumed == 2  # counted at once, told later
+    meter.received(1, 10, last_offset=2)
+    assert recorder.events == [("received", 3, 30, None)]
 
 
 def test_accepted_then_begin_settles_in_other_units() -> None:

@@ -106,7 +106,6 @@ class Consumer(AsyncStartable):
         self._last: dict[int, int] = {}
         self._committed: dict[int, int] = {}
         self._meter = ConsumerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
-        self._fetched = 0  # poll reply bytes queued since the last hand-over
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._generation: int | None = None
         self._closed = False
@@ -376,21 +375,15 @@ class Consumer(AsyncStartable):
             self._drop_ahead()
             raise
         self._ready.extend(messages)
+        # counted per reply queued to be handed over (stats subtracts what is still queued)
         meter = self._meter
-        self._fetched += len(reply.records)
-        meter.reading_from(reply.frames[0][0], partition)
         meter.stream_ends_at(reply.current_offset, partition)  # the partition's newest offset
+        meter.received(len(messages), len(reply.records), reply.frames[-1][0], partition)
 
     async def _handed_out(self, messages: list[Message]) -> None:
         for msg in messages:
             if msg.partition is not None and msg.offset is not None:
                 self._last[msg.partition] = msg.offset
-        last, meter = messages[-1], self._meter
-        if last.partition != messages[0].partition:  # replies of several partitions
-            for partition, offset in self._last.items():
-                meter.passed(offset, partition)
-        meter.received(len(messages), self._fetched, last.offset, last.partition or 0)
-        self._fetched = 0
         if self.name is None and self.group is None:
             return
         if self._auto.handed_out(len(messages)):
@@ -460,7 +453,7 @@ class Consumer(AsyncStartable):
         """Counters of what this consumer received; ``lag`` sums, over the partitions polled
         so far, the messages after the last one handed over, from the newest offset every
         poll reply carries (``None`` before the first reply with messages)."""
-        return self._meter.snapshot()
+        return self._meter.snapshot(len(self._ready), self.last_offset)
 
     # --- closing -------------------------------------------------------------------------
 

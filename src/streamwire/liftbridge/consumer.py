@@ -383,8 +383,8 @@ class Consumer(AsyncStartable):
         Cancellation: nothing is lost.
         """
         msg = await self._next(timeout)
-        if msg is not None:
-            self._handed_out(1, msg)
+        if msg is not None:  # one by one: the observer hears of a run of queued ones at once
+            self._handed_out(1, msg, more=self._handover.ready())
         return msg
 
     async def _next(self, timeout: float | None) -> Message | None:
@@ -396,10 +396,10 @@ class Consumer(AsyncStartable):
             return None
         return self._take(items[0])
 
-    def _handed_out(self, count: int, last: Message) -> None:
+    def _handed_out(self, count: int, last: Message, *, more: bool = False) -> None:
         received = self._handover.received_bytes
         nbytes, self._bytes_counted = received - self._bytes_counted, received
-        self._meter.received(count, nbytes, last.offset, self.partition)
+        self._meter.received(count, nbytes, last.offset, self.partition, more=more)
 
     async def next_batch(
         self, max_messages: int = 500, timeout: float | None = 1.0

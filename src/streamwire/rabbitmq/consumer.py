@@ -138,7 +138,6 @@ class Consumer(AsyncStartable):
         self._next_offset: int | None = None
         self._committed: int | None = None
         self._meter = ConsumerMeter(Destination("rabbitmq", stream, f"{client.host}:{client.port}"))
-        self._fetched = 0  # chunk bytes taken since the last hand-over
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._error: StreamwireError | None = None
         self._closed = False
@@ -306,18 +305,17 @@ class Consumer(AsyncStartable):
             amqp=self.options.amqp,
         )
         post_filter = self.options.post_filter
-        self._ready.extend(msgs if post_filter is None else [m for m in msgs if post_filter(m)])
+        ready = msgs if post_filter is None else [m for m in msgs if post_filter(m)]
+        self._ready.extend(ready)
         header = parse_chunk_header(chunk)
         self._next_offset = header.chunk_id + header.num_records
+        # counted per chunk taken to be handed over (stats subtracts what is still queued)
         meter = self._meter
-        self._fetched += len(chunk)
-        meter.reading_from(max(header.chunk_id, self._skip_below))
         meter.stream_ends_at(event.committed_chunk_id)  # Deliver v2 (3.13+) carries it
+        meter.received(len(ready), len(chunk), self._next_offset - 1)
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset
-        self._meter.received(count, self._fetched, last.offset)
-        self._fetched = 0
         if self.name is not None and self._auto.handed_out(count):
             self._store(self._last_offset)
 
@@ -369,7 +367,7 @@ class Consumer(AsyncStartable):
         """Counters of what this consumer received; ``lag`` counts up to the first message of
         the stream's last committed chunk, which RabbitMQ 3.13+ sends with every chunk
         (``None`` before the first chunk and on older brokers)."""
-        return self._meter.snapshot()
+        return self._meter.snapshot(len(self._ready), self._last_offset)
 
     # --- connection listener -------------------------------------------------------------
 
@@ -402,6 +400,7 @@ class Consumer(AsyncStartable):
                     (OffsetType.OFFSET, stored + 1) if stored is not None else self._initial
                 )
                 self._chunks.clear()
+                self._meter.unreceived(len(self._ready))
                 self._ready.clear()
                 self._skip_below = value if offset_type == OffsetType.OFFSET and value else 0
             else:
@@ -409,6 +408,7 @@ class Consumer(AsyncStartable):
                 if self.name and self._last_offset is not None:
                     conn.send_nowait(StoreOffset(self.name, self.stream, self._last_offset))
                 self._chunks.clear()
+                self._meter.unreceived(len(self._ready))
                 self._ready.clear()
                 offset_type, value = OffsetType.NONE, None
             conn.machine.answer_consumer_update(event.correlation_id, offset_type, value)
