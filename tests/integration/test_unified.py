@@ -10,7 +10,8 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from streamwire import HeaderValue, Message
 from streamwire.codec.headers import HeaderInput
 from tests.brokers import require
 from tests.iggy_lanes import LANES, lane
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 pytestmark = pytest.mark.integration
 
@@ -216,7 +220,8 @@ async def test_opentelemetry_spans_and_metrics(client: streamwire.Client, stream
     spans = exporter.get_finished_spans()
     sends = [s for s in spans if s.name == f"send {stream}"]
     receives = [s for s in spans if s.name == f"receive {stream}"]
-    assert sends and receives, [s.name for s in spans]
+    assert sends, [s.name for s in spans]
+    assert receives, [s.name for s in spans]
     assert {s.kind for s in sends} == {SpanKind.PRODUCER}
     assert {s.kind for s in receives} == {SpanKind.CONSUMER}
     for span in (*sends, *receives):
@@ -224,8 +229,8 @@ async def test_opentelemetry_spans_and_metrics(client: streamwire.Client, stream
         assert str(attributes["messaging.system"]) in client_scheme(client)
         assert attributes["messaging.destination.name"] == stream
         assert isinstance(attributes["server.port"], int)
-    assert sum(int((s.attributes or {})["messaging.batch.message_count"]) for s in sends) == 5
-    assert sum(int((s.attributes or {})["messaging.batch.message_count"]) for s in receives) == 5
+    assert batch_total(sends) == 5
+    assert batch_total(receives) == 5
     data = reader.get_metrics_data()
     assert data is not None
     totals: dict[str, int] = {}
@@ -243,6 +248,16 @@ async def test_opentelemetry_spans_and_metrics(client: streamwire.Client, stream
     assert totals["messaging.client.operation.duration"] == len(sends)  # one sample each
     meters.shutdown()
     tracers.shutdown()
+
+
+def batch_total(spans: Sequence[ReadableSpan]) -> int:
+    """The messages of ``spans`` (``messaging.batch.message_count`` added up)."""
+    total = 0
+    for span in spans:
+        count = (span.attributes or {})["messaging.batch.message_count"]
+        assert isinstance(count, int)
+        total += count
+    return total
 
 
 def client_scheme(client: streamwire.Client) -> str:
