@@ -182,7 +182,10 @@ class Observer(Protocol):
     consumer: observing never changes what is published or delivered.
     """
 
-    def send(self, where: Destination, count: int, nbytes: int) -> object: ...
+    def send(self, where: Destination, count: int, nbytes: int) -> object:
+        """``count`` messages start towards the broker (``nbytes``: their bytes where this
+        unit was counted, 0 where they were counted at acceptance, as Iggy's batches)."""
+        ...
 
     def settled(
         self, where: Destination, token: object, confirmed: int, failed: int, seconds: float
