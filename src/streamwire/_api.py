@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checka
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
+from streamwire.metrics import ConnectionStats, ConsumerStats, ProducerStats
 from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSOptions
 
@@ -129,6 +130,13 @@ class Producer(_AsyncResource, Protocol):
         producer closed (what was not confirmed then fails)."""
         ...
 
+    @property
+    def stats(self) -> ProducerStats:
+        """A snapshot of the producer's counters: messages published (accepted), confirmed,
+        failed (also by close, abort or a lost connection) and in flight, bytes, and the
+        confirmation latency histogram. Counted once per call or batch; also after close."""
+        ...
+
 
 class Consumer(_AsyncResource, Protocol):
     """Reads one stream in offset order; ``async with`` it (or ``await`` it) to start it."""
@@ -150,6 +158,14 @@ class Consumer(_AsyncResource, Protocol):
     async def close(self) -> None:
         """Release the consumer (storing pending auto-commits where configured). Idempotent.
         Cancelling it still leaves the consumer closed."""
+        ...
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """A snapshot of the consumer's counters: messages handed over, bytes received, the
+        last offset handed over and committed, and ``lag`` (messages after the last one
+        handed over) where the broker says where the stream ends, else ``None``: RabbitMQ
+        3.13+ up to its last committed chunk, Iggy per polled partition, Liftbridge never."""
         ...
 
 
@@ -202,6 +218,13 @@ class Client(_AsyncResource, Protocol):
     async def close(self) -> None:
         """Close producers (flushing), consumers and connections. Idempotent; cancelling it
         still leaves everything closed."""
+        ...
+
+    @property
+    def stats(self) -> ConnectionStats:
+        """A snapshot of the client's connection counters: connections made, made again
+        after a loss, and failures (lost connections, failed attempts). A protocol's client
+        may return a richer subclass (Liftbridge adds its ack inbox and NATS counters)."""
         ...
 
 

@@ -1,12 +1,12 @@
 """Counters every producer, consumer and connection keeps, their snapshots, and the hook an
 observer (OpenTelemetry: :mod:`streamwire.otel`) plugs into.
 
-The meters are plain integer counters updated once per call (a batch counts once), so they
-cost a few additions when nobody looks. ``stats`` on a producer, consumer or client returns a
-frozen snapshot. An :class:`Observer` installed with :func:`set_observer` is told about every
-send, settlement, delivery and connection event of producers, consumers and connections
-created afterwards; without one, nothing but the counters runs (docs/architecture.md,
-"Metrics and tracing").
+The meters are plain integer counters updated once per call or broker batch (never per
+message), so they cost a few additions when nobody looks. ``stats`` on a producer, consumer
+or client returns a frozen snapshot. An :class:`Observer` installed with
+:func:`set_observer` is told about every send, settlement, delivery and connection event of
+producers, consumers and connections created afterwards; without one, nothing but the
+counters runs (docs/architecture.md, "Metrics and tracing").
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ __all__ = (
     "Observer",
     "ProducerMeter",
     "ProducerStats",
+    "combine_consumer_stats",
+    "combine_producer_stats",
     "current_observer",
     "set_observer",
 )
@@ -94,6 +96,15 @@ class LatencySnapshot:
                 return bound
         return float("inf")  # pragma: no cover - the counts add up to count
 
+    def __add__(self, other: LatencySnapshot) -> LatencySnapshot:
+        """Both histograms' samples (same bounds)."""
+        if self.bounds != other.bounds:
+            raise ValueError("histograms with different bounds do not add up")
+        counts = tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
+        return LatencySnapshot(
+            self.bounds, counts, self.count + other.count, self.total + other.total
+        )
+
 
 class LatencyHistogram:
     """Fixed buckets (:data:`LATENCY_BOUNDS`), constant memory."""
@@ -127,9 +138,11 @@ class ProducerStats:
     in_flight: int
     """Published, not yet confirmed nor failed."""
     bytes_published: int
-    """Payload bytes (values) published."""
+    """Bytes of the accepted messages as the producer encoded them for the broker (RabbitMQ:
+    AMQP messages or raw values; Liftbridge: envelopes; Iggy: payloads and user headers)."""
     confirm_latency: LatencySnapshot
-    """From the send call to the broker's confirmation, per message."""
+    """From acceptance to the broker's confirmation, per confirmed message (a batch counts
+    each of its messages at the batch's latency)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,20 +151,24 @@ class ConsumerStats:
     consumed: int
     """Messages handed to the application."""
     bytes_consumed: int
+    """Bytes received from the broker (RabbitMQ chunks, Iggy poll replies, Liftbridge
+    messages), counted with the next hand-over: it includes what is queued locally."""
     last_offset: int | None
     """Offset of the last message handed over."""
     committed_offset: int | None
     """Last offset this consumer committed."""
     lag: int | None
-    """Messages in the stream after the last one handed over, where the broker says where the
-    stream ends (``None`` where it does not, or before it was asked)."""
+    """Messages in the stream after the last one handed over, summed over the partitions
+    the broker said the end of; ``None`` where the broker does not say (docs/architecture.md,
+    "Metrics and tracing", for what each broker reports)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionStats:
     connects: int
-    """Successful connections (the first one and every reconnect)."""
+    """Successful connections (the first ones and every reconnect)."""
     reconnects: int
+    """Connections made again after one was lost."""
     errors: int
     """Connection failures seen (lost connections and failed attempts)."""
 
@@ -165,7 +182,10 @@ class Observer(Protocol):
     consumer: observing never changes what is published or delivered.
     """
 
-    def send(self, where: Destination, count: int, nbytes: int) -> object: ...
+    def send(self, where: Destination, count: int, nbytes: int) -> object:
+        """``count`` messages start towards the broker (``nbytes``: their bytes where this
+        unit was counted, 0 where they were counted at acceptance, as Iggy's batches)."""
+        ...
 
     def settled(
         self, where: Destination, token: object, confirmed: int, failed: int, seconds: float
@@ -199,8 +219,10 @@ def current_observer() -> Observer | None:
 
 
 class ProducerMeter:
-    """A producer's counters; the producer calls :meth:`sent` once per accepted call and
-    :meth:`settled` once per settled call (or batch)."""
+    """A producer's counters. The producer calls :meth:`sent` once per accepted call (or
+    group of a call) and :meth:`settled` once when all of it is confirmed or failed. Where
+    accepted calls and settled requests differ (Iggy batches messages of several calls), it
+    calls :meth:`accepted` per call and :meth:`begin`/:meth:`settled` per request."""
 
     __slots__ = (
         "_observer",
@@ -226,6 +248,16 @@ class ProducerMeter:
         the observer's token)."""
         self.published += count
         self.bytes_published += nbytes
+        return self.begin(count, nbytes)
+
+    def accepted(self, count: int, nbytes: int) -> None:
+        """Counts an accepted call whose messages settle in other units (:meth:`begin`)."""
+        self.published += count
+        self.bytes_published += nbytes
+
+    def begin(self, count: int, nbytes: int, waited: float = 0.0) -> tuple[float, object]:
+        """Starts the settlement of ``count`` messages already counted by :meth:`accepted`,
+        accepted ``waited`` seconds ago; returns what :meth:`settled` needs back."""
         observer = self._observer
         token: object = None
         if observer is not None:
@@ -233,7 +265,7 @@ class ProducerMeter:
                 token = observer.send(self.where, count, nbytes)
             except Exception:
                 _observer_failed(observer)
-        return time.monotonic(), token
+        return time.monotonic() - waited, token
 
     def settled(self, started: tuple[float, object], confirmed: int, failed: int) -> None:
         seconds = time.monotonic() - started[0]
@@ -261,14 +293,21 @@ class ProducerMeter:
 
 
 class ConsumerMeter:
-    """A consumer's counters; the consumer calls :meth:`received` once per batch handed over."""
+    """A consumer's counters. The consumer calls :meth:`received` once per batch: where it
+    decodes a broker batch into a local queue on demand (RabbitMQ chunks, Iggy poll
+    replies), once per broker batch taken into that queue, and :meth:`snapshot` subtracts
+    what is still queued, so that handing messages over one at a time (``async for``) costs
+    nothing here; elsewhere once per batch handed over. It tells where each partition ends
+    (:meth:`stream_ends_at`) whenever the broker says so anyway."""
 
     __slots__ = (
+        "_ends",
+        "_next",
         "_observer",
+        "_untold",
         "bytes_consumed",
         "committed_offset",
         "consumed",
-        "end_offset",
         "last_offset",
         "where",
     )
@@ -279,47 +318,78 @@ class ConsumerMeter:
         self.bytes_consumed = 0
         self.last_offset: int | None = None
         self.committed_offset: int | None = None
-        self.end_offset: int | None = None
-        """Offset of the last message the broker says the stream holds, when it says."""
+        self._ends: dict[int, int] = {}
+        """Per partition: offset of the last message the broker says it holds."""
+        self._next: dict[int, int] = {}
+        """Per partition: the offset after the last one received (or where it starts)."""
+        self._untold = (0, 0)
+        """Messages and bytes received with ``more`` that the observer was not told yet."""
         self._observer = _observer
 
-    def received(self, count: int, nbytes: int, last_offset: int | None) -> None:
+    def received(
+        self,
+        count: int,
+        nbytes: int,
+        last_offset: int | None,
+        partition: int = 0,
+        *,
+        more: bool = False,
+    ) -> None:
+        """``count`` messages (``nbytes`` from the broker) up to ``last_offset`` of
+        ``partition``; ``more``: others follow at once, tell the observer with them."""
+        if last_offset is not None:
+            self.last_offset = last_offset
+            self._next[partition] = last_offset + 1
         if not count:
             return
         self.consumed += count
         self.bytes_consumed += nbytes
-        if last_offset is not None:
-            self.last_offset = last_offset
         observer = self._observer
         if observer is not None:
+            untold, untold_bytes = self._untold
+            if more:
+                self._untold = (untold + count, untold_bytes + nbytes)
+                return
+            if untold:
+                count, nbytes, self._untold = count + untold, nbytes + untold_bytes, (0, 0)
             try:
                 observer.received(self.where, count, nbytes, self.lag)
             except Exception:
                 _observer_failed(observer)
 
+    def unreceived(self, count: int) -> None:
+        """``count`` messages counted by :meth:`received` will never be handed over (a
+        local queue was dropped)."""
+        self.consumed -= count
+
     def committed(self, offset: int) -> None:
         self.committed_offset = offset
 
-    def stream_ends_at(self, end_offset: int | None) -> None:
-        """The broker said the stream's last message has ``end_offset`` (high watermark)."""
-        if end_offset is not None and (self.end_offset is None or end_offset > self.end_offset):
-            self.end_offset = end_offset
+    def stream_ends_at(self, end_offset: int | None, partition: int = 0) -> None:
+        """The broker said the partition's last message has ``end_offset`` (high watermark);
+        an older answer never moves the end back."""
+        if end_offset is not None and end_offset > self._ends.get(partition, -1):
+            self._ends[partition] = end_offset
 
     @property
     def lag(self) -> int | None:
-        if self.end_offset is None:
+        if not self._ends:
             return None
-        last = -1 if self.last_offset is None else self.last_offset
-        return max(0, self.end_offset - last)
+        position = self._next
+        return sum(max(0, end + 1 - position.get(p, 0)) for p, end in self._ends.items())
 
-    def snapshot(self) -> ConsumerStats:
+    def snapshot(self, queued: int = 0, handed_over: int | None = None) -> ConsumerStats:
+        """The counters, less ``queued`` messages received but still in the consumer's
+        local queue (they count as lag); ``handed_over``: the offset of the last message
+        handed over, where it differs from the last one received."""
+        lag = self.lag
         return ConsumerStats(
             stream=self.where.stream,
-            consumed=self.consumed,
+            consumed=self.consumed - queued,
             bytes_consumed=self.bytes_consumed,
-            last_offset=self.last_offset,
+            last_offset=self.last_offset if handed_over is None else handed_over,
             committed_offset=self.committed_offset,
-            lag=self.lag,
+            lag=None if lag is None else lag + queued,
         )
 
 
@@ -335,12 +405,15 @@ class ConnectionMeter:
         self.errors = 0
         self._observer = _observer
 
-    def connected(self) -> None:
-        event = "reconnect" if self.connects else "connect"
-        if self.connects:
+    def connected(self, again: bool | None = None) -> None:
+        """A connection was made; ``again``: it replaces a lost one (default: any but the
+        first, for a client with a single connection)."""
+        if again is None:
+            again = self.connects > 0
+        if again:
             self.reconnects += 1
         self.connects += 1
-        self._tell(event)
+        self._tell("reconnect" if again else "connect")
 
     def failed(self) -> None:
         self.errors += 1
@@ -356,3 +429,34 @@ class ConnectionMeter:
 
     def snapshot(self) -> ConnectionStats:
         return ConnectionStats(self.connects, self.reconnects, self.errors)
+
+
+def combine_producer_stats(stream: str, parts: list[ProducerStats]) -> ProducerStats:
+    """One snapshot for several producers (a super stream's partitions)."""
+    latency = LatencyHistogram().snapshot()
+    for part in parts:
+        latency += part.confirm_latency
+    return ProducerStats(
+        stream=stream,
+        published=sum(p.published for p in parts),
+        confirmed=sum(p.confirmed for p in parts),
+        failed=sum(p.failed for p in parts),
+        in_flight=sum(p.in_flight for p in parts),
+        bytes_published=sum(p.bytes_published for p in parts),
+        confirm_latency=latency,
+    )
+
+
+def combine_consumer_stats(stream: str, parts: list[ConsumerStats]) -> ConsumerStats:
+    """One snapshot for several consumers (a super stream's partitions): offsets are per
+    partition, so ``last_offset`` and ``committed_offset`` are ``None``; ``lag`` sums the
+    partitions whose lag is known."""
+    lags = [p.lag for p in parts if p.lag is not None]
+    return ConsumerStats(
+        stream=stream,
+        consumed=sum(p.consumed for p in parts),
+        bytes_consumed=sum(p.bytes_consumed for p in parts),
+        last_offset=None,
+        committed_offset=None,
+        lag=sum(lags) if lags else None,
+    )

@@ -10,7 +10,8 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from streamwire import HeaderValue, Message
 from streamwire.codec.headers import HeaderInput
 from tests.brokers import require
 from tests.iggy_lanes import LANES, lane
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 pytestmark = pytest.mark.integration
 
@@ -154,6 +158,112 @@ async def test_the_same_script_on_every_broker(client: streamwire.Client, stream
     with pytest.raises(streamwire.StreamNotFoundError):
         await client.delete_stream(stream)
     await client.delete_stream(stream, missing_ok=True)
+
+
+async def test_stats_count_what_was_published_and_consumed(
+    client: streamwire.Client, stream: str
+) -> None:
+    n = 40
+    values = [b"first", *(bytes([i]) * 10 for i in range(1, n))]
+    async with client.producer(stream) as producer:
+        assert producer.stats.published == 0
+        await producer.send_and_wait(values[0])
+        await producer.send_batch(values[1:])
+        await producer.flush()
+        published = producer.stats
+    assert published.stream == stream
+    assert (published.published, published.confirmed, published.failed) == (n, n, 0)
+    assert published.in_flight == 0
+    assert published.bytes_published >= sum(map(len, values))
+    assert published.confirm_latency.count == n
+    assert sum(published.confirm_latency.counts) == n
+    async with client.consumer(stream, offset="first", name="counted") as consumer:
+        got = await take(consumer, n)
+        await consumer.commit(got[9].offset)
+        consumed = consumer.stats
+    assert [m.value for m in got] == values
+    assert consumed.stream == stream
+    assert consumed.consumed == n
+    assert consumed.bytes_consumed >= sum(map(len, values))
+    assert consumed.last_offset == got[-1].offset
+    assert consumed.committed_offset == got[9].offset
+    assert consumed.lag in (None, 0)  # everything was handed over (None: not reported)
+    connections = client.stats
+    assert connections.connects >= 1
+    assert connections.reconnects == 0
+
+
+async def test_opentelemetry_spans_and_metrics(client: streamwire.Client, stream: str) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from streamwire import otel
+
+    reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
+    meters, tracers = MeterProvider(metric_readers=[reader]), TracerProvider()
+    tracers.add_span_processor(SimpleSpanProcessor(exporter))
+    otel.instrument(meters, tracers)
+    try:
+        async with client.producer(stream) as producer:
+            await producer.send_and_wait(b"m0")
+            await producer.send_batch([f"m{i}".encode() for i in range(1, 5)])
+            await producer.flush()
+        async with client.consumer(stream, offset="first") as consumer:
+            await take(consumer, 5)
+    finally:
+        otel.uninstrument()
+    spans = exporter.get_finished_spans()
+    sends = [s for s in spans if s.name == f"send {stream}"]
+    receives = [s for s in spans if s.name == f"receive {stream}"]
+    assert sends, [s.name for s in spans]
+    assert receives, [s.name for s in spans]
+    assert {s.kind for s in sends} == {SpanKind.PRODUCER}
+    assert {s.kind for s in receives} == {SpanKind.CONSUMER}
+    for span in (*sends, *receives):
+        attributes = dict(span.attributes or {})
+        assert str(attributes["messaging.system"]) in client_scheme(client)
+        assert attributes["messaging.destination.name"] == stream
+        assert isinstance(attributes["server.port"], int)
+    assert batch_total(sends) == 5
+    assert batch_total(receives) == 5
+    data = reader.get_metrics_data()
+    assert data is not None
+    totals: dict[str, int] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    attributes = dict(point.attributes or {})
+                    if attributes.get("messaging.destination.name") == stream:
+                        assert "error.type" not in attributes
+                        value = getattr(point, "value", getattr(point, "count", 0))
+                        totals[metric.name] = totals.get(metric.name, 0) + int(value)
+    assert totals["messaging.client.sent.messages"] == 5
+    assert totals["messaging.client.consumed.messages"] == 5
+    assert totals["messaging.client.operation.duration"] == len(sends)  # one sample each
+    meters.shutdown()
+    tracers.shutdown()
+
+
+def batch_total(spans: Sequence[ReadableSpan]) -> int:
+    """The messages of ``spans`` (``messaging.batch.message_count`` added up)."""
+    total = 0
+    for span in spans:
+        count = (span.attributes or {})["messaging.batch.message_count"]
+        assert isinstance(count, int)
+        total += count
+    return total
+
+
+def client_scheme(client: streamwire.Client) -> str:
+    """The protocol package of ``client`` (``streamwire.rabbitmq`` ...), which names the
+    ``messaging.system`` its spans must carry."""
+    return type(client).__module__
 
 
 async def test_cli_demo_prints_ok(url: str) -> None:

@@ -14,6 +14,8 @@ from streamwire.metrics import (
     Destination,
     LatencyHistogram,
     ProducerMeter,
+    combine_consumer_stats,
+    combine_producer_stats,
     current_observer,
     set_observer,
 )
@@ -112,6 +114,66 @@ def test_consumer_meter_lag_follows_the_broker_s_end() -> None:
     assert (stats.committed_offset, stats.lag) == (3, 6)
 
 
+def test_consumer_meter_lag_sums_partitions_and_counts_the_queue() -> None:
+    meter = ConsumerMeter(WHERE)
+    meter.stream_ends_at(149, partition=1)
+    meter.received(10, 100, last_offset=109, partition=1)  # a reply of 100..109, queued
+    assert meter.lag == 40
+    meter.stream_ends_at(9, partition=0)
+    assert meter.lag == 40 + 10
+    # 4 of the 10 are still queued: not handed over, so not consumed, and lag
+    stats = meter.snapshot(queued=4, handed_over=105)
+    assert (stats.consumed, stats.last_offset, stats.lag) == (6, 105, 40 + 10 + 4)
+    meter.unreceived(4)  # the queue was dropped
+    assert meter.snapshot().consumed == 6
+
+
+def test_messages_received_with_more_are_told_with_the_next(recorder: Recorder) -> None:
+    meter = ConsumerMeter(WHERE)
+    meter.received(1, 10, last_offset=0, more=True)
+    meter.received(1, 10, last_offset=1, more=True)
+    assert recorder.events == []
+    assert meter.snapshot().consumed == 2  # counted at once, told later
+    meter.received(1, 10, last_offset=2)
+    assert recorder.events == [("received", 3, 30, None)]
+
+
+def test_accepted_then_begin_settles_in_other_units() -> None:
+    meter = ProducerMeter(WHERE)
+    meter.accepted(3, 30)
+    meter.accepted(2, 20)
+    assert meter.snapshot().in_flight == 5
+    started = meter.begin(5, 0, waited=2.0)  # a request of both calls, sent 2 s later
+    meter.settled(started, confirmed=5, failed=0)
+    stats = meter.snapshot()
+    assert (stats.published, stats.confirmed, stats.in_flight, stats.bytes_published) == (
+        5,
+        5,
+        0,
+        50,
+    )
+    assert stats.confirm_latency.count == 5
+    assert stats.confirm_latency.total >= 5 * 2.0  # from acceptance, not from the request
+
+
+def test_stats_of_several_producers_and_consumers_add_up() -> None:
+    first, second = ProducerMeter(WHERE), ProducerMeter(WHERE)
+    first.settled(first.sent(2, 20), confirmed=2, failed=0)
+    second.sent(1, 5)
+    total = combine_producer_stats("super", [first.snapshot(), second.snapshot()])
+    assert (total.stream, total.published, total.confirmed, total.in_flight) == ("super", 3, 2, 1)
+    assert total.bytes_published == 25
+    assert total.confirm_latency.count == 2
+    assert sum(total.confirm_latency.counts) == 2
+    known, unknown = ConsumerMeter(WHERE), ConsumerMeter(WHERE)
+    known.stream_ends_at(9)
+    known.received(4, 40, last_offset=3)
+    unknown.received(1, 10, last_offset=0)
+    both = combine_consumer_stats("super", [known.snapshot(), unknown.snapshot()])
+    assert (both.consumed, both.bytes_consumed, both.lag, both.last_offset) == (5, 50, 6, None)
+    assert combine_consumer_stats("super", [unknown.snapshot()]).lag is None
+
+
 def test_connection_meter_tells_reconnects_from_connects() -> None:
     meter = ConnectionMeter(WHERE)
     meter.connected()
@@ -119,6 +181,9 @@ def test_connection_meter_tells_reconnects_from_connects() -> None:
     meter.connected()
     stats = meter.snapshot()
     assert (stats.connects, stats.reconnects, stats.errors) == (2, 1, 1)
+    meter.connected(again=False)  # a client's second connection, not a replacement
+    assert meter.snapshot().reconnects == 1
+    assert meter.snapshot().connects == 3
 
 
 def test_the_observer_sees_what_the_meters_count(recorder: Recorder) -> None:

@@ -40,6 +40,7 @@ from streamwire.iggy.protocol.errors import (
     TopicNameNotFound,
 )
 from streamwire.iggy.protocol.machine import MachineSettings, ReplyStats
+from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSConfig
@@ -104,6 +105,7 @@ class Client(AdminMixin, AsyncClosing):
         operation (real servers answer CreateTopic with their internal operation 64) or
         another client id (docs/iggy.md, "How a reply is matched")."""
         self._conn: Connection | None = None
+        self._meter = ConnectionMeter(Destination("iggy", "", f"{host}:{port}"))
         self._children: set[Producer | Consumer] = set()
         self._closing = False  # no new work
         self._closed = False  # everything was closed cleanly
@@ -114,26 +116,38 @@ class Client(AdminMixin, AsyncClosing):
         self._conn = await self._dial()
         return self
 
-    async def _dial(self) -> Connection:
-        return await Connection.open(
-            self.host,
-            self.port,
-            self.credentials,
-            tls=self.tls,
-            timeout=self.timeout,
-            settings=self.settings,
-            stats=self.reply_stats,
-        )
+    async def _dial(self, again: bool = False) -> Connection:
+        """A new logged-in connection (``again``: it replaces a lost one, for the stats)."""
+        try:
+            conn = await Connection.open(
+                self.host,
+                self.port,
+                self.credentials,
+                tls=self.tls,
+                timeout=self.timeout,
+                settings=self.settings,
+                stats=self.reply_stats,
+            )
+        except StreamwireError:
+            self._meter.failed()
+            raise
+        self._meter.connected(again)
+        conn.on_lost.append(self._connection_lost)
+        return conn
 
-    async def _dial_with_retry(self, what: str) -> Connection:
+    def _connection_lost(self, exc: StreamwireError) -> None:
+        if not isinstance(exc, ClosedError):  # lost, not closed by us
+            self._meter.failed()
+
+    async def _dial_with_retry(self, what: str, *, again: bool = False) -> Connection:
         """A new logged-in connection; failures are retried under the reconnect policy."""
         self._check()
         try:
-            return await self._dial()
+            return await self._dial(again)
         except StreamwireError as exc:
             if self.reconnect is None:
                 raise
-            return await retry(self._dial, self.reconnect, cause=exc, what=what)
+            return await retry(lambda: self._dial(again), self.reconnect, cause=exc, what=what)
 
     def _check(self) -> None:
         if self._closing:
@@ -147,7 +161,8 @@ class Client(AdminMixin, AsyncClosing):
         self._check()
         conn = self._conn
         if conn is None or not conn.is_open:
-            conn = self._conn = await self._dial_with_retry("management connection")
+            again = conn is not None
+            conn = self._conn = await self._dial_with_retry("management connection", again=again)
         return conn
 
     async def request(self, payload: RequestPayload[R], *, timeout: float | None = None) -> R:
@@ -171,7 +186,15 @@ class Client(AdminMixin, AsyncClosing):
     async def ping(self, *, timeout: float | None = None) -> None:
         await self.request(sy.Ping(), timeout=timeout)
 
-    async def stats(self) -> sy.Stats:
+    @property
+    def stats(self) -> ConnectionStats:
+        """Counters of this client's connections (management, producers', consumers'):
+        connections made, made again after a loss, and failures (docs/api.md). The server's
+        own statistics are :meth:`server_stats`."""
+        return self._meter.snapshot()
+
+    async def server_stats(self) -> sy.Stats:
+        """The server's statistics (GetStats)."""
         return await self.request(sy.GetStats())
 
     async def me(self) -> sy.ClientDetails | None:

@@ -57,6 +57,7 @@ from streamwire.iggy.protocol.messaging import (
     StoreConsumerOffset,
 )
 from streamwire.iggy.protocol.streams import GetTopic
+from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.transport.resources import AsyncStartable, AutoCommit
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class Consumer(AsyncStartable):
         self._ahead: deque[tuple[Connection, int, int, asyncio.Future[PolledMessages]]] = deque()
         self._last: dict[int, int] = {}
         self._committed: dict[int, int] = {}
+        self._meter = ConsumerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._generation: int | None = None
         self._closed = False
@@ -127,7 +129,10 @@ class Consumer(AsyncStartable):
     async def _connection(self) -> Connection:
         conn = self._conn
         if conn is None or not conn.is_open:
-            conn = self._conn = await self._client._dial_with_retry(f"consumer {self.address}")
+            again = conn is not None
+            conn = self._conn = await self._client._dial_with_retry(
+                f"consumer {self.address}", again=again
+            )
             if self.group is not None and self._started:
                 await self._join(conn)
         return conn
@@ -370,6 +375,10 @@ class Consumer(AsyncStartable):
             self._drop_ahead()
             raise
         self._ready.extend(messages)
+        # counted per reply queued to be handed over (stats subtracts what is still queued)
+        meter = self._meter
+        meter.stream_ends_at(reply.current_offset, partition)  # the partition's newest offset
+        meter.received(len(messages), len(reply.records), reply.frames[-1][0], partition)
 
     async def _handed_out(self, messages: list[Message]) -> None:
         for msg in messages:
@@ -413,6 +422,7 @@ class Consumer(AsyncStartable):
                 )
             )
             self._committed[pid] = value
+            self._meter.committed(value)
         self._auto.stored()
 
     def _only_partition(self) -> int:
@@ -437,6 +447,13 @@ class Consumer(AsyncStartable):
     def last_offset(self) -> int | None:
         """Offset of the last message handed out (any partition)."""
         return max(self._last.values()) if self._last else None
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of what this consumer received; ``lag`` sums, over the partitions polled
+        so far, the messages after the last one handed over, from the newest offset every
+        poll reply carries (``None`` before the first reply with messages)."""
+        return self._meter.snapshot(len(self._ready), self.last_offset)
 
     # --- closing -------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
+from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
@@ -83,8 +84,13 @@ class Producer(AsyncStartable):
         self._sticky = 0  # keyless messages routed to the current partition so far
         self._buffer: deque[_Entry] = deque()
         self._buffer_bytes = 0
-        # batches sent and awaiting their replies (up to the connection's max_in_flight)
-        self._inflight: dict[asyncio.Future[SendConfirmations], tuple[list[_Entry], int]] = {}
+        # batches sent and awaiting their replies (up to the connection's max_in_flight),
+        # with what the meter needs to settle them
+        self._inflight: dict[
+            asyncio.Future[SendConfirmations], tuple[list[_Entry], int, tuple[float, object]]
+        ] = {}
+        self._meter = ProducerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
+        self._born = time.time()
         self._room = asyncio.Event()
         self._window = asyncio.Event()  # a batch in flight was answered
         self._work = asyncio.Event()
@@ -117,7 +123,10 @@ class Producer(AsyncStartable):
     async def _connection(self) -> Connection:
         conn = self._conn
         if conn is None or not conn.is_open:
-            conn = self._conn = await self._client._dial_with_retry(f"producer {self.address}")
+            again = conn is not None
+            conn = self._conn = await self._client._dial_with_retry(
+                f"producer {self.address}", again=again
+            )
         return conn
 
     async def _refresh(self) -> None:
@@ -134,7 +143,12 @@ class Producer(AsyncStartable):
     @property
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
-        return len(self._buffer) + sum(len(b) for b, _ in self._inflight.values())
+        return len(self._buffer) + sum(len(b) for b, _, _ in self._inflight.values())
+
+    @property
+    def stats(self) -> ProducerStats:
+        """Counters of what this producer published (docs/api.md, "Metrics and tracing")."""
+        return self._meter.snapshot()
 
     # --- sending -------------------------------------------------------------------------
 
@@ -196,6 +210,7 @@ class Producer(AsyncStartable):
         route, frame = self._prepare(value, key, headers, partition)
         size = len(frame.payload) + len(frame.user_headers) + 48
         await self._wait_for_room(size, timeout)
+        self._meter.accepted(1, size - 48)
         return self._accept(route, frame, size)
 
     def _accept(
@@ -256,13 +271,18 @@ class Producer(AsyncStartable):
         if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
             return await self._send_bodies(cast("Sequence[bytes]", values), timeout)
         futures = []
-        for value in values:
-            route, frame = self._prepare(value, None, None, None)
-            size = len(frame.payload) + len(frame.user_headers) + 48
-            if self._full(size):
-                self._work.set()
-                await self._wait_for_room(size, timeout)
-            futures.append(self._accept(route, frame, size))
+        nbytes = 0
+        try:
+            for value in values:
+                route, frame = self._prepare(value, None, None, None)
+                size = len(frame.payload) + len(frame.user_headers) + 48
+                if self._full(size):
+                    self._work.set()
+                    await self._wait_for_room(size, timeout)
+                futures.append(self._accept(route, frame, size))
+                nbytes += size - 48
+        finally:  # what was accepted, also when a later message was refused
+            self._meter.accepted(len(futures), nbytes)
         return futures
 
     async def _send_bodies(
@@ -279,7 +299,8 @@ class Producer(AsyncStartable):
         futures: list[asyncio.Future[Confirmation]] = []
         append = futures.append
         o = self.options
-        total = sum(map(len, values)) + 48 * len(values)
+        payload = sum(map(len, values))
+        total = payload + 48 * len(values)
         fits = (  # the whole call fits the buffer now: no per-message check
             len(self._buffer) + len(values) <= o.max_buffer_messages
             and self._buffer_bytes + total <= o.max_buffer_bytes
@@ -300,6 +321,7 @@ class Producer(AsyncStartable):
         if futures:
             self._idle.clear()
             self._work.set()
+        self._meter.accepted(len(futures), payload)
         return futures
 
     async def flush(self, timeout: float | None = None) -> None:
@@ -376,6 +398,11 @@ class Producer(AsyncStartable):
     async def _send(self, batch: list[_Entry], partition: int) -> None:
         """Send one batch; its reply resolves the futures later (:meth:`_confirmed`), so the
         next batch can go out meanwhile (the connection's ``max_in_flight``)."""
+        # The meter's latency starts when the oldest message was accepted: its origin time,
+        # unless the application set that (then at most since the producer started).
+        waited = time.time() - batch[0][1].origin_timestamp / 1e6
+        waited = min(max(0.0, waited), time.time() - self._born)
+        started = self._meter.begin(len(batch), 0, waited)
         try:
             request = SendMessages(
                 stream=self.stream,
@@ -388,25 +415,30 @@ class Producer(AsyncStartable):
             reply = await conn.submit(request)
         except asyncio.CancelledError:
             self._fail_entries(batch, ClosedError(f"producer for {self.address!r} closed"))
+            self._meter.settled(started, 0, len(batch))
             raise
         except StreamwireError as exc:
             logger.debug("send to %s partition %d failed: %s", self.address, partition, exc)
             self._fail_entries(batch, exc)
+            self._meter.settled(started, 0, len(batch))
             return
-        self._inflight[reply] = (batch, partition)
+        self._inflight[reply] = (batch, partition, started)
         reply.add_done_callback(self._confirmed)
 
     def _confirmed(self, reply: asyncio.Future[SendConfirmations]) -> None:
-        batch, partition = self._inflight.pop(reply)
+        batch, partition, started = self._inflight.pop(reply)
         self._window.set()
         try:
             if reply.cancelled():
                 self._fail_entries(batch, ClosedError(f"producer for {self.address!r} closed"))
+                self._meter.settled(started, 0, len(batch))
             elif (exc := reply.exception()) is not None:
                 logger.debug("send to %s partition %d failed: %s", self.address, partition, exc)
                 self._fail_entries(batch, exc)
+                self._meter.settled(started, 0, len(batch))
             else:
                 self._resolve(batch, partition, reply.result())
+                self._meter.settled(started, len(batch), 0)
         finally:
             self._settle()
 
@@ -462,7 +494,8 @@ class Producer(AsyncStartable):
         cancel_now((self._sender,))
         self._fail_buffered()
         closed = ClosedError(f"producer for {self.address!r} closed before confirmation")
-        for batch, _ in self._inflight.values():  # their replies are dropped when they fail
+        # their replies are dropped (and the meter settles them) when they fail
+        for batch, _, _ in self._inflight.values():
             self._fail_entries(batch, closed)
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -476,5 +509,7 @@ class Producer(AsyncStartable):
         self._fail_entries(
             left, ClosedError(f"producer for {self.address!r} closed before confirmation")
         )
+        if left:
+            self._meter.settled(self._meter.begin(len(left), 0), 0, len(left))
         self._room.set()
         self._idle.set()

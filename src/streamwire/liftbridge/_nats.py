@@ -126,6 +126,7 @@ class NatsLink:
         self.stats = NatsStats()
         self.on_closed: list[Callable[[StreamwireError], None]] = []
         self.on_reconnected: list[Callable[[], None]] = []
+        self.on_disconnected: list[Callable[[], None]] = []
         self._closing = False
         self.bulk = all(hasattr(nc, name) for name in _BULK_API)
         """Whether :meth:`publish_many` writes one buffer entry for many messages."""
@@ -168,6 +169,8 @@ class NatsLink:
         async def disconnected_cb() -> None:
             if connected:
                 link.stats.disconnects += 1
+                for listener in list(link.on_disconnected):
+                    listener()
 
         async def reconnected_cb() -> None:
             link.stats.reconnects += 1

@@ -99,6 +99,9 @@ class Handover(Generic[_T]):
         self._wake_pending = False
         self.wakeups = 0
         """Hand-over callbacks the event loop ran (each drains every item appended so far)."""
+        self.received_bytes = 0
+        """Bytes of the messages the reading threads handed over, as the server sent them
+        (one thread at a time writes it; the loop reads it for the consumer's stats)."""
 
     def __len__(self) -> int:
         """Items buffered (the final item not counted)."""
@@ -353,4 +356,5 @@ class Subscription:
                 return STOPPED
             self.next_offset = msg.offset + 1
             self.delivered += 1
+            handover.received_bytes += len(raw)
         return ENDED

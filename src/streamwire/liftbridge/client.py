@@ -13,7 +13,7 @@ import logging
 import random
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar, Unpack
 
 import grpc
@@ -56,6 +56,7 @@ from streamwire.liftbridge.protocol.metadata import (
     metadata_from_pb,
     partition_from_pb,
 )
+from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
@@ -70,9 +71,13 @@ _DEFAULT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
-class ClientStats:
-    acks: AckStats
-    nats: NatsStats
+class ClientStats(ConnectionStats):
+    """The connection counters every client has (``connects``: the client's gRPC and NATS
+    connection as one, and every NATS reconnect; ``errors``: failed connects and NATS
+    disconnects), plus the ack inbox's and the NATS connection's own."""
+
+    acks: AckStats = field(default_factory=AckStats)
+    nats: NatsStats = field(default_factory=NatsStats)
 
 
 class Client(AsyncClosing):
@@ -119,6 +124,7 @@ class Client(AsyncClosing):
         self._children: set[Producer | Consumer] = set()
         self._closed = False
         self._loop = asyncio.get_running_loop()
+        self._meter = ConnectionMeter(Destination("liftbridge", "", f"{host}:{port}"))
 
     # --- connecting --------------------------------------------------------------------
 
@@ -132,9 +138,12 @@ class Client(AsyncClosing):
         try:
             await self._open_grpc(deadline)
             await self._open_nats(deadline)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, StreamwireError):
+                self._meter.failed()
             await self._shutdown()
             raise
+        self._meter.connected()
         return self
 
     async def _open_grpc(self, deadline: Deadline) -> None:
@@ -157,6 +166,8 @@ class Client(AsyncClosing):
         )
         self._link = link
         link.on_closed.append(self._nats_closed)
+        link.on_disconnected.append(self._meter.failed)
+        link.on_reconnected.append(lambda: self._meter.connected(again=True))
         self._max_payload = link.max_payload
         acks = AckRouter(link)
         async with deadline.scope():
@@ -230,10 +241,13 @@ class Client(AsyncClosing):
 
     @property
     def stats(self) -> ClientStats:
-        """Ack inbox and NATS connection counters."""
+        """Connection counters (docs/api.md), and the ack inbox's and NATS connection's."""
         acks = self._acks.stats if self._acks is not None else AckStats()
         nats = self._link.stats if self._link is not None else NatsStats()
-        return ClientStats(acks, nats)
+        connection = self._meter.snapshot()
+        return ClientStats(
+            connection.connects, connection.reconnects, connection.errors, acks, nats
+        )
 
     @property
     def max_payload(self) -> int:

@@ -56,6 +56,7 @@ from streamwire.liftbridge.protocol.errors import (
     StreamNotFound,
 )
 from streamwire.liftbridge.protocol.metadata import subscribe_request
+from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.resources import AsyncStartable
@@ -147,6 +148,10 @@ class Consumer(AsyncStartable):
         self._backoff: Backoff | None = None
         self.resubscriptions = 0
         """How often the subscription was made again after breaking."""
+        self._meter = ConsumerMeter(
+            Destination("liftbridge", stream, f"{client.host}:{client.port}")
+        )
+        self._bytes_counted = 0  # of the handover's received_bytes
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -377,6 +382,12 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost.
         """
+        msg = await self._next(timeout)
+        if msg is not None:  # one by one: the observer hears of a run of queued ones at once
+            self._handed_out(1, msg, more=self._handover.ready())
+        return msg
+
+    async def _next(self, timeout: float | None) -> Message | None:
         self._check()
         if self._ended or (self._closed and not self._handover.ready()):
             return None
@@ -384,6 +395,11 @@ class Consumer(AsyncStartable):
         if not items:
             return None
         return self._take(items[0])
+
+    def _handed_out(self, count: int, last: Message, *, more: bool = False) -> None:
+        received = self._handover.received_bytes
+        nbytes, self._bytes_counted = received - self._bytes_counted, received
+        self._meter.received(count, nbytes, last.offset, self.partition, more=more)
 
     async def next_batch(
         self, max_messages: int = 500, timeout: float | None = 1.0
@@ -395,20 +411,21 @@ class Consumer(AsyncStartable):
         """
         out: list[Message] = []
         if not self._handover.ready():
-            first = await self.next(timeout)
+            first = await self._next(timeout)
             if first is None:
                 return out
             out.append(first)
-        if self._ended or len(out) >= max_messages:
-            return out
-        for item in self._handover.take(max_messages - len(out)):  # the end/error comes last
-            if isinstance(item, StreamwireError) and out:
-                self._error = item  # raised on the next call; deliver what we have
-                break
-            msg = self._take(item)
-            if msg is None:
-                break
-            out.append(msg)
+        if not self._ended and len(out) < max_messages:
+            for item in self._handover.take(max_messages - len(out)):  # the end/error: last
+                if isinstance(item, StreamwireError) and out:
+                    self._error = item  # raised on the next call; deliver what we have
+                    break
+                msg = self._take(item)
+                if msg is None:
+                    break
+                out.append(msg)
+        if out:
+            self._handed_out(len(out), out[-1])
         return out
 
     # --- cursors -----------------------------------------------------------------------
@@ -427,6 +444,7 @@ class Consumer(AsyncStartable):
         await self._client.set_cursor(
             self.stream, self.partition, self.name, offset, timeout=timeout
         )
+        self._meter.committed(offset)
 
     async def committed_offset(self, *, timeout: float | None = None) -> int | None:
         """The offset stored under the consumer name (``None`` if none)."""
@@ -440,6 +458,13 @@ class Consumer(AsyncStartable):
     def last_offset(self) -> int | None:
         """Offset of the last message handed out."""
         return self._last_offset
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of what this consumer received. ``lag`` is ``None``: Liftbridge's
+        messages and subscriptions do not carry the partition's high watermark (ask
+        ``client.partition_metadata`` for it)."""
+        return self._meter.snapshot()
 
     # --- closing -----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from streamwire.liftbridge.protocol.messages import (
     partition_subject,
 )
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate
+from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
@@ -113,6 +114,34 @@ class ProducerOptions:
                 raise ConfigurationError(f"{name} must be None or >= 0 seconds")
 
 
+class _Settlement:
+    """The messages of one call, each acked on its own: the meter settles the call when the
+    last of them ends (it is their acks' ``on_done``, after the producer's own one)."""
+
+    __slots__ = ("count", "done", "failed", "meter", "remaining", "started")
+
+    def __init__(
+        self,
+        meter: ProducerMeter,
+        count: int,
+        nbytes: int,
+        done: Callable[[asyncio.Future[Confirmation]], None],
+    ) -> None:
+        self.meter = meter
+        self.started = meter.sent(count, nbytes)
+        self.count = self.remaining = count
+        self.failed = 0
+        self.done = done
+
+    def __call__(self, future: asyncio.Future[Confirmation]) -> None:
+        self.done(future)
+        if future.cancelled() or future.exception() is not None:
+            self.failed += 1
+        self.remaining -= 1
+        if not self.remaining:
+            self.meter.settled(self.started, self.count - self.failed, self.failed)
+
+
 class Producer(AsyncStartable):
     """Publishes to one stream over NATS. Use ``async with client.producer(stream) as p``."""
 
@@ -134,6 +163,9 @@ class Producer(AsyncStartable):
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
         self._template: PublishTemplate | None = None
+        self._meter = ProducerMeter(
+            Destination("liftbridge", stream, f"{client.host}:{client.port}")
+        )
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -169,6 +201,13 @@ class Producer(AsyncStartable):
     def pending(self) -> int:
         """Messages sent whose ack has not arrived (nor failed) yet."""
         return len(self._pending)
+
+    @property
+    def stats(self) -> ProducerStats:
+        """Counters of what this producer published (docs/api.md, "Metrics and tracing");
+        without acks (``ack_policy=NONE``, ``envelope=False``) a message is confirmed once
+        NATS took it."""
+        return self._meter.snapshot()
 
     # --- encoding ----------------------------------------------------------------------
 
@@ -287,8 +326,10 @@ class Producer(AsyncStartable):
             await client._publish(subject, data, "", block)
             future: asyncio.Future[Confirmation] = client._loop.create_future()
             future.set_result(Confirmation(None, None, self.stream, p))
+            self._meter.settled(self._meter.sent(1, len(data)), 1, 0)
             return future
-        future = self._expect(cid, f"a message to {subject}")
+        settle = _Settlement(self._meter, 1, len(data), self._done)
+        future = self._expect(cid, f"a message to {subject}", settle)
         reply = client._reply_subject(cid) if self.options.detect_no_responders else ""
         try:
             await client._publish(subject, data, reply, block)
@@ -297,10 +338,10 @@ class Producer(AsyncStartable):
             raise
         return future
 
-    def _expect(self, cid: str, what: str) -> asyncio.Future[Confirmation]:
+    def _expect(self, cid: str, what: str, on_done: _Settlement) -> asyncio.Future[Confirmation]:
         """Register the ack future of ``cid`` and count it as pending from now on (before
         the publish: its ack may arrive while the publish still waits for the buffer)."""
-        future = self._client._expect(cid, self.options.ack_timeout, what, self._done)
+        future = self._client._expect(cid, self.options.ack_timeout, what, on_done)
         self._pending.add(future)
         self._idle.clear()
         return future
@@ -386,6 +427,7 @@ class Producer(AsyncStartable):
     ) -> list[asyncio.Future[Confirmation]]:
         """Publish ``(correlation id, envelope, partition)`` items in one NATS write."""
         client, subjects, opts = self._client, self._subjects, self.options
+        nbytes = sum(len(data) for _, data, _ in items)
         if not self._acked:
             await client._publish_many([(subjects[p], data, "") for _, data, p in items])
             done: list[asyncio.Future[Confirmation]] = []
@@ -393,10 +435,12 @@ class Producer(AsyncStartable):
                 future: asyncio.Future[Confirmation] = client._loop.create_future()
                 future.set_result(Confirmation(None, None, self.stream, p))
                 done.append(future)
+            self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
             return done
         expect = self._expect
+        settle = _Settlement(self._meter, len(items), nbytes, self._done)
         whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
-        futures = [expect(cid, whats[p]) for cid, _, p in items]
+        futures = [expect(cid, whats[p], settle) for cid, _, p in items]
         if opts.detect_no_responders:
             reply = client._reply_subject
             messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]

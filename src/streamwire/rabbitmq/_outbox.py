@@ -7,7 +7,8 @@ pack Publish frames; confirmations find their group by id range (the last group 
 tried first, which is almost always right because the broker confirms in write order).
 
 Every message ends exactly once: confirmed, failed with its PublishError code, or failed with
-the producer's fatal error. After a reconnect, :meth:`Outbox.rewind` makes every unresolved
+the producer's fatal error. The producer's meter counts a group once when it is added and
+once when its last message ends. After a reconnect, :meth:`Outbox.rewind` makes every unresolved
 message unwritten again so it is re-sent with its original publishing id.
 """
 
@@ -19,6 +20,7 @@ from typing import Final, NamedTuple
 
 from streamwire.codec.message import Confirmation, confirmation
 from streamwire.errors import LocalProtocolError
+from streamwire.metrics import ProducerMeter
 from streamwire.rabbitmq.protocol.publishing import PublishBuilder
 
 __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
@@ -62,10 +64,13 @@ class Group:
         "batch",
         "data",
         "entries",
+        "failed",
         "filters",
         "first",
         "futures",
+        "messages",
         "remaining",
+        "started",
         "states",
         "wrap",
         "written",
@@ -81,6 +86,7 @@ class Group:
         *,
         entries: bool = False,
         wrap: bool = False,
+        messages: int | None = None,
     ) -> None:
         self.entries = entries
         self.wrap = wrap
@@ -92,14 +98,20 @@ class Group:
         self.states = bytearray(len(data))
         self.remaining = len(data)
         self.written = 0
+        self.messages = len(data) if messages is None else messages
+        """Messages in the group (an entry of ``entries`` holds several)."""
+        self.failed = 0
+        self.started: tuple[float, object] | None = None
+        """What the producer meter gave back when the group was counted."""
 
     def __len__(self) -> int:
         return len(self.data)
 
 
 class Outbox:
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, meter: ProducerMeter | None = None) -> None:
         self.stream = stream
+        self.meter = meter
         self._groups: deque[Group] = deque()  # unresolved, in acceptance order
         self._to_write: deque[Group] = deque()
         self._by_first: dict[int, Group] = {}
@@ -119,9 +131,12 @@ class Outbox:
         self._to_write.append(group)
         self._by_first[group.first] = group
         n = len(group.data)
+        nbytes = sum(map(len, group.data))
         self.unwritten += n
-        self.unwritten_bytes += sum(map(len, group.data))
+        self.unwritten_bytes += nbytes
         self.pending += n
+        if self.meter is not None:
+            group.started = self.meter.sent(group.messages, nbytes)
         if group.batch is not None:
             batch = group.batch
             batch.groups += 1
@@ -354,11 +369,15 @@ class Outbox:
             future.exception()
         if group.batch is not None and group.batch.error is None:
             group.batch.error = exc
+        group.failed += 1
         group.remaining -= 1
         if not group.remaining:
             self._group_done(group)
 
     def _group_done(self, group: Group) -> None:
+        if group.started is not None and self.meter is not None:
+            failed = group.failed if not group.entries or not group.failed else group.messages
+            self.meter.settled(group.started, group.messages - failed, failed)
         self._by_first.pop(group.first, None)
         if self._last is group:
             self._last = None

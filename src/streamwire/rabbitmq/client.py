@@ -28,6 +28,7 @@ from streamwire.errors import (
     StreamwireError,
     UnsupportedByBroker,
 )
+from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
@@ -134,6 +135,8 @@ class Client(AsyncClosing):
         self._children: set[_Child] = set()
         self._closing = False  # no new work
         self._closed = False  # everything was closed cleanly
+        self._meter = ConnectionMeter(Destination("rabbitmq", "", f"{host}:{port}"))
+        self._ever: set[tuple[str, str, int]] = set()  # connection keys ever registered
 
     # --- connections ---------------------------------------------------------------------
 
@@ -164,8 +167,17 @@ class Client(AsyncClosing):
             return conn
         raise ConnectError(f"no RabbitMQ node answered: {'; '.join(failures)}")
 
+    async def _open_connection(self, host: str, port: int) -> Connection:
+        try:
+            return await Connection.open(
+                host, port, self.settings, tls=self.tls, timeout=self.timeout
+            )
+        except StreamwireError:
+            self._meter.failed()
+            raise
+
     async def _dial(self, role: str, host: str, port: int) -> Connection:
-        conn = await Connection.open(host, port, self.settings, tls=self.tls, timeout=self.timeout)
+        conn = await self._open_connection(host, port)
         advertised = _advertised(conn, host, port)
         self._register(conn, {(role, *advertised), (role, host, port)})
         return conn
@@ -176,16 +188,16 @@ class Client(AsyncClosing):
             raise ClosedError("client is closed")
         for key in keys:
             self._conns[key] = conn
-        conn.on_lost.append(lambda exc: self._forget(conn))
+        conn.on_lost.append(lambda exc: self._forget(conn, exc))
+        self._meter.connected(again=not self._ever.isdisjoint(keys))
+        self._ever |= keys
 
     async def _dial_through_balancer(self, role: str, wanted: tuple[str, int]) -> Connection:
         """Load-balancer mode: dial the configured address until the node behind it
         advertises ``wanted`` (the Java client's approach); other connections are closed."""
         seen: list[tuple[str, int]] = []
         for _attempt in range(self.load_balancer_attempts):
-            conn = await Connection.open(
-                self.host, self.port, self.settings, tls=self.tls, timeout=self.timeout
-            )
+            conn = await self._open_connection(self.host, self.port)
             advertised = _advertised(conn, self.host, self.port)
             if advertised == wanted:
                 self._register(conn, {(role, *wanted)})
@@ -198,7 +210,9 @@ class Client(AsyncClosing):
             f" in {len(seen)} attempts (reached {sorted(set(seen))})"
         )
 
-    def _forget(self, conn: Connection) -> None:
+    def _forget(self, conn: Connection, exc: StreamwireError | None = None) -> None:
+        if exc is not None and not isinstance(exc, ClosedError):  # lost, not closed by us
+            self._meter.failed()
         for key in [k for k, c in self._conns.items() if c is conn]:
             del self._conns[key]
         if self._locator is conn:
@@ -285,6 +299,12 @@ class Client(AsyncClosing):
         if self.reconnect is None:
             raise cause
         return await retry(attempt, self.reconnect, cause=cause, what=what)
+
+    @property
+    def stats(self) -> ConnectionStats:
+        """Counters of this client's connections (locator, producers', consumers'):
+        connections made, made again after a loss, and failures (docs/api.md)."""
+        return self._meter.snapshot()
 
     # --- broker facts --------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Self
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
@@ -150,6 +151,7 @@ class Consumer(AsyncStartable):
         self._last_offset: int | None = None
         self._next_offset: int | None = None
         self._committed: int | None = None
+        self._meter = ConsumerMeter(Destination("rabbitmq", stream, f"{client.host}:{client.port}"))
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
         self._error: StreamwireError | None = None
         self._closed = False
@@ -205,6 +207,8 @@ class Consumer(AsyncStartable):
             raise ConfigurationError("single active consumer needs RabbitMQ 3.11+")
         sid = conn.free_subscription_id()
         conn.add_subscriber(sid, self)
+        if self._meter.where.address != conn.address:
+            self._meter.where = Destination("rabbitmq", self.stream, conn.address)
         # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.
         self._conn, self._sid, self._initial = conn, sid, (offset_type, value)
         self._credit_frame = None
@@ -309,9 +313,14 @@ class Consumer(AsyncStartable):
             amqp=self.options.amqp,
         )
         post_filter = self.options.post_filter
-        self._ready.extend(msgs if post_filter is None else [m for m in msgs if post_filter(m)])
+        ready = msgs if post_filter is None else [m for m in msgs if post_filter(m)]
+        self._ready.extend(ready)
         header = parse_chunk_header(chunk)
         self._next_offset = header.chunk_id + header.num_records
+        # counted per chunk taken to be handed over (stats subtracts what is still queued)
+        meter = self._meter
+        meter.stream_ends_at(event.committed_chunk_id)  # Deliver v2 (3.13+) carries it
+        meter.received(len(ready), len(chunk), self._next_offset - 1)
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset
@@ -326,6 +335,7 @@ class Consumer(AsyncStartable):
             return
         conn.send_nowait(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
+        self._meter.committed(offset)
         self._auto.stored()
 
     async def commit(self, offset: int | None = None) -> None:
@@ -345,6 +355,7 @@ class Consumer(AsyncStartable):
             raise self._error or ClosedError("consumer is not subscribed")
         await conn.send(StoreOffset(self.name, self.stream, offset))
         self._committed = offset
+        self._meter.committed(offset)
         self._auto.stored()
 
     async def committed_offset(self) -> int | None:
@@ -360,6 +371,13 @@ class Consumer(AsyncStartable):
     def last_offset(self) -> int | None:
         """Offset of the last message handed out."""
         return self._last_offset
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of what this consumer received; ``lag`` counts up to the first message of
+        the stream's last committed chunk, which RabbitMQ 3.13+ sends with every chunk
+        (``None`` before the first chunk and on older brokers)."""
+        return self._meter.snapshot(len(self._ready), self._last_offset)
 
     # --- connection listener -------------------------------------------------------------
 
@@ -395,6 +413,7 @@ class Consumer(AsyncStartable):
                         (OffsetType.OFFSET, stored + 1) if stored is not None else self._initial
                     )
                 self._chunks.clear()
+                self._meter.unreceived(len(self._ready))
                 self._ready.clear()
                 self._skip_below = value if offset_type == OffsetType.OFFSET and value else 0
             else:
@@ -402,6 +421,7 @@ class Consumer(AsyncStartable):
                 if self.name and self._last_offset is not None:
                     conn.send_nowait(StoreOffset(self.name, self.stream, self._last_offset))
                 self._chunks.clear()
+                self._meter.unreceived(len(self._ready))
                 self._ready.clear()
                 offset_type, value = OffsetType.NONE, None
             conn.machine.answer_consumer_update(event.correlation_id, offset_type, value)

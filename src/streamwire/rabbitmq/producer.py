@@ -30,6 +30,7 @@ from streamwire.errors import (
     ConfigurationError,
     StreamwireError,
 )
+from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.rabbitmq._amqp_map import encode_message
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
@@ -128,7 +129,8 @@ class Producer(AsyncStartable):
         self._conn: Connection | None = None
         self._publisher_id = -1
         self._next_id = 1
-        self._outbox = Outbox(stream)
+        self._meter = ProducerMeter(Destination("rabbitmq", stream, f"{client.host}:{client.port}"))
+        self._outbox = Outbox(stream, self._meter)
         self._room = asyncio.Event()
         self._work = asyncio.Event()
         self._idle = asyncio.Event()
@@ -183,6 +185,8 @@ class Producer(AsyncStartable):
             raise
         self._conn = conn
         self._publisher_id = pid
+        if self._meter.where.address != conn.address:  # the leader's node
+            self._meter.where = Destination("rabbitmq", self.stream, conn.address)
 
     @property
     def next_publishing_id(self) -> int:
@@ -198,6 +202,11 @@ class Producer(AsyncStartable):
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
         return self._outbox.pending
+
+    @property
+    def stats(self) -> ProducerStats:
+        """Counters of what this producer published (docs/api.md, "Metrics and tracing")."""
+        return self._meter.snapshot()
 
     # --- accepting -----------------------------------------------------------------------
 
@@ -250,6 +259,7 @@ class Producer(AsyncStartable):
         first: int | None = None,
         entries: bool = False,
         wrap: bool = False,
+        messages: int | None = None,
     ) -> Group:
         create = self._loop.create_future
         first = self._next_id if first is None else first
@@ -263,6 +273,7 @@ class Producer(AsyncStartable):
             batch,
             entries=entries,
             wrap=wrap,
+            messages=messages,
         )
         self._outbox.add(group)
         self._next_id = max(self._next_id, first + len(data))
@@ -414,10 +425,12 @@ class Producer(AsyncStartable):
         ]
         counts = [min(size, len(encoded) - i) for i in range(0, len(encoded), size)]
         groups: list[Group] = []
-        for entry in entries:
+        for entry, count in zip(entries, counts, strict=True):
             await self._wait_for_room(len(entry), timeout)
             self._check()
-            groups.append(self._add([entry], None, futures=futures, batch=batch, entries=True))
+            groups.append(
+                self._add([entry], None, futures=futures, batch=batch, entries=True, messages=count)
+            )
         return groups, counts
 
     async def send_batch(

@@ -27,6 +27,12 @@ from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ConfigurationError, StreamwireError
+from streamwire.metrics import (
+    ConsumerStats,
+    ProducerStats,
+    combine_consumer_stats,
+    combine_producer_stats,
+)
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs
 from streamwire.rabbitmq.consumer import Consumer
 from streamwire.rabbitmq.producer import Producer
@@ -86,6 +92,7 @@ class SuperStreamProducer(AsyncStartable):
         self._options = options
         self.partitions: list[str] = []
         self._producers: dict[str, Producer] = {}
+        self._every: list[Producer] = []  # for stats: also the ones closed
         self._routes: dict[bytes, list[str]] = {}
         self._lock = asyncio.Lock()
 
@@ -127,7 +134,13 @@ class SuperStreamProducer(AsyncStartable):
                     producer = self._client.producer(stream, name=self.name, **self._options)
                     await producer.start()
                     self._producers[stream] = producer
+                    self._every.append(producer)
         return producer
+
+    @property
+    def stats(self) -> ProducerStats:
+        """The partitions' producer counters added up (``stream`` is the super stream)."""
+        return combine_producer_stats(self.super_stream, [p.stats for p in self._every])
 
     async def send(
         self,
@@ -217,6 +230,7 @@ class SuperStreamConsumer(AsyncStartable):
         self.name = name
         self._options = options
         self.consumers: list[Consumer] = []
+        self._every: list[Consumer] = []  # for stats: also after closing
         self._next = 0
         self._carry: list[list[Message]] = []
 
@@ -232,7 +246,14 @@ class SuperStreamConsumer(AsyncStartable):
                 )
                 await consumer.start()
                 self.consumers.append(consumer)
+                self._every.append(consumer)
         return self
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """The partitions' consumer counters added up (``stream`` is the super stream;
+        offsets are per partition, so none here)."""
+        return combine_consumer_stats(self.super_stream, [c.stats for c in self._every])
 
     def _is_started(self) -> bool:
         return bool(self.consumers)

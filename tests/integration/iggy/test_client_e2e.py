@@ -114,7 +114,7 @@ async def test_stream_management(client: iggy.Client) -> None:
 async def test_system_users_and_tokens(double: IggyDouble, client: iggy.Client) -> None:
     await client.ping()
     assert client.server_version == "0.9.0"
-    assert (await client.stats()).iggy_server_version == "0.9.0"
+    assert (await client.server_stats()).iggy_server_version == "0.9.0"
     me = await client.me()
     assert me is not None
     assert me.client.user_id == 0

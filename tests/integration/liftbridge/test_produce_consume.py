@@ -375,3 +375,46 @@ async def test_connect_by_url_through_streamwire(url: str, stream: str) -> None:
         assert isinstance(c, lb.Client)
         async with c.producer(stream) as producer:
             assert (await producer.send_and_wait(b"via streamwire.connect")).offset == 0
+
+
+async def test_stats_count_acks_refusals_and_timeouts(
+    client: lb.Client, new_stream: NewStream
+) -> None:
+    stream = await new_stream(optimistic_concurrency_control=True)
+    async with client.producer(stream) as producer:
+        await producer.send_and_wait(b"a", expected_offset=0)
+        with pytest.raises(lb.IncorrectOffset):
+            await producer.send_and_wait(b"b", expected_offset=5)
+        await producer.send_batch([b"c", b"d", b"e"])
+        with pytest.raises(lb.IncorrectOffset):  # flush reports the failure since the last
+            await producer.flush()
+        stats = producer.stats
+    assert (stats.published, stats.confirmed, stats.failed, stats.in_flight) == (5, 4, 1, 0)
+    assert stats.bytes_published > len(b"abcde")  # envelopes
+    assert stats.confirm_latency.count == 4
+    async with client.producer(stream, ack_policy=lb.AckPolicy.NONE) as unacked:
+        await unacked.send_batch([b"f", b"g"])
+        assert (unacked.stats.published, unacked.stats.confirmed) == (2, 2)
+    async with client.producer(stream, ack_timeout=0.2) as lost:
+        await client.delete_stream(stream)
+        with pytest.raises(lb.AckTimeout):
+            await lost.send_and_wait(b"nobody stores it")
+        assert (lost.stats.failed, lost.stats.in_flight) == (1, 0)
+    connections = client.stats
+    assert (connections.connects, connections.reconnects, connections.errors) == (1, 0, 0)
+    assert connections.acks.acks >= 4  # the Liftbridge counters are still there
+
+
+async def test_consumer_stats_have_no_lag(client: lb.Client, stream: str) -> None:
+    async with client.producer(stream) as producer:
+        await producer.send_batch([b"m%d" % i for i in range(6)])
+        await producer.flush()
+    async with client.consumer(stream, name="counted") as consumer:
+        first = await consumer.next(timeout=10)
+        assert first is not None
+        rest = await read(consumer, 5)
+        await consumer.commit()
+        stats = consumer.stats
+    assert (stats.consumed, stats.last_offset, stats.committed_offset) == (6, 5, 5)
+    assert stats.bytes_consumed > sum(len(m.value) for m in [first, *rest])
+    assert stats.lag is None  # Liftbridge does not say where the partition ends
