@@ -165,6 +165,16 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
     def remove_publisher(self, publisher_id: int) -> None:
         self._publishers.pop(publisher_id, None)
 
+    @property
+    def publisher_room(self) -> bool:
+        """Whether another publisher fits (ids are one byte: 256 per connection)."""
+        return len(self._publishers) < 256
+
+    @property
+    def subscriber_room(self) -> bool:
+        """Whether another subscription fits (ids are one byte: 256 per connection)."""
+        return len(self._subscribers) < 256
+
     def free_publisher_id(self) -> int:
         for pid in range(256):
             if pid not in self._publishers:

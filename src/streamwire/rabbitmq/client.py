@@ -69,6 +69,9 @@ __all__ = ("AddressResolver", "Client", "StreamInfo")
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_MAX_CONNECTIONS_PER_NODE = 64
+"""Connections per node and role before a client refuses another producer or consumer."""
 _Child = Producer | Consumer | SuperStreamProducer | SuperStreamConsumer
 AddressResolver = Callable[[str, int], tuple[str, int]]
 
@@ -284,13 +287,32 @@ class Client(AsyncClosing):
 
     async def _leader_connection(self, stream: str) -> Connection:
         info = await self.stream_info(stream)
-        return await self._connection_to(*info.leader, role="producer")
+        return await self._connection_with_room(
+            *info.leader, role="producer", has_room=lambda c: c.publisher_room
+        )
 
     async def _consumer_connection(self, stream: str, *, replica: bool = False) -> Connection:
         info = await self.stream_info(stream)
-        if replica and info.replicas:
-            return await self._connection_to(*random.choice(info.replicas), role="consumer")
-        return await self._connection_to(*info.leader, role="consumer")
+        node = random.choice(info.replicas) if replica and info.replicas else info.leader
+        return await self._connection_with_room(
+            *node, role="consumer", has_room=lambda c: c.subscriber_room
+        )
+
+    async def _connection_with_room(
+        self, host: str, port: int, *, role: str, has_room: Callable[[Connection], bool]
+    ) -> Connection:
+        """A shared ``role`` connection to ``host:port`` with room for one more publisher
+        or subscription: a node's first connection while it has room, then a second, a
+        third... (ids are one byte, so 256 producers or consumers fit one connection; the
+        Java and Go clients open another connection the same way)."""
+        for slot in range(_MAX_CONNECTIONS_PER_NODE):
+            conn = await self._connection_to(host, port, role=f"{role}#{slot}" if slot else role)
+            if has_room(conn):
+                return conn
+        raise ClosedError(
+            f"{_MAX_CONNECTIONS_PER_NODE} {role} connections to {host}:{port} are full "
+            f"({_MAX_CONNECTIONS_PER_NODE * 256} {role}s)"
+        )
 
     async def retry(
         self, attempt: Callable[[], Awaitable[T]], cause: BaseException, *, what: str

@@ -198,15 +198,19 @@ class Consumer(AsyncStartable):
         conn = await self._client._consumer_connection(
             self.stream, replica=self.options.from_replica
         )
-        offset_type, value = await self._resolve(conn, offset)
-        self._skip_below = value if offset_type == OffsetType.OFFSET and value is not None else 0
-        props = self.options.subscription_properties(self.name)
         if self.options.filter_values and not conn.machine.supports(CommandKey.PUBLISH, 2):
             raise ConfigurationError("this broker cannot filter (needs 3.13+ with filtering)")
         if self.options.single_active and conn.machine.server_version() < (3, 11):
             raise ConfigurationError("single active consumer needs RabbitMQ 3.11+")
-        sid = conn.free_subscription_id()
+        sid = conn.free_subscription_id()  # taken now: other consumers may look for room
         conn.add_subscriber(sid, self)
+        try:
+            offset_type, value = await self._resolve(conn, offset)
+        except BaseException:
+            conn.remove_subscriber(sid)
+            raise
+        self._skip_below = value if offset_type == OffsetType.OFFSET and value is not None else 0
+        props = self.options.subscription_properties(self.name)
         if self._meter.where.address != conn.address:
             self._meter.where = Destination("rabbitmq", self.stream, conn.address)
         # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.

@@ -284,3 +284,22 @@ async def test_publishing_ids_must_fit_uint64(client: rmq.Client, stream: str) -
             await producer.send(b"x", publishing_id=-1)
         confirmation = await producer.send_and_wait(b"x", publishing_id=(1 << 64) - 1)
         assert confirmation.publishing_id == (1 << 64) - 1
+
+
+async def test_more_than_256_producers_and_consumers_open_more_connections(
+    client: rmq.Client, stream: str
+) -> None:
+    producers = [await client.producer(stream) for _ in range(260)]
+    consumers = []
+    try:
+        assert len({id(p._conn) for p in producers}) == 2
+        await asyncio.gather(*[p.send_and_wait(b"%d" % i) for i, p in enumerate(producers)])
+        consumers = [await client.consumer(stream) for _ in range(260)]
+        assert len({id(c._conn) for c in consumers}) == 2
+        batches = await asyncio.gather(*[c.next_batch(260, timeout=10) for c in consumers[-3:]])
+        assert all(len(batch) >= 1 for batch in batches)
+    finally:
+        for p in producers:
+            await p.close()
+        for c in consumers:
+            await c.close()
