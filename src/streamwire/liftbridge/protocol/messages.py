@@ -42,6 +42,7 @@ __all__ = (
     "Ack",
     "AckPolicy",
     "PublishedMessage",
+    "ack_from_pb",
     "decode_ack",
     "decode_publish",
     "encode_ack",
@@ -282,7 +283,11 @@ def parse_ack(data: BytesLike, *, verify_crc: bool = True) -> pb.Ack:
 def decode_ack(data: BytesLike, *, verify_crc: bool = True) -> Ack:
     """Read an Ack envelope strictly; raises only :class:`DecodeError` /
     :class:`~streamwire.errors.ChecksumMismatchError` on malformed input."""
-    msg = parse_ack(data, verify_crc=verify_crc)
+    return ack_from_pb(parse_ack(data, verify_crc=verify_crc))
+
+
+def ack_from_pb(msg: pb.Ack) -> Ack:
+    """An :class:`Ack` from the protobuf message (an envelope's, or a gRPC response's)."""
     return Ack(
         stream=msg.stream,
         partition_subject=msg.partitionSubject,
