@@ -197,3 +197,63 @@ async def test_a_bare_wheel_round_trips_on_rabbitmq_and_iggy(
     assert "round trip ok: rabbitmq-stream" in text
     assert "round trip ok: iggy" in text
     assert "liftbridge connect:" in text
+
+
+LIFTBRIDGE_SCRIPT = r"""
+import asyncio, sys
+
+import streamwire
+
+
+async def main() -> None:
+    url, stream = sys.argv[1:3]
+    async with streamwire.connect(url, timeout=10.0) as client:
+        await client.create_stream(stream)
+        try:
+            async with client.producer(stream) as producer:
+                await producer.send_and_wait(b"via the extra", headers={"n": 1})
+            async with client.consumer(stream, offset="first") as consumer:
+                batch = await consumer.next_batch(10, timeout=10.0)
+            assert [m.value for m in batch] == [b"via the extra"], batch
+        finally:
+            await client.delete_stream(stream, missing_ok=True)
+    print("round trip ok: liftbridge")
+
+
+asyncio.run(main())
+"""
+
+
+async def test_the_liftbridge_extra_adds_liftbridge(wheel: Path, tmp_path: Path) -> None:
+    """``pip install '<wheel>[liftbridge]'`` in a fresh venv of this interpreter, then a round
+    trip on the harness's Liftbridge (one Python only: the extra's wheels are large)."""
+    broker, nats = require("liftbridge"), require("nats")
+    env_dir = tmp_path / "venv"
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120
+    )
+    python = str(env_dir / "bin" / "python")
+    installed = await asyncio.to_thread(
+        subprocess.run,
+        [python, "-m", "pip", "install", "--quiet", f"{wheel}[liftbridge]"],
+        capture_output=True,
+        text=True,
+        timeout=_PIP_TIMEOUT,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    script = tmp_path / "liftbridge_user.py"
+    script.write_text(LIFTBRIDGE_SCRIPT, encoding="utf-8")
+    url = f"liftbridge://{broker.host}:{broker.port}?nats=nats://{nats.host}:{nats.port}"
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [python, str(script), url, unique("wheel-lb")],
+        cwd=tmp_path,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=_SCRIPT_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "round trip ok: liftbridge" in result.stdout
