@@ -36,6 +36,8 @@ class ProducerKwargs(_api.ProducerKwargs, total=False):
 
 class ConsumerKwargs(_api.ConsumerKwargs, total=False):
     initial_credit: int
+    credit_batch: int
+    manual_credit: bool
     verify_crc: bool
     amqp: bool
     auto_commit_messages: int | None

@@ -61,6 +61,15 @@ _ON_ACTIVATE_TIMEOUT = 30.0
 class ConsumerOptions:
     initial_credit: int = 16
     """Chunks the broker may send ahead; also the bound of the local queue."""
+    credit_batch: int = 1
+    """Credit strategy: grant credits this many at a time — after every ``credit_batch``
+    chunks taken off the local queue, one Credit frame for all of them (1: one per chunk,
+    the default; more: fewer frames, the broker pauses a little longer). At most
+    ``initial_credit``."""
+    manual_credit: bool = False
+    """Credit strategy: never grant credit on its own; the application calls
+    :meth:`Consumer.grant_credit` (the broker sends nothing beyond ``initial_credit`` chunks
+    until then). The local queue then holds at most what was granted."""
     verify_crc: bool = True
     """Check each chunk's CRC-32 (zlib) before handing out its messages."""
     amqp: bool = True
@@ -97,6 +106,8 @@ class ConsumerOptions:
     def __post_init__(self) -> None:
         if not 1 <= self.initial_credit <= 32767:
             raise ConfigurationError("initial_credit must be between 1 and 32767")
+        if not 1 <= self.credit_batch <= self.initial_credit:
+            raise ConfigurationError("credit_batch must be between 1 and initial_credit")
         values: object = self.filter_values
         if isinstance(values, str) or not all(isinstance(v, str) for v in self.filter_values):
             raise ConfigurationError("filter_values is a sequence of strings")
@@ -159,6 +170,7 @@ class Consumer(AsyncStartable):
         self._recovering: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._credit_frame: bytes | None = None
+        self._owed = 0  # chunks taken whose credit is not granted yet (credit_batch > 1)
         self._initial: tuple[int, int | None] = (OffsetType.FIRST, None)
         self.active = not options.single_active
         """False while a single active consumer waits for its turn."""
@@ -216,6 +228,7 @@ class Consumer(AsyncStartable):
         # Set before subscribing: a ConsumerUpdate may arrive right behind the answer.
         self._conn, self._sid, self._initial = conn, sid, (offset_type, value)
         self._credit_frame = None
+        self._owed = 0
         try:
             await conn.request(
                 lambda corr: SubscribeRequest(
@@ -304,10 +317,13 @@ class Consumer(AsyncStartable):
     def _take_chunk(self) -> None:
         event = self._chunks.popleft()
         conn = self._conn
-        if conn is not None and conn.is_open:
-            if self._credit_frame is None:
-                self._credit_frame = encode_frame(Credit(self._sid, 1))
-            conn.send_nowait(self._credit_frame)
+        if conn is not None and conn.is_open and not self.options.manual_credit:
+            self._owed += 1
+            if self._owed >= self.options.credit_batch:
+                if self._credit_frame is None:
+                    self._credit_frame = encode_frame(Credit(self._sid, self._owed))
+                conn.send_nowait(self._credit_frame)
+                self._owed = 0
         chunk = event.chunk
         msgs = decode_chunk(
             chunk,
@@ -361,6 +377,17 @@ class Consumer(AsyncStartable):
         self._committed = offset
         self._meter.committed(offset)
         self._auto.stored()
+
+    def grant_credit(self, chunks: int = 1) -> None:
+        """Let the broker send ``chunks`` more chunks (with ``manual_credit=True``; with the
+        automatic strategies this adds to what they grant). Raises :class:`ClosedError` when
+        the consumer is closed or not subscribed."""
+        if not 1 <= chunks <= 0xFFFF:
+            raise ConfigurationError("chunks must be between 1 and 65535")
+        conn = self._conn
+        if self._closed or conn is None or not conn.is_open:
+            raise ClosedError(f"consumer of {self.stream!r} is not subscribed")
+        conn.send_nowait(encode_frame(Credit(self._sid, chunks)))
 
     async def committed_offset(self) -> int | None:
         """The offset stored under the consumer name on the broker (``None`` if none)."""

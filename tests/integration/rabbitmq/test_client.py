@@ -303,3 +303,24 @@ async def test_more_than_256_producers_and_consumers_open_more_connections(
             await p.close()
         for c in consumers:
             await c.close()
+
+
+async def test_credit_strategies_on_the_broker(client: rmq.Client, stream: str) -> None:
+    async with client.producer(stream) as producer:
+        for i in range(6):  # one chunk each: every message waits for its confirmation
+            await producer.send_and_wait(b"%d" % i)
+    async with client.consumer(stream, initial_credit=1, manual_credit=True) as manual:
+        assert [m.value for m in await manual.next_batch(10, timeout=5)] == [b"0"]
+        assert await manual.next_batch(10, timeout=0.5) == []  # nothing without credit
+        manual.grant_credit(2)
+        got: list[bytes] = []
+        async with asyncio.timeout(10):
+            while len(got) < 2:
+                got += [m.value for m in await manual.next_batch(10, timeout=5)]
+        assert got == [b"1", b"2"]
+    async with client.consumer(stream, initial_credit=4, credit_batch=2) as batched:
+        values: list[bytes] = []
+        async with asyncio.timeout(10):
+            while len(values) < 6:
+                values += [m.value for m in await batched.next_batch(10, timeout=5)]
+        assert values == [b"%d" % i for i in range(6)]

@@ -12,6 +12,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.offset import OffsetLike
+from streamwire.errors import ClosedError, ConfigurationError
 from streamwire.rabbitmq.protocol import frames as f
 from streamwire.rabbitmq.protocol.constants import OffsetType
 from streamwire.rabbitmq.protocol.errors import StreamDoesNotExist
@@ -109,6 +110,47 @@ async def test_credit_is_granted_as_chunks_are_taken(
     assert rest == [b"m%d" % i for i in range(1, 8)]
     assert sub.delivered == 5
     assert sub.credit == 2  # every chunk taken gave its credit back
+
+
+async def test_credit_batch_grants_several_chunks_in_one_frame(
+    broker: RabbitMQDouble, client: rmq.Client, chunks: str
+) -> None:
+    for i in range(6, 11):
+        broker.append(chunks, entry(b"m%d" % i))  # eight chunks in all
+    async with client.consumer(chunks, initial_credit=4, credit_batch=2) as consumer:
+        sub = broker.session_consuming(chunks).subscriptions[0]
+        await broker.until(lambda: sub.delivered == 4)
+        assert await drain(consumer, 3) == [b"m0", b"m1", b"m2"]  # one chunk: nothing owed yet
+        assert broker.frames(f.Credit) == []
+        assert await drain(consumer, 2) == [b"m3", b"m4"]  # the second chunk: Credit(2)
+        await broker.until(lambda: sub.delivered == 6)
+        assert broker.frames(f.Credit) == [f.Credit(0, 2)]
+        rest = await drain(consumer, 6)
+        await broker.until(lambda: sub.delivered == 8)
+    assert rest == [b"m%d" % i for i in range(5, 11)]
+    assert all(frame.credit == 2 for frame in broker.frames(f.Credit))
+
+
+async def test_manual_credit_waits_for_the_application(
+    broker: RabbitMQDouble, client: rmq.Client, chunks: str
+) -> None:
+    async with client.consumer(chunks, initial_credit=1, manual_credit=True) as consumer:
+        sub = broker.session_consuming(chunks).subscriptions[0]
+        assert await drain(consumer, 3) == [b"m0", b"m1", b"m2"]
+        assert await consumer.next_batch(10, timeout=0.2) == []  # no credit, no chunk
+        assert broker.frames(f.Credit) == []
+        consumer.grant_credit(2)
+        assert await drain(consumer, 3) == [b"m3", b"m4", b"m5"]
+        await broker.until(lambda: sub.delivered == 3)
+        assert broker.frames(f.Credit) == [f.Credit(0, 2)]
+    with pytest.raises(ClosedError):
+        consumer.grant_credit()
+
+
+@pytest.mark.parametrize("options", [{"credit_batch": 0}, {"credit_batch": 17}])
+async def test_credit_options_are_checked(client: rmq.Client, options: dict[str, int]) -> None:
+    with pytest.raises(ConfigurationError, match="credit_batch"):
+        client.consumer("s", **options)  # type: ignore[arg-type]
 
 
 async def test_async_iteration_and_next(
