@@ -123,7 +123,8 @@ class Session:
             self.closed = True
             return
         self.send(f.SaslAuthenticateResponse(frame.correlation_id, _OK))
-        self.send(f.Tune(srv.frame_max, srv.heartbeat))
+        if not self.opened:  # re-authenticating an open connection (3.13+): no Tune again
+            self.send(f.Tune(srv.frame_max, srv.heartbeat))
 
     def _tune(self, frame: f.TuneResponse) -> None:
         self.heartbeat = frame.heartbeat

@@ -13,6 +13,7 @@ from streamwire.errors import ConfigurationError
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.client import AddressResolver, Client, StreamInfo
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
+from streamwire.rabbitmq.credentials import Token, TokenProvider
 from streamwire.rabbitmq.producer import BatchConfirmation, Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
@@ -32,6 +33,8 @@ __all__ = (
     "ConsumerKwargs",
     "AddressResolver",
     "BatchConfirmation",
+    "Token",
+    "TokenProvider",
     "Client",
     "ConnectionSettings",
     "Consumer",
@@ -67,6 +70,7 @@ async def connect(
     address_resolver: AddressResolver | None = None,
     load_balancer: bool = False,
     settings: ConnectionSettings | None = None,
+    token_provider: TokenProvider | None = None,
 ) -> Client:
     """Connect to a RabbitMQ Streams broker, from a URL and/or keyword arguments.
 
@@ -81,6 +85,11 @@ async def connect(
     the Java and Go clients take a list of URIs): they are tried in turn for the first
     connection and whenever the locator connection is lost. ``host``/``port`` replace the
     list with one address.
+
+    ``token_provider`` (an async function returning a :class:`Token`) supplies the password
+    — an OAuth 2 access token, say — and is asked again before each token expires; the new
+    one re-authenticates every open connection (:meth:`Client.update_secret`, RabbitMQ
+    3.13+), so connections outlive their first token.
 
     Cancellation: nothing is left open.
     """
@@ -108,6 +117,10 @@ async def connect(
         changes["username"] = username
     if password is not _UNSET:
         changes["password"] = password
+    token: Token | None = None
+    if token_provider is not None:
+        token = await token_provider()
+        changes["password"] = token.value
     if vhost is not None:
         changes["vhost"] = vhost
     if tls is True:
@@ -126,7 +139,10 @@ async def connect(
         load_balancer=load_balancer,
         seeds=seeds,
     )
-    return await client._open()
+    await client._open()
+    if token_provider is not None and token is not None:
+        client._start_token_refresh(token_provider, token)
+    return client
 
 
 def _as_dict(settings: ConnectionSettings) -> dict[str, Any]:

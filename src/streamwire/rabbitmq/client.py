@@ -14,7 +14,9 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
@@ -32,8 +34,13 @@ from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
+from streamwire.rabbitmq.credentials import Token, TokenProvider
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
-from streamwire.rabbitmq.protocol.connection import SimpleResponse
+from streamwire.rabbitmq.protocol.connection import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SimpleResponse,
+)
 from streamwire.rabbitmq.protocol.constants import CommandKey, ResponseCode
 from streamwire.rabbitmq.protocol.consuming import (
     ResolveOffsetSpecRequest,
@@ -122,6 +129,7 @@ class Client(AsyncClosing):
         self.seeds: tuple[tuple[str, int], ...] = tuple(seeds) or ((host, port),)
         """The addresses tried in turn for the locator connection (the URL's node list)."""
         self._seed_lock = asyncio.Lock()
+        self._refresh: asyncio.Task[None] | None = None
         self.settings = settings
         self.tls = tls
         self.timeout = timeout
@@ -557,6 +565,7 @@ class Client(AsyncClosing):
         if self._closed:
             return
         try:
+            await cancel_tasks([self._refresh], timeout=1.0)
             for child in list(self._children):
                 with contextlib.suppress(StreamwireError):
                     await child.close()
@@ -574,11 +583,67 @@ class Client(AsyncClosing):
         for child in list(self._children):
             child.abort()
         self._children.clear()
-        cancel_now(self._opening.values())
+        cancel_now([*self._opening.values(), self._refresh])
         for conn in self._connections():
             conn.abort()
         self._conns.clear()
         self._locator = None
+
+    # --- credentials -------------------------------------------------------------------
+
+    async def update_secret(self, password: str) -> None:
+        """Re-authenticate every open connection with a new secret — SASL PLAIN, same user,
+        as RabbitMQ allows after Open since 3.13 — and use it for later connections too:
+        the way to hand a refreshed OAuth 2 token to the broker before the old one expires
+        (it closes connections whose token expired). :func:`connect`'s ``token_provider``
+        calls this on its own.
+
+        Raises the broker's answer for a refused secret (``AuthenticationFailure``; the
+        broker then closes that connection, and recovery redials with the new secret), and
+        :class:`~streamwire.errors.UnsupportedByBroker` before 3.13.
+        """
+        self._check()
+        settings = self.settings
+        if (settings.mechanism or "PLAIN") != "PLAIN" or settings.username is None:
+            raise ConfigurationError("update_secret() needs SASL PLAIN with a username")
+        self.settings = replace(settings, password=password)
+        data = b"\0" + settings.username.encode() + b"\0" + password.encode()
+        failure: StreamwireError | None = None
+        for conn in self._connections():
+            if not conn.is_open:
+                continue
+            if conn.machine.server_version() < (3, 13):
+                raise UnsupportedByBroker(
+                    "re-authenticating an open connection needs RabbitMQ 3.13 or later"
+                )
+            try:
+                await conn.request(
+                    lambda corr: SaslAuthenticateRequest(corr, "PLAIN", data),
+                    SaslAuthenticateResponse,
+                )
+            except StreamwireError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _start_token_refresh(self, provider: TokenProvider, token: Token) -> None:
+        self._refresh = asyncio.create_task(
+            self._refresh_tokens(provider, token), name="streamwire-rabbitmq-token-refresh"
+        )
+
+    async def _refresh_tokens(self, provider: TokenProvider, token: Token) -> None:
+        """Ask ``provider`` for a new token before the current one expires (at 80 % of its
+        remaining life, at least 1 s apart) and hand it to every connection."""
+        while token.expires_at is not None:
+            remaining = token.expires_at - time.time()
+            await asyncio.sleep(max(1.0, 0.8 * remaining))
+            try:
+                token = await provider()
+                await self.update_secret(token.value)
+            except StreamwireError as exc:
+                logger.warning("token refresh failed, retrying: %s", exc)
+            except Exception:
+                logger.exception("the token provider failed, retrying")
 
     def _connections(self) -> list[Connection]:
         conns = {id(c): c for c in self._conns.values()}
