@@ -1,0 +1,321 @@
+"""``integration/brokers.sh``'s verbs: up, down, status, restart, stop, start."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import config, lanes, tls
+from .envfile import mark_unavailable, parse_facts, read_env, say, write_env
+from .readiness import port_open
+
+__all__ = ["REPO", "main"]
+
+REPO = Path(__file__).resolve().parents[2]
+_NAMES = "rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|all"
+LANES_SH = Path(__file__).resolve().parent / "lanes.sh"
+LOCK_WAIT = 900.0
+
+USAGE = f"""\
+usage: integration/brokers.sh up|down|status [{_NAMES}]
+       integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
+       integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
+"""
+
+#: Brokers whose native lane is Python; the others run in lanes.sh.
+PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
+    "nats": lanes.up_nats,
+    "liftbridge": lanes.up_liftbridge,
+    "iggy": lanes.up_iggy,
+}
+PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
+    "nats": lanes.down_nats,
+    "liftbridge": lanes.down_liftbridge,
+    "iggy": lanes.down_iggy,
+}
+
+
+class UsageError(Exception):
+    """Exit 2 with the usage text (after the message, if any)."""
+
+
+def _usage(message: str = "") -> int:
+    if message:
+        say(message)
+    sys.stderr.write(USAGE)
+    return 2
+
+
+def expand(target: str) -> list[str]:
+    if target == "all":
+        return list(config.ALL_TARGETS)
+    if target in config.KNOWN_TARGETS:
+        return [target]
+    raise UsageError(f"unknown broker '{target}'")
+
+
+# ---------------------------------------------------------------------------------------------
+# backend
+
+
+def _quiet(argv: Sequence[str], timeout: float = 10) -> bool:
+    try:
+        done = subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _compose_installed() -> bool:
+    return _quiet(["docker", "compose", "version"]) or shutil.which("docker-compose") is not None
+
+
+def select_backend(environ: Mapping[str, str]) -> str:
+    """``docker`` when asked for (or, with ``auto``, when an engine answers and a compose
+    command exists), else ``native``. Raises SystemExit as the harness does."""
+    wanted = environ.get("STREAMWIRE_BROKERS_BACKEND", "") or "auto"
+    if wanted == "native":
+        return "native"
+    if wanted == "docker":
+        if not _compose_installed():
+            say(
+                "STREAMWIRE_BROKERS_BACKEND=docker, but neither 'docker compose' nor "
+                "docker-compose is installed"
+            )
+            raise SystemExit(1)
+        return "docker"
+    if wanted != "auto":
+        say("STREAMWIRE_BROKERS_BACKEND must be auto, docker or native")
+        raise SystemExit(2)
+    engine = shutil.which("docker") is not None and _quiet(["docker", "info"])
+    if engine and _compose_installed():
+        return "docker"
+    if engine:
+        say("a Docker engine answers but no compose command is installed: using the native backend")
+    return "native"
+
+
+# ---------------------------------------------------------------------------------------------
+# the bash lanes
+
+
+def _bash_env(environ: Mapping[str, str], backend: str, paths: config.Paths) -> dict[str, str]:
+    env = dict(environ)
+    env.update(config.resolved_environment(environ))
+    pythonpath = env.get("PYTHONPATH", "")
+    env.update(
+        STREAMWIRE_BROKERS_BACKEND=backend,
+        STREAMWIRE_HARNESS_PYTHON=sys.executable,
+        PYTHONPATH=f"{REPO}:{pythonpath}" if pythonpath else str(REPO),
+        STREAMWIRE_CACHE=str(paths.cache),
+        STREAMWIRE_VENV=str(paths.venv),
+        STREAMWIRE_BROKERS_DIR=str(paths.state),
+    )
+    return env
+
+
+def run_lanes_sh(args: Sequence[str], env: Mapping[str, str]) -> int:
+    """``bash lanes.sh ARGS``: the steps that are still bash (RabbitMQ, Docker)."""
+    return subprocess.run(["bash", str(LANES_SH), *args], env=env, check=False).returncode
+
+
+# ---------------------------------------------------------------------------------------------
+# the lock
+
+
+def acquire_lock(state: Path, wait: float = LOCK_WAIT) -> int:
+    """flock on ``state/.lock`` (the same lock older harnesses took), waiting up to ``wait``
+    seconds; the descriptor is not inherited by the brokers."""
+    state.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state / ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                say(f"another brokers.sh up/down holds {state / '.lock'}")
+                raise SystemExit(1) from None
+            time.sleep(0.2)
+
+
+# ---------------------------------------------------------------------------------------------
+# status
+
+
+def status_line(state: Path, name: str, probe: Callable[[str, int], bool] = port_open) -> str:
+    """One line of ``status``: name, state (up, down, unavailable), version, detail."""
+    env_file, why = state / f"{name}.env", state / f"{name}.unavailable"
+    version, detail = "-", ""
+    if env_file.is_file():
+        facts = read_env(env_file)
+        host, port = facts.get("HOST", ""), facts.get("PORT", "")
+        version = facts.get("VERSION", "") or "-"
+        detail = facts.get("URL", "")
+        tls_port = facts.get("TLS_PORT", "")
+        if name == "rabbitmq-cluster":
+            ports = [v for k, v in facts.items() if k.startswith("PORT_NODE")]
+        else:
+            ports = [port]
+        answers = any(p.isdigit() and probe(host, int(p)) for p in ports)
+        if answers:
+            status = "up"
+            if tls_port:
+                if tls_port.isdigit() and probe(host, int(tls_port)):
+                    detail += f" + TLS on port {tls_port}"
+                else:
+                    detail += f" (TLS port {tls_port}: nothing answers)"
+        else:
+            status = "down"
+            detail = f"stale {env_file}: nothing answers on {host}:{port}"
+    elif why.is_file():
+        status = "unavailable"
+        lines = why.read_text(encoding="utf-8", errors="replace").splitlines()
+        detail = f"({lines[0] if lines else ''})"
+    else:
+        status = "down"
+    return f"{name:<16} {status:<12} {version:<14} {detail}"
+
+
+# ---------------------------------------------------------------------------------------------
+# verbs
+
+
+def _up_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
+    if backend == "native" and name in PYTHON_UP:
+        (ctx.state / f"{name}.unavailable").unlink(missing_ok=True)
+        try:
+            return PYTHON_UP[name](ctx)
+        except Exception as exc:  # recorded like any other reason the broker is not up
+            return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
+    return run_lanes_sh(["_up1", name], bash_env) == 0
+
+
+def _down_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
+    if backend == "native" and name in PYTHON_DOWN:
+        PYTHON_DOWN[name](ctx)
+        say(f"{name}: down")
+        return True
+    return run_lanes_sh(["_down1", name], bash_env) == 0
+
+
+def _restart(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> int:
+    if backend == "native":
+        if name == "nats":
+            return lanes.restart_nats(ctx)
+        if name not in lanes_sh_restartable():
+            say(
+                f"{name}: restart is not supported (liftbridge: up starts it on a fresh data "
+                "dir; iggy: no native server)"
+            )
+            return 2
+    return run_lanes_sh(["_restart1", name], bash_env)
+
+
+def lanes_sh_restartable() -> frozenset[str]:
+    return frozenset({"rabbitmq", "rabbitmq40", "rabbitmq310"})
+
+
+def _internal(cmd: str, args: list[str], paths: config.Paths) -> int:
+    """Verbs for lanes.sh, so that env files, unavailability and the PKI have one
+    implementation."""
+    if cmd == "_write-env" and args:
+        write_env(paths.state, args[0], parse_facts(args[1:]))
+        return 0
+    if cmd == "_unavailable" and len(args) >= 2:
+        paths.state.mkdir(parents=True, exist_ok=True)
+        mark_unavailable(paths.state, args[0], args[1], [Path(a) for a in args[2:]])
+        return 0
+    if cmd == "_tls-ensure" and not args:
+        return 0 if tls.ensure(paths.state / "tls") else 1
+    return _usage(f"bad internal call: {cmd} {' '.join(args)}")
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ if environ is None else environ)
+    paths = config.Paths.from_environ(REPO, env)
+    if args and args[0] in ("_write-env", "_unavailable", "_tls-ensure"):
+        return _internal(args[0], args[1:], paths)
+    try:
+        config.resolved_environment(env)
+        config.ready_timeout(1, env)
+    except config.SettingError as exc:
+        say(str(exc))
+        return 2
+    if not 1 <= len(args) <= 3:
+        return _usage()
+    cmd, target = args[0], (args[1] if len(args) > 1 else "all")
+    if cmd in ("stop", "start"):
+        if target != "rabbitmq-cluster" or len(args) != 3:
+            return _usage(f"{cmd} needs: rabbitmq-cluster N")
+    elif len(args) > 2 or cmd not in ("up", "down", "status", "restart"):
+        return _usage()
+    try:
+        targets = expand(target)
+    except UsageError as exc:
+        return _usage(str(exc))
+    if cmd == "restart" and target == "all":
+        return _usage("restart needs one broker name")
+    if cmd == "down" and target == "all":
+        targets += ["rabbitmq40", "rabbitmq310", "rabbitmq-cluster"]
+    paths.state.mkdir(parents=True, exist_ok=True)
+    lock = acquire_lock(paths.state) if cmd != "status" else None
+    try:
+        backend = select_backend(env)
+        ctx = lanes.Context(paths, env)
+        bash_env = _bash_env(env, backend, paths)
+        return _run(cmd, target, targets, args[2:], backend, ctx, bash_env, sys.stdout)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _run(
+    cmd: str,
+    target: str,
+    targets: list[str],
+    rest: list[str],
+    backend: str,
+    ctx: lanes.Context,
+    bash_env: Mapping[str, str],
+    out: TextIO,
+) -> int:
+    paths = ctx.paths
+    if cmd == "up":
+        say(f"backend: {backend}; state in {paths.state}; cache in {paths.cache}")
+        failed = [name for name in targets if not _up_one(name, backend, ctx, bash_env)]
+        if failed:
+            say(f"not available: {' '.join(failed)} (reasons in {paths.state}/<name>.unavailable)")
+            return 0 if target == "all" else 1
+        return 0
+    if cmd == "down":
+        ok = [_down_one(n, backend, ctx, bash_env) for n in config.DOWN_ORDER if n in targets]
+        return 0 if all(ok) else 1
+    if cmd == "restart":
+        say(f"backend: {backend}; state in {paths.state}")
+        return _restart(target, backend, ctx, bash_env)
+    if cmd in ("stop", "start"):
+        return run_lanes_sh([f"_{cmd}1", target, rest[0]], bash_env)
+    # status
+    names = list(config.KNOWN_TARGETS) if target == "all" else targets
+    out.write(f"{'BROKER':<16} {'STATE':<12} {'VERSION':<14} DETAIL\n")
+    for name in names:
+        out.write(status_line(paths.state, name) + "\n")
+        out.flush()
+        cluster_root = paths.cache / "rabbitmq-sid-cluster"
+        if name == "rabbitmq-cluster" and backend == "native" and cluster_root.is_dir():
+            run_lanes_sh(["_status_cluster"], bash_env)
+    out.write(f"(backend: {backend})\n")
+    return 0

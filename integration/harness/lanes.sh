@@ -1,0 +1,1456 @@
+#!/usr/bin/env bash
+# The harness steps that are still bash: the RabbitMQ targets (rabbitmq and rabbitmq40 in Debian
+# chroots, the three-node rabbitmq-cluster, rabbitmq310 on the host) and the Docker backend.
+#
+# Internal: integration/brokers.sh runs `python -m integration.harness` (integration/harness/),
+# which parses the verbs, takes the lock, picks the backend, runs NATS, Liftbridge and Iggy
+# itself and calls this file for the rest, one broker per call:
+#
+#   lanes.sh _up1|_down1|_restart1 NAME      lanes.sh _stop1|_start1 rabbitmq-cluster N
+#   lanes.sh _status_cluster
+#
+# with every STREAMWIRE_<TARGET>_<KEY> resolved and checked in the environment (defaults in
+# integration/harness/config.py), STREAMWIRE_BROKERS_BACKEND set to docker or native, and
+# STREAMWIRE_HARNESS_PYTHON naming the Python that env files, unavailability records and the
+# TLS material are written with (integration/harness/envfile.py, tls.py). See docs/brokers.md.
+
+# Functions are also called indirectly ("up_$name", eval'd readiness checks):
+# shellcheck disable=SC2317
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CACHE="${STREAMWIRE_CACHE:-$REPO/.cache}"
+STATE="${STREAMWIRE_BROKERS_DIR:-$REPO/.brokers}"
+COMPOSE_FILE="$REPO/docker-compose.yml"
+COMPOSE_PROJECT="streamwire"
+DEBIAN_MIRROR="${STREAMWIRE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+LOOPBACK=127.0.0.1
+
+# setting TARGET KEY: $STREAMWIRE_<TARGET>_<KEY>, resolved and checked by the Python harness.
+setting() {
+  local var
+  var="STREAMWIRE_$(printf '%s_%s' "$1" "$2" | tr '[:lower:]-' '[:upper:]_')"
+  if [[ -z "${!var:-}" ]]; then
+    printf '[brokers] %s is not set: run integration/brokers.sh, not lanes.sh\n' "$var" >&2
+    exit 2
+  fi
+  printf '%s' "${!var}"
+}
+
+# RabbitMQ 4.x, each target in its own Debian chroot (see "RabbitMQ 4.x in Debian chroots"):
+#   rabbitmq     sid    (4.3.x), the default
+#   rabbitmq40   trixie (4.0.x), a compatibility target
+RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/<target>/data is bind-mounted inside the chroot
+RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
+
+# rmq_select TARGET: point the RMQ_* globals (suite, chroot, node, ports, state dir) at TARGET.
+rmq_select() {
+  case "$1" in
+    rabbitmq) RMQ_SUITE=sid ;;
+    rabbitmq40) RMQ_SUITE=trixie ;;
+    *)
+      printf '[brokers] rmq_select: not a RabbitMQ chroot target: %s\n' "$1" >&2
+      exit 2
+      ;;
+  esac
+  RMQ_TARGET="$1"
+  RMQ_ROOTFS="$CACHE/rabbitmq-$RMQ_SUITE"
+  RMQ_DIR="$STATE/$1"
+  RMQ_NODE="$(setting "$1" NODE)"
+  RMQ_STREAM_PORT="$(setting "$1" STREAM_PORT)"
+  RMQ_TLS_PORT="$(setting "$1" TLS_PORT)" # stream over TLS (client certificates optional)
+  RMQ_AMQP_PORT="$(setting "$1" AMQP_PORT)"
+  RMQ_DIST_PORT="$(setting "$1" DIST_PORT)"
+  RMQ_EPMD_PORT="$(setting "$1" EPMD_PORT)"
+}
+rmq_select rabbitmq
+
+# RabbitMQ 3.10 (bookworm, host install)
+R310_NODE="$(setting rabbitmq310 NODE)"
+R310_STREAM_PORT="$(setting rabbitmq310 STREAM_PORT)"
+R310_AMQP_PORT="$(setting rabbitmq310 AMQP_PORT)"
+R310_DIST_PORT="$(setting rabbitmq310 DIST_PORT)"
+R310_EPMD_PORT="$(setting rabbitmq310 EPMD_PORT)" # own epmd, so stopping one broker never disturbs the other
+
+NATS_PORT="$(setting nats PORT)"
+
+# Throwaway TLS material (generated once with openssl, kept in $STATE/tls): a CA, a server
+# certificate for localhost/127.0.0.1 and a client certificate whose CN is the user that SASL
+# EXTERNAL logs in as.
+TLS_CLIENT_CN=streamwire-client
+
+LIFTBRIDGE_PORT="$(setting liftbridge PORT)"
+
+IGGY_IMAGE="apache/iggy:0.9.0"
+IGGY_PORT="$(setting iggy PORT)"
+
+# ----------------------------------------------------------------------------------------------
+# small helpers
+
+say() { printf '[brokers] %s\n' "$*" >&2; }
+
+now() { date +%s; }
+
+# port_open HOST PORT: true when a TCP connection succeeds within 2 s.
+port_open() {
+  # The single-quoted script is expanded by the inner bash:
+  # shellcheck disable=SC2016
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$2" 2>/dev/null
+}
+
+log_tail() {
+  local f
+  for f in "$@"; do
+    if [[ -s "$f" ]]; then
+      printf -- '--- last lines of %s ---\n' "$f"
+      tail -n 15 "$f"
+    fi
+  done
+}
+
+# The Python harness writes env files, unavailability records and the TLS material.
+harness_py() { "$STREAMWIRE_HARNESS_PYTHON" -P -m integration.harness "$@"; }
+
+# mark_unavailable NAME REASON [LOGFILE...]: record why NAME is not running, print it, return 1.
+mark_unavailable() {
+  harness_py _unavailable "$@" || true
+  return 1
+}
+
+# write_env NAME KEY=VALUE...: connection facts for tests/brokers.py.
+write_env() { harness_py _write-env "$@"; }
+
+# wait_until NAME TIMEOUT ALIVE_CMD READY_CMD: poll READY_CMD every 0.5 s; give up early when
+# ALIVE_CMD fails (the process died). Returns 0 ready, 1 timeout, 2 died.
+wait_until() {
+  local name="$1" timeout="$2" alive="$3" ready="$4" deadline
+  deadline=$(($(now) + timeout))
+  while true; do
+    if eval "$ready"; then
+      return 0
+    fi
+    if ! eval "$alive"; then
+      return 2
+    fi
+    if (($(now) >= deadline)); then
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+ready_timeout() { printf '%s' "${STREAMWIRE_READY_TIMEOUT:-$1}"; }
+
+# ----------------------------------------------------------------------------------------------
+# backend selection
+
+BACKEND=""
+COMPOSE_CMD=()
+
+find_compose() {
+  if docker compose version >/dev/null 2>&1; then
+    COMPOSE_CMD=(docker compose)
+  elif command -v docker-compose >/dev/null 2>&1; then
+    COMPOSE_CMD=(docker-compose)
+  else
+    return 1
+  fi
+}
+
+engine_answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }
+
+select_backend() {
+  local engine=0
+  case "${STREAMWIRE_BROKERS_BACKEND:-auto}" in
+    docker)
+      if ! find_compose; then
+        say "STREAMWIRE_BROKERS_BACKEND=docker, but neither 'docker compose' nor docker-compose is installed"
+        exit 1
+      fi
+      BACKEND=docker
+      ;;
+    native) BACKEND=native ;;
+    auto)
+      engine_answers && engine=1
+      if ((engine)) && find_compose; then
+        BACKEND=docker
+      else
+        if ((engine)); then
+          say "a Docker engine answers but no compose command is installed: using the native backend"
+        fi
+        BACKEND=native
+      fi
+      ;;
+    *)
+      say "STREAMWIRE_BROKERS_BACKEND must be auto, docker or native"
+      exit 2
+      ;;
+  esac
+}
+
+# ----------------------------------------------------------------------------------------------
+# Docker backend
+
+compose() { "${COMPOSE_CMD[@]}" -f "$COMPOSE_FILE" -p "$COMPOSE_PROJECT" --profile compat "$@"; }
+
+docker_up() {
+  local name="$1" port version url extra=()
+  local log="$STATE/$name/compose.log"
+  mkdir -p "$STATE/$name"
+  case "$name" in
+    rabbitmq40 | rabbitmq-cluster)
+      mark_unavailable "$name" "docker-compose.yml has no service for $name: it runs with the native backend only (STREAMWIRE_BROKERS_BACKEND=native)"
+      return 1
+      ;;
+    rabbitmq) port=$RMQ_STREAM_PORT ;;
+    rabbitmq310) port=$R310_STREAM_PORT ;;
+    nats) port=$NATS_PORT ;;
+    liftbridge) port=$LIFTBRIDGE_PORT ;;
+    iggy) port=$IGGY_PORT ;;
+  esac
+  if ! compose up -d "$name" >"$log" 2>&1; then
+    mark_unavailable "$name" "docker compose up $name failed" "$log"
+    return 1
+  fi
+  local rc=0
+  wait_until "$name" "$(ready_timeout 120)" true "port_open $LOOPBACK $port" || rc=$?
+  if ((rc != 0)); then
+    compose logs --tail 40 "$name" >>"$log" 2>&1 || true
+    mark_unavailable "$name" "container $name did not answer on $LOOPBACK:$port" "$log"
+    return 1
+  fi
+  case "$name" in
+    rabbitmq | rabbitmq310)
+      compose exec -T "$name" rabbitmqctl await_startup >>"$log" 2>&1 || true
+      version="$(compose exec -T "$name" rabbitmqctl version 2>/dev/null | tr -d '\r' | tail -n1)"
+      if [[ $name == rabbitmq ]]; then
+        url="rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/"
+        extra=("PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" "PORT_AMQP=$RMQ_AMQP_PORT")
+      else
+        url="rabbitmq-stream://guest:guest@$LOOPBACK:$R310_STREAM_PORT/"
+        extra=("PORT=$R310_STREAM_PORT" "PORT_STREAM=$R310_STREAM_PORT" "PORT_AMQP=$R310_AMQP_PORT")
+      fi
+      extra+=("ADVERTISED_HOST=localhost" "USER=guest" "PASSWORD=guest" "VHOST=/")
+      ;;
+    nats)
+      version="$(compose exec -T nats /nats-server --version 2>/dev/null | awk '{print $NF}' || true)"
+      [[ -n "$version" ]] || version="$(compose images nats 2>/dev/null | awk 'NR == 2 {print $3}')"
+      url="nats://$LOOPBACK:$NATS_PORT"
+      extra=("PORT=$NATS_PORT" "PORT_CLIENT=$NATS_PORT")
+      ;;
+    liftbridge)
+      local lblog="$STATE/liftbridge/liftbridge.log"
+      rc=0
+      wait_until liftbridge "$(ready_timeout 60)" true \
+        "compose logs --no-color liftbridge >$(printf %q "$lblog") 2>&1 && lb_is_leader $(printf %q "$lblog")" ||
+        rc=$?
+      if ((rc != 0)); then
+        mark_unavailable liftbridge "container liftbridge did not become metadata leader" "$lblog"
+        return 1
+      fi
+      version="$(compose exec -T liftbridge liftbridge --version 2>/dev/null | awk '{print $NF}' || true)"
+      url="liftbridge://$LOOPBACK:$LIFTBRIDGE_PORT"
+      extra=("PORT=$LIFTBRIDGE_PORT" "PORT_GRPC=$LIFTBRIDGE_PORT" "PORT_NATS=$NATS_PORT"
+        "NATS_URL=nats://$LOOPBACK:$NATS_PORT" "SERVER_ID=$LIFTBRIDGE_SERVER_ID" "LOG=$lblog")
+      ;;
+    iggy)
+      version="${IGGY_IMAGE##*:}"
+      url="iggy://iggy:iggy@$LOOPBACK:$IGGY_PORT"
+      extra=("PORT=$IGGY_PORT" "PORT_TCP=$IGGY_PORT" "USER=iggy" "PASSWORD=iggy")
+      ;;
+  esac
+  write_env "$name" "HOST=$LOOPBACK" "URL=$url" "VERSION=${version:-unknown}" "BACKEND=docker" \
+    "${extra[@]}"
+  say "$name: up (docker, version ${version:-unknown})"
+}
+
+docker_down() {
+  local name="$1"
+  compose stop "$name" >/dev/null 2>&1 || true
+  compose rm -f "$name" >/dev/null 2>&1 || true
+  rm -f "$STATE/$name.env"
+}
+
+# ----------------------------------------------------------------------------------------------
+# safe removal of a chroot directory: never follow a bind mount into /proc or /dev.
+
+mounts_under() {
+  # Prints mount points at or below $1, deepest first.
+  local dir
+  dir="$(readlink -f "$1")"
+  awk -v d="$dir" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r
+}
+
+unmount_all_under() {
+  local mp
+  while read -r mp; do
+    [[ -n "$mp" ]] || continue
+    umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+  done < <(mounts_under "$1")
+}
+
+safe_rm_tree() {
+  local dir="$1"
+  [[ -e "$dir" ]] || return 0
+  unmount_all_under "$dir"
+  if [[ -n "$(mounts_under "$dir")" ]]; then
+    say "refusing to delete $dir: something is still mounted below it"
+    return 1
+  fi
+  rm -rf --one-file-system -- "$dir"
+}
+
+# Processes whose root directory is the given chroot.
+chroot_pids() {
+  local root p
+  root="$(readlink -f "$1")"
+  for p in /proc/[0-9]*; do
+    [[ "$(readlink "$p/root" 2>/dev/null)" == "$root" ]] && printf '%s\n' "${p#/proc/}"
+  done
+  return 0
+}
+
+# ----------------------------------------------------------------------------------------------
+# Throwaway TLS material, shared by the RabbitMQ and NATS TLS listeners
+
+tls_dir() { printf '%s' "$STATE/tls"; }
+
+# tls_ensure: the CA and both certificates in $STATE/tls, generated once (integration/harness/tls.py);
+# returns 1 (and says why) when that fails: brokers then run without TLS.
+tls_ensure() { harness_py _tls-ensure; }
+
+# ----------------------------------------------------------------------------------------------
+# RabbitMQ 4.x in Debian chroots (the target chosen by rmq_select)
+
+rmq_env() {
+  # The environment every RabbitMQ command inside the chroot runs with.
+  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQ_EPMD_PORT"
+}
+
+rmq_chroot() {
+  local -a envv
+  mapfile -t envv < <(rmq_env)
+  chroot "$RMQ_ROOTFS" "${envv[@]}" "$@"
+}
+
+rmq_ctl() { rmq_chroot timeout 90 rabbitmqctl -n "$RMQ_NODE" "$@"; }
+
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null 2>&1 && return 0
+  say "installing debootstrap"
+  if ! apt-get install -y -q debootstrap; then
+    apt-get update -q && apt-get install -y -q debootstrap
+  fi
+}
+
+rmq_build_rootfs() {
+  local log="$1" tmp t0
+  [[ -f "$RMQ_ROOTFS/.streamwire-complete" ]] && return 0
+  mkdir -p "$CACHE"
+  ensure_debootstrap >>"$log" 2>&1 || { say "cannot install debootstrap"; return 1; }
+  # Leftovers of interrupted builds (and an incomplete tree at the final path).
+  for t in "$RMQ_ROOTFS".tmp.*; do
+    [[ -e "$t" ]] || continue
+    say "$RMQ_TARGET: removing interrupted chroot build $t"
+    safe_rm_tree "$t" || return 1
+  done
+  if [[ -e "$RMQ_ROOTFS" ]]; then
+    say "$RMQ_TARGET: removing incomplete chroot $RMQ_ROOTFS"
+    safe_rm_tree "$RMQ_ROOTFS" || return 1
+  fi
+  tmp="$(mktemp -d "$RMQ_ROOTFS.tmp.XXXXXX")"
+  chmod 0755 "$tmp" # becomes "/" of the chroot; mktemp's 0700 would lock out the rabbitmq user
+  t0=$(now)
+  say "$RMQ_TARGET: building the Debian $RMQ_SUITE chroot $RMQ_ROOTFS (debootstrap, about 1-2 minutes the first time)"
+  if ! debootstrap --variant=minbase --include=rabbitmq-server "$RMQ_SUITE" "$tmp" "$DEBIAN_MIRROR" \
+    >>"$log" 2>&1; then
+    say "$RMQ_TARGET: debootstrap failed"
+    unmount_all_under "$tmp"
+    return 1
+  fi
+  unmount_all_under "$tmp"
+  if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 rabbitmq-plugins enable --offline rabbitmq_stream >>"$log" 2>&1; then
+    say "$RMQ_TARGET: rabbitmq-plugins enable --offline rabbitmq_stream failed"
+    return 1
+  fi
+  # shellcheck disable=SC2016
+  chroot "$tmp" dpkg-query -W -f='${Version}\n' rabbitmq-server >"$tmp/.streamwire-complete"
+  mv -T "$tmp" "$RMQ_ROOTFS"
+  say "$RMQ_TARGET: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
+}
+
+# rmq_install_tls: copy the CA, the server certificate and its key into the chroot, readable by
+# the broker's rabbitmq user only where it matters (the key).
+rmq_install_tls() {
+  local src dst="$RMQ_ROOTFS$RMQ_TLS_ETC" gid
+  src="$(tls_dir)"
+  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
+  install -d -m 0755 "$dst"
+  install -m 0644 "$src/ca.pem" "$dst/ca.pem"
+  install -m 0644 "$src/server.pem" "$dst/server.pem"
+  install -m 0640 -g "$gid" "$src/server.key" "$dst/server.key"
+}
+
+# rmq_write_config TLS: TLS=1 adds the stream TLS listener and ssl_options (rmq_install_tls first).
+rmq_write_config() {
+  local etc="$RMQ_ROOTFS/etc/rabbitmq" with_tls="$1"
+  mkdir -p "$etc"
+  {
+    cat <<EOF
+# written by integration/brokers.sh; loopback only
+listeners.tcp.1 = $LOOPBACK:$RMQ_AMQP_PORT
+stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT
+stream.advertised_host = localhost
+stream.advertised_port = $RMQ_STREAM_PORT
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $RMQ_DIST_PORT
+distribution.listener.port_range.max = $RMQ_DIST_PORT
+# 4.0's default mechanisms plus EXTERNAL (rabbitmq_auth_mechanism_ssl). The broker offers
+# EXTERNAL on TLS connections only; the user is the client certificate's CN.
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = ANONYMOUS
+auth_mechanisms.4 = EXTERNAL
+ssl_cert_login_from = common_name
+EOF
+    if ((with_tls)); then
+      cat <<EOF
+# stream over TLS; client certificates are checked when sent, but not required
+stream.listeners.ssl.1 = $LOOPBACK:$RMQ_TLS_PORT
+stream.advertised_tls_host = localhost
+stream.advertised_tls_port = $RMQ_TLS_PORT
+ssl_options.cacertfile = $RMQ_TLS_ETC/ca.pem
+ssl_options.certfile = $RMQ_TLS_ETC/server.pem
+ssl_options.keyfile = $RMQ_TLS_ETC/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
+  } >"$etc/rabbitmq.conf"
+  cat >"$etc/rabbitmq-env.conf" <<EOF
+# written by integration/brokers.sh
+NODENAME=$RMQ_NODE
+USE_LONGNAME=false
+# Besides distribution.listener.port_range in rabbitmq.conf: the prelaunch check that the
+# distribution port is free looks at DIST_PORT (default: AMQP port + 20000) and refuses to boot
+# when that port is taken, even by another node on another epmd.
+DIST_PORT=$RMQ_DIST_PORT
+MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
+LOG_BASE=$RMQ_MOUNT_DATA/log
+EOF
+  local plugin
+  for plugin in rabbitmq_stream rabbitmq_auth_mechanism_ssl; do
+    if ! grep -qw "$plugin" "$etc/enabled_plugins" 2>/dev/null; then
+      rmq_chroot rabbitmq-plugins enable --offline "$plugin" >/dev/null
+    fi
+  done
+  # The Debian wrapper starts the node through `su rabbitmq`, whose pam_limits would cut the
+  # open-file limit back to 1024 (RabbitMQ warns about that); allow what the harness has.
+  mkdir -p "$RMQ_ROOTFS/etc/security/limits.d"
+  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
+    >"$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
+  # A name lookup for "localhost" must work inside the chroot (short node name).
+  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQ_ROOTFS/etc/hosts" 2>/dev/null; then
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQ_ROOTFS/etc/hosts"
+  fi
+}
+
+rmq_mount() {
+  local data="$RMQ_DIR/data" uid gid want have
+  # The node's data is kept across `down`/`up`, but only for the RabbitMQ version that wrote it:
+  # a data directory of another version (e.g. 4.0's, from when `rabbitmq` was trixie's 4.0) is
+  # test data, and upgrading it in place is not what the tests are about; start empty instead.
+  want="$(cat "$RMQ_ROOTFS/.streamwire-complete")"
+  have="$(cat "$data/.streamwire-rabbitmq-version" 2>/dev/null || true)"
+  if [[ "$have" != "$want" ]] && ! mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" &&
+    [[ -n "$(ls -A "$data/mnesia" 2>/dev/null)" ]]; then
+    say "$RMQ_TARGET: $data was written by RabbitMQ ${have:-(unrecorded version)}, this chroot runs $want: starting from empty data"
+    rm -rf --one-file-system -- "$data"
+  fi
+  mkdir -p "$data/mnesia" "$data/log" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+  printf '%s\n' "$want" >"$data/.streamwire-rabbitmq-version"
+  uid="$(chroot "$RMQ_ROOTFS" id -u rabbitmq)"
+  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
+  chown -R "$uid:$gid" "$data"
+  # Read-only binds: device nodes still open for writing (/dev/null), but nothing below the cache
+  # folder can delete or create entries of the host's /dev or /proc (think `rm -rf .cache` while
+  # the broker runs).
+  local mp
+  for mp in proc dev; do
+    if ! mountpoint -q "$RMQ_ROOTFS/$mp"; then
+      mount --bind "/$mp" "$RMQ_ROOTFS/$mp"
+      mount -o remount,bind,ro "$RMQ_ROOTFS/$mp"
+    fi
+  done
+  mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
+}
+
+rmq_unmount() {
+  local mp
+  for mp in "$RMQ_ROOTFS$RMQ_MOUNT_DATA" "$RMQ_ROOTFS/dev" "$RMQ_ROOTFS/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+}
+
+rmq_beam_running() {
+  local p
+  for p in $(chroot_pids "$RMQ_ROOTFS"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
+
+# rmq_config_digest: a hash of everything the node reads at start (config, plugins, limits and
+# the TLS files in the chroot). rmq_up records it when it starts the node and restarts a
+# running node whose digest differs, so a config change never waits for a `down`.
+rmq_config_digest() {
+  local f
+  for f in "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq.conf" "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq-env.conf" \
+    "$RMQ_ROOTFS/etc/rabbitmq/enabled_plugins" \
+    "$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf" \
+    "$RMQ_ROOTFS$RMQ_TLS_ETC/ca.pem" "$RMQ_ROOTFS$RMQ_TLS_ETC/server.pem" \
+    "$RMQ_ROOTFS$RMQ_TLS_ETC/server.key"; do
+    if [[ -f "$f" ]]; then
+      printf '%s ' "${f#"$RMQ_ROOTFS"}"
+      sha256sum <"$f"
+    fi
+  done | sha256sum | cut -d' ' -f1
+}
+
+# rmq_stop_node LOG: stop the VM only (epmd and the mounts stay), for a restart.
+rmq_stop_node() {
+  local log="$1" i p
+  rmq_ctl stop >>"$log" 2>&1 || true
+  for ((i = 0; i < 60; i++)); do
+    rmq_beam_running || return 0
+    sleep 0.5
+  done
+  say "$RMQ_TARGET: the VM did not stop within 30 s; killing it"
+  for p in $(chroot_pids "$RMQ_ROOTFS"); do
+    if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  sleep 0.5
+}
+
+# rmq_retire_previous_default: before `rabbitmq` became sid's 4.3, it was trixie's 4.0 in
+# $CACHE/rabbitmq-trixie, the chroot that `rabbitmq40` uses now. A node still running there on
+# `rabbitmq`'s stream port was started by an earlier version of this harness as `rabbitmq`: stop
+# it (TERM, then KILL, everything whose root is that chroot) and unmount its binds, so that the
+# 4.3 node can take the ports. Nothing else is touched: a node on any other port stays.
+rmq_retire_previous_default() {
+  local old="$CACHE/rabbitmq-trixie" i p
+  [[ "$RMQ_TARGET" == rabbitmq && "$RMQ_ROOTFS" != "$old" && -d "$old" ]] || return 0
+  grep -qxF "stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT" \
+    "$old/etc/rabbitmq/rabbitmq.conf" 2>/dev/null || return 0
+  [[ -n "$(chroot_pids "$old")" ]] || return 0
+  say "$RMQ_TARGET: stopping the RabbitMQ node that an earlier harness started as 'rabbitmq' in $old (that chroot is rabbitmq40's now, on its own ports)"
+  for i in $(seq 1 40); do
+    [[ -n "$(chroot_pids "$old")" ]] || break
+    for p in $(chroot_pids "$old"); do
+      if ((i < 40)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  local mp
+  for mp in "$old$RMQ_MOUNT_DATA" "$old/dev" "$old/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+  rm -f "$old/etc/rabbitmq/rabbitmq.conf" # rewritten by the next `up rabbitmq40`
+}
+
+# rmq_ensure_external_user LOG: the user SASL EXTERNAL logs in as (the client certificate's CN),
+# without a password (so PLAIN cannot log in as it), with full permissions on vhost /.
+# Idempotent; the user lives in mnesia, so it survives restarts. One rabbitmqctl call when done.
+rmq_ensure_external_user() {
+  local log="$1"
+  if rmq_ctl -q list_user_permissions --no-table-headers "$TLS_CLIENT_CN" 2>/dev/null |
+    grep -qxF $'/\t.*\t.*\t.*'; then
+    return 0
+  fi
+  if ! rmq_ctl -q list_users --no-table-headers 2>/dev/null | cut -f1 | grep -qxF "$TLS_CLIENT_CN"; then
+    # add_user wants a password: give a random one and clear it at once.
+    rmq_ctl add_user "$TLS_CLIENT_CN" "$(openssl rand -hex 24)" >>"$log" 2>&1 || return 1
+    rmq_ctl clear_password "$TLS_CLIENT_CN" >>"$log" 2>&1 || return 1
+  fi
+  rmq_ctl set_permissions -p / "$TLS_CLIENT_CN" '.*' '.*' '.*' >>"$log" 2>&1
+}
+
+# rmq_write_ctl: $RMQ_DIR/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
+# (so it needs root). RABBITMQ_PLUGINS_DIR makes the plugins' commands (list_stream_connections,
+# ...) available: without it the CLI in the chroot finds none of them.
+rmq_write_ctl() {
+  local out="$RMQ_DIR/rabbitmqctl" plugins
+  plugins="$(find "$RMQ_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
+    sort | tail -n1)"
+  plugins="${plugins#"$RMQ_ROOTFS"}"
+  local -a envv
+  mapfile -t envv < <(rmq_env)
+  {
+    printf '#!/usr/bin/env bash\n'
+    printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$RMQ_NODE"
+    printf 'exec chroot %q' "$RMQ_ROOTFS"
+    printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$RMQ_NODE"
+    printf ' "$@"\n'
+  } >"$out.tmp"
+  chmod 0755 "$out.tmp"
+  mv -f "$out.tmp" "$out"
+}
+
+rmq_up() {
+  local dir="$RMQ_DIR" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
+  local -a tls_facts=()
+  mkdir -p "$dir"
+  log="$dir/harness.log"
+  : >"$log"
+  local nodelog="$dir/data/log/$RMQ_NODE.log"
+  if ! rmq_build_rootfs "$dir/build.log"; then
+    mark_unavailable "$RMQ_TARGET" "could not build the Debian $RMQ_SUITE chroot with rabbitmq-server" \
+      "$dir/build.log"
+    return 1
+  fi
+  if tls_ensure; then
+    rmq_install_tls
+    with_tls=1
+  fi
+  rmq_write_config "$with_tls"
+  rmq_mount
+  digest="$(rmq_config_digest)"
+  t0=$(now)
+  # A node started from an older configuration (or one whose TLS listener is missing) is
+  # restarted, once, so that `up` always leaves the configuration written above running.
+  if rmq_beam_running; then
+    if [[ "$(cat "$dir/config.sha256" 2>/dev/null)" != "$digest" ]]; then
+      say "$RMQ_TARGET: running with an older configuration; restarting it to apply the current one"
+      rmq_stop_node "$log"
+    elif ((with_tls)) && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" &&
+      ! port_open "$LOOPBACK" "$RMQ_TLS_PORT" && rmq_node_ok; then
+      say "$RMQ_TARGET: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
+      rmq_stop_node "$log"
+    fi
+  fi
+  if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
+    say "$RMQ_TARGET: already running"
+  else
+    if ! rmq_beam_running; then
+      rmq_retire_previous_default
+      if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT" ||
+        { ((with_tls)) && port_open "$LOOPBACK" "$RMQ_TLS_PORT"; }; then
+        mark_unavailable "$RMQ_TARGET" "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
+        return 1
+      fi
+      # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
+      # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
+      rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
+      if ((with_tls)); then
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
+      else
+        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
+      fi
+      printf '%s\n' "$digest" >"$dir/config.sha256"
+      if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
+        mark_unavailable "$RMQ_TARGET" "rabbitmq-server -detached failed" "$log" "$nodelog"
+        return 1
+      fi
+    fi
+    wait_until "$RMQ_TARGET" "$(ready_timeout 120)" rmq_beam_running \
+      "port_open $LOOPBACK $RMQ_STREAM_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why
+      why="did not open $LOOPBACK:$RMQ_STREAM_PORT within $(ready_timeout 120) s"
+      ((rc == 2)) && why="the Erlang VM exited during startup"
+      mark_unavailable "$RMQ_TARGET" "RabbitMQ $why" "$log" "$nodelog"
+      return 1
+    fi
+    if ! rmq_ctl await_startup --timeout 60 >>"$log" 2>&1; then
+      mark_unavailable "$RMQ_TARGET" "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      return 1
+    fi
+    say "$RMQ_TARGET: ready after $(($(now) - t0)) s"
+  fi
+  # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a TLS
+  # problem never takes the plain listeners down (tests needing TLS then skip).
+  if ((with_tls)); then
+    port_open "$LOOPBACK" "$RMQ_TLS_PORT" && tls_up=1
+    if ((tls_up)); then
+      if rmq_ensure_external_user "$log"; then
+        ext_user=1
+      else
+        say "$RMQ_TARGET: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
+      fi
+      tls_facts=("PORT_STREAM_TLS=$RMQ_TLS_PORT" "TLS_PORT=$RMQ_TLS_PORT"
+        "TLS_URL=rabbitmq-stream+tls://guest:guest@localhost:$RMQ_TLS_PORT/"
+        "TLS_CA=$(tls_dir)/ca.pem" "TLS_CLIENT_CERT=$(tls_dir)/client.pem"
+        "TLS_CLIENT_KEY=$(tls_dir)/client.key" "ADVERTISED_TLS_HOST=localhost"
+        "ADVERTISED_TLS_PORT=$RMQ_TLS_PORT")
+      ((ext_user)) && tls_facts+=("EXTERNAL_USER=$TLS_CLIENT_CN")
+    else
+      say "$RMQ_TARGET: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
+    fi
+  fi
+  rmq_write_ctl
+  version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  write_env "$RMQ_TARGET" "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
+    "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
+    "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
+    "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
+    "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$RMQ_NODE" \
+    "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS" "CTL=$dir/rabbitmqctl" \
+    "${tls_facts[@]}"
+  if ((tls_up)); then
+    say "$RMQ_TARGET: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
+  else
+    say "$RMQ_TARGET: up, version ${version:-unknown} (no TLS)"
+  fi
+}
+
+rmq_down() {
+  local p i
+  rm -f "$STATE/$RMQ_TARGET.env" "$RMQ_DIR/config.sha256"
+  [[ -d "$RMQ_ROOTFS" ]] || return 0
+  if rmq_beam_running; then
+    say "$RMQ_TARGET: stopping $RMQ_NODE"
+    rmq_ctl stop >>"$RMQ_DIR/harness.log" 2>&1 || true
+  fi
+  # Whatever still runs inside the chroot (epmd, a wedged VM): TERM, then KILL.
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(chroot_pids "$RMQ_ROOTFS")" ]] || break
+    for p in $(chroot_pids "$RMQ_ROOTFS"); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  rmq_unmount
+}
+
+up_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_up
+}
+down_rabbitmq() {
+  rmq_select rabbitmq
+  rmq_down
+}
+up_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_up
+}
+down_rabbitmq40() {
+  rmq_select rabbitmq40
+  rmq_down
+}
+
+# ----------------------------------------------------------------------------------------------
+# rabbitmq-cluster: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot that is a
+# copy of rabbitmq's ($CACHE/rabbitmq-sid-cluster). Node N (1..3) is <prefix>N@localhost with
+# stream port STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each
+# node's settings are passed in its environment (RABBITMQ_NODENAME, RABBITMQ_CONFIG_FILE, ...),
+# so the harness finds a node's processes by RABBITMQ_NODENAME in /proc/<pid>/environ.
+
+RMQC_SIZE=3
+RMQC_ROOTFS="$CACHE/rabbitmq-sid-cluster"
+RMQC_DIR="$STATE/rabbitmq-cluster"
+RMQC_PREFIX="$(setting rabbitmq-cluster NODE_PREFIX)"
+RMQC_STREAM_PORT="$(setting rabbitmq-cluster STREAM_PORT)"
+RMQC_AMQP_PORT="$(setting rabbitmq-cluster AMQP_PORT)"
+RMQC_DIST_PORT="$(setting rabbitmq-cluster DIST_PORT)"
+RMQC_EPMD_PORT="$(setting rabbitmq-cluster EPMD_PORT)"
+
+rmqc_node() { printf '%s%s@localhost' "$RMQC_PREFIX" "$1"; }
+rmqc_stream_port() { printf '%s' $((RMQC_STREAM_PORT + $1 - 1)); }
+rmqc_amqp_port() { printf '%s' $((RMQC_AMQP_PORT + $1 - 1)); }
+rmqc_dist_port() { printf '%s' $((RMQC_DIST_PORT + $1 - 1)); }
+rmqc_log() { printf '%s' "$RMQC_DIR/data/node$1/log/$(rmqc_node "$1").log"; }
+
+rmqc_env() {
+  local n="$1"
+  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQC_EPMD_PORT" \
+    RABBITMQ_NODENAME="$(rmqc_node "$n")" RABBITMQ_USE_LONGNAME=false \
+    RABBITMQ_NODE_PORT="$(rmqc_amqp_port "$n")" RABBITMQ_DIST_PORT="$(rmqc_dist_port "$n")" \
+    RABBITMQ_CONFIG_FILE="/etc/rabbitmq/node$n/rabbitmq.conf" \
+    RABBITMQ_MNESIA_BASE="$RMQ_MOUNT_DATA/node$n/mnesia" RABBITMQ_LOG_BASE="$RMQ_MOUNT_DATA/node$n/log"
+}
+
+rmqc_chroot() {
+  local n="$1" envv
+  shift
+  mapfile -t envv < <(rmqc_env "$n")
+  chroot "$RMQC_ROOTFS" "${envv[@]}" "$@"
+}
+
+rmqc_ctl() {
+  local n="$1"
+  shift
+  rmqc_chroot "$n" timeout 90 rabbitmqctl -n "$(rmqc_node "$n")" "$@"
+}
+
+# Processes of node N: rooted in the cluster chroot, with its RABBITMQ_NODENAME.
+rmqc_pids() {
+  local want p
+  want="RABBITMQ_NODENAME=$(rmqc_node "$1")"
+  for p in $(chroot_pids "$RMQC_ROOTFS"); do
+    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "$want"; then
+      printf '%s\n' "$p"
+    fi
+  done
+  return 0
+}
+
+rmqc_beam_running() {
+  local p
+  for p in $(rmqc_pids "$1"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+rmqc_check_n() {
+  if ! [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] || (($1 > RMQC_SIZE)); then
+    say "rabbitmq-cluster: node number must be 1..$RMQC_SIZE, not '${1:-}'"
+    return 2
+  fi
+}
+
+# rmqc_build_rootfs LOG: copy rabbitmq's sid chroot (building it first if needed), leaving out
+# whatever is mounted inside it (/proc, /dev, the data bind) while rabbitmq runs.
+rmqc_build_rootfs() {
+  local log="$1" tmp t0 t
+  [[ -f "$RMQC_ROOTFS/.streamwire-complete" ]] && return 0
+  rmq_select rabbitmq
+  rmq_build_rootfs "$log" || return 1
+  for t in "$RMQC_ROOTFS".tmp.* "$RMQC_ROOTFS"; do
+    [[ -e "$t" ]] || continue
+    say "rabbitmq-cluster: removing incomplete chroot $t"
+    safe_rm_tree "$t" || return 1
+  done
+  t0=$(now)
+  tmp="$(mktemp -d "$RMQC_ROOTFS.tmp.XXXXXX")"
+  chmod 0755 "$tmp"
+  say "rabbitmq-cluster: copying $RMQ_ROOTFS to $RMQC_ROOTFS"
+  if ! tar -C "$RMQ_ROOTFS" --one-file-system --exclude=./proc/* --exclude=./dev/* \
+    --exclude=".$RMQ_MOUNT_DATA/*" -cf - . 2>>"$log" | tar -C "$tmp" -xpf - 2>>"$log"; then
+    say "rabbitmq-cluster: copying the chroot failed (see $log)"
+    return 1
+  fi
+  mkdir -p "$tmp/proc" "$tmp/dev"
+  mv -T "$tmp" "$RMQC_ROOTFS"
+  say "rabbitmq-cluster: chroot ready in $(($(now) - t0)) s"
+}
+
+rmqc_write_config() {
+  local etc="$RMQC_ROOTFS/etc/rabbitmq" n
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$etc/node$n"
+    cat >"$etc/node$n/rabbitmq.conf" <<CONF
+# written by integration/brokers.sh: rabbitmq-cluster node $n; loopback only
+listeners.tcp.1 = $LOOPBACK:$(rmqc_amqp_port "$n")
+stream.listeners.tcp.1 = $LOOPBACK:$(rmqc_stream_port "$n")
+stream.advertised_host = localhost
+stream.advertised_port = $(rmqc_stream_port "$n")
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $(rmqc_dist_port "$n")
+distribution.listener.port_range.max = $(rmqc_dist_port "$n")
+CONF
+  done
+  # Everything else comes from each node's environment (rmqc_env).
+  printf '# written by integration/brokers.sh\nUSE_LONGNAME=false\n' >"$etc/rabbitmq-env.conf"
+  grep -qw rabbitmq_stream "$etc/enabled_plugins" 2>/dev/null ||
+    rmqc_chroot 1 rabbitmq-plugins enable --offline rabbitmq_stream >/dev/null
+  mkdir -p "$RMQC_ROOTFS/etc/security/limits.d"
+  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
+    >"$RMQC_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
+  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQC_ROOTFS/etc/hosts" 2>/dev/null; then
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQC_ROOTFS/etc/hosts"
+  fi
+}
+
+rmqc_mount() {
+  local data="$RMQC_DIR/data" uid gid mp n
+  mkdir -p "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    mkdir -p "$data/node$n/mnesia" "$data/node$n/log"
+  done
+  uid="$(chroot "$RMQC_ROOTFS" id -u rabbitmq)"
+  gid="$(chroot "$RMQC_ROOTFS" id -g rabbitmq)"
+  chown -R "$uid:$gid" "$data"
+  for mp in proc dev; do
+    if ! mountpoint -q "$RMQC_ROOTFS/$mp"; then
+      mount --bind "/$mp" "$RMQC_ROOTFS/$mp"
+      mount -o remount,bind,ro "$RMQC_ROOTFS/$mp"
+    fi
+  done
+  mountpoint -q "$RMQC_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQC_ROOTFS$RMQ_MOUNT_DATA"
+}
+
+rmqc_unmount() {
+  local mp
+  for mp in "$RMQC_ROOTFS$RMQ_MOUNT_DATA" "$RMQC_ROOTFS/dev" "$RMQC_ROOTFS/proc"; do
+    if mountpoint -q "$mp" 2>/dev/null; then
+      umount "$mp" 2>/dev/null || umount -l "$mp"
+    fi
+  done
+}
+
+# rmqc_launch N LOG: start node N detached (returns at once; rmqc_wait_ready waits).
+rmqc_launch() {
+  local n="$1" log="$2" port
+  port="$(rmqc_stream_port "$n")"
+  if port_open "$LOOPBACK" "$port" || port_open "$LOOPBACK" "$(rmqc_amqp_port "$n")"; then
+    say "rabbitmq-cluster: port $port or $(rmqc_amqp_port "$n") is in use by a process outside the harness"
+    return 1
+  fi
+  rm -f "$RMQC_DIR/data/node$n/mnesia/$(rmqc_node "$n").pid"
+  say "rabbitmq-cluster: starting node $n, $(rmqc_node "$n") (stream $LOOPBACK:$port)"
+  rmqc_chroot "$n" rabbitmq-server -detached >>"$log" 2>&1 9>&-
+}
+
+# rmqc_wait_ready N LOG: the stream port answers and await_startup succeeds.
+RMQC_STARTED_AT=0
+rmqc_alive() { rmqc_beam_running "$1" || (($(now) - RMQC_STARTED_AT < 30)); }
+rmqc_wait_ready() {
+  local n="$1" log="$2" rc=0
+  wait_until rabbitmq-cluster "$(ready_timeout 180)" "rmqc_alive $n" \
+    "port_open $LOOPBACK $(rmqc_stream_port "$n")" || rc=$?
+  if ((rc != 0)); then
+    say "rabbitmq-cluster: node $n did not open its stream port (rc $rc)"
+    return 1
+  fi
+  rmqc_ctl "$n" await_startup --timeout 120 >>"$log" 2>&1
+}
+
+# rmqc_running_nodes N: the nodes node N reports as running members of its cluster.
+rmqc_running_nodes() {
+  rmqc_ctl "$1" -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"running_nodes":\[[^]]*\]' | grep -o '"[^"]*@[^"]*"' | tr -d '"' | sort
+}
+
+rmqc_all_running() {
+  local want got n
+  want="$(for ((n = 1; n <= RMQC_SIZE; n++)); do rmqc_node "$n"; printf '\n'; done | sort)"
+  got="$(rmqc_running_nodes 1)"
+  [[ "$got" == "$want" ]]
+}
+
+# rmqc_form LOG: join every node that is not a member of node 1's cluster (stop_app, reset,
+# join_cluster, start_app); a no-op once clustered, as membership survives restarts.
+rmqc_form() {
+  local log="$1" n members
+  members="$(rmqc_ctl 1 -q cluster_status --formatter json 2>/dev/null |
+    grep -o '"disk_nodes":\[[^]]*\]' || true)"
+  for ((n = 2; n <= RMQC_SIZE; n++)); do
+    if [[ "$members" == *"\"$(rmqc_node "$n")\""* ]]; then
+      continue
+    fi
+    say "rabbitmq-cluster: joining node $n to $(rmqc_node 1)"
+    rmqc_ctl "$n" stop_app >>"$log" 2>&1 &&
+      rmqc_ctl "$n" reset >>"$log" 2>&1 &&
+      rmqc_ctl "$n" join_cluster "$(rmqc_node 1)" >>"$log" 2>&1 &&
+      rmqc_ctl "$n" start_app >>"$log" 2>&1 || return 1
+  done
+}
+
+rmqc_write_ctl() {
+  local n out plugins envv
+  plugins="$(find "$RMQC_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
+    sort | tail -n1)"
+  plugins="${plugins#"$RMQC_ROOTFS"}"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    out="$RMQC_DIR/rabbitmqctl-$n"
+    mapfile -t envv < <(rmqc_env "$n")
+    {
+      printf '#!/usr/bin/env bash\n'
+      printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$(rmqc_node "$n")"
+      printf 'exec chroot %q' "$RMQC_ROOTFS"
+      printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$(rmqc_node "$n")"
+      printf ' "$@"\n'
+    } >"$out.tmp"
+    chmod 0755 "$out.tmp"
+    mv -f "$out.tmp" "$out"
+  done
+}
+
+rmqc_write_env() {
+  local n version urls="" nodes="" facts=()
+  version="$(rmqc_ctl 1 version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    facts+=("PORT_NODE$n=$(rmqc_stream_port "$n")" "NODE$n=$(rmqc_node "$n")"
+      "LOG$n=$(rmqc_log "$n")" "CTL$n=$RMQC_DIR/rabbitmqctl-$n")
+    urls+="${urls:+,}rabbitmq-stream://guest:guest@$LOOPBACK:$(rmqc_stream_port "$n")/"
+    nodes+="${nodes:+,}$(rmqc_node "$n")"
+  done
+  write_env rabbitmq-cluster "HOST=$LOOPBACK" "PORT=$RMQC_STREAM_PORT" \
+    "PORT_STREAM=$RMQC_STREAM_PORT" "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQC_STREAM_PORT/" \
+    "URLS=$urls" "NODES=$nodes" "SIZE=$RMQC_SIZE" "PORT_EPMD=$RMQC_EPMD_PORT" \
+    "VERSION=${version:-unknown}" "USER=guest" "PASSWORD=guest" "VHOST=/" \
+    "ADVERTISED_HOST=localhost" "BACKEND=native-chroot" "ROOTFS=$RMQC_ROOTFS" "${facts[@]}"
+}
+
+up_rabbitmq-cluster() {
+  local log="$RMQC_DIR/harness.log" n t0 started=0 logs=()
+  mkdir -p "$RMQC_DIR"
+  : >"$log"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do logs+=("$(rmqc_log "$n")"); done
+  if ! rmqc_build_rootfs "$RMQC_DIR/build.log"; then
+    mark_unavailable rabbitmq-cluster "could not build the Debian sid chroot for the cluster" \
+      "$RMQC_DIR/build.log"
+    return 1
+  fi
+  rmqc_write_config
+  rmqc_mount
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  # Start every stopped node at once: a clustered node waits for its peers when it boots.
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && continue
+    if ! rmqc_launch "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n could not be started" "$log" "${logs[@]}"
+      return 1
+    fi
+    started=1
+  done
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if ! rmqc_wait_ready "$n" "$log"; then
+      mark_unavailable rabbitmq-cluster "node $n ($(rmqc_node "$n")) did not become ready" \
+        "$log" "$(rmqc_log "$n")"
+      return 1
+    fi
+  done
+  if ! rmqc_all_running; then
+    if ! rmqc_form "$log" || ! wait_until rabbitmq-cluster 60 true rmqc_all_running; then
+      mark_unavailable rabbitmq-cluster "the nodes did not form one cluster: $(rmqc_running_nodes 1 | tr '\n' ' ')" \
+        "$log" "${logs[@]}"
+      return 1
+    fi
+  fi
+  ((started)) && say "rabbitmq-cluster: $RMQC_SIZE nodes clustered and ready after $(($(now) - t0)) s"
+  ((started)) || say "rabbitmq-cluster: already running"
+  rmqc_write_ctl
+  rmqc_write_env
+  say "rabbitmq-cluster: up, $(rmqc_running_nodes 1 | tr '\n' ' ')"
+}
+
+# rmqc_stop_node N LOG: rabbitmqctl stop, then KILL the VM if it is still there after 60 s.
+rmqc_stop_node() {
+  local n="$1" log="$2" i p
+  rmqc_ctl "$n" stop >>"$log" 2>&1 || true
+  for ((i = 0; i < 120; i++)); do
+    rmqc_beam_running "$n" || return 0
+    sleep 0.5
+  done
+  say "rabbitmq-cluster: node $n did not stop within 60 s; killing it"
+  for p in $(rmqc_pids "$n"); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && kill -KILL "$p" 2>/dev/null
+  done
+  sleep 0.5
+}
+
+down_rabbitmq-cluster() {
+  local n p i
+  rm -f "$STATE/rabbitmq-cluster.env"
+  [[ -d "$RMQC_ROOTFS" ]] || return 0
+  for ((n = RMQC_SIZE; n >= 1; n--)); do
+    if rmqc_beam_running "$n"; then
+      say "rabbitmq-cluster: stopping node $n"
+      rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+    fi
+  done
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(chroot_pids "$RMQC_ROOTFS")" ]] || break
+    for p in $(chroot_pids "$RMQC_ROOTFS"); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+  rmqc_unmount
+}
+
+# stop N: take one node down (the others keep serving). Exit 3 when the harness runs no cluster.
+stop_rabbitmq-cluster() {
+  local n="$1"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  if ! rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already stopped"
+    return 0
+  fi
+  say "rabbitmq-cluster: stopping node $n ($(rmqc_node "$n"))"
+  rmqc_stop_node "$n" "$RMQC_DIR/harness.log"
+  say "rabbitmq-cluster: node $n stopped"
+}
+
+# start N: bring node N back; returns once it is ready and running in the cluster again.
+start_rabbitmq-cluster() {
+  local n="$1" t0 log="$RMQC_DIR/harness.log"
+  rmqc_check_n "$n" || return 2
+  if [[ ! -f "$STATE/rabbitmq-cluster.env" ]]; then
+    say "rabbitmq-cluster: not up (run: integration/brokers.sh up rabbitmq-cluster)"
+    return 3
+  fi
+  t0=$(now)
+  RMQC_STARTED_AT=$t0
+  if rmqc_beam_running "$n"; then
+    say "rabbitmq-cluster: node $n is already running"
+  else
+    rmqc_mount
+    rmqc_launch "$n" "$log" || return 1
+  fi
+  if ! rmqc_wait_ready "$n" "$log"; then
+    log_tail "$log" "$(rmqc_log "$n")" | sed 's/^/    /' >&2
+    return 1
+  fi
+  if ! wait_until rabbitmq-cluster 60 true "rmqc_running_nodes $n | grep -qxF $(rmqc_node 1)"; then
+    say "rabbitmq-cluster: node $n is up but does not see $(rmqc_node 1) as running"
+    return 1
+  fi
+  say "rabbitmq-cluster: node $n ready after $(($(now) - t0)) s"
+}
+
+status_rabbitmq-cluster() {
+  local n state members=""
+  members="$(for ((n = 1; n <= RMQC_SIZE; n++)); do
+    rmqc_beam_running "$n" && port_open "$LOOPBACK" "$(rmqc_stream_port "$n")" &&
+      rmqc_running_nodes "$n" 2>/dev/null && break
+  done | tr '\n' ' ' || true)"
+  for ((n = 1; n <= RMQC_SIZE; n++)); do
+    if port_open "$LOOPBACK" "$(rmqc_stream_port "$n")"; then
+      state=up
+    elif rmqc_beam_running "$n"; then
+      state=starting
+    else
+      state=down
+    fi
+    local in_cluster="not running in the cluster"
+    [[ " $members " == *" $(rmqc_node "$n") "* ]] && in_cluster="running in the cluster"
+    printf '  node %s  %-8s %-22s stream %s:%s, %s\n' "$n" "$state" "$(rmqc_node "$n")" \
+      "$LOOPBACK" "$(rmqc_stream_port "$n")" "$in_cluster"
+  done
+}
+
+# ----------------------------------------------------------------------------------------------
+# RabbitMQ 3.10 from bookworm, installed on the host, own node name, ports and epmd
+
+R310_CTL_BIN=/usr/sbin/rabbitmqctl
+
+r310_install() {
+  local log="$1" policy=/usr/sbin/policy-rc.d created=0
+  if dpkg-query -W -f='${Status}' rabbitmq-server 2>/dev/null | grep -q 'install ok installed'; then
+    return 0
+  fi
+  say "rabbitmq310: installing Debian bookworm rabbitmq-server (service start suppressed)"
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created=1
+  fi
+  local rc=0
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rabbitmq-server ||
+      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends rabbitmq-server; }
+  } >>"$log" 2>&1 || rc=$?
+  ((created)) && rm -f "$policy"
+  # Never let the system service start this node with its default ports (5672 would collide
+  # with the 4.x broker) at boot, nor now if the package managed to start it.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now rabbitmq-server >>"$log" 2>&1 || true
+  fi
+  update-rc.d rabbitmq-server disable >>"$log" 2>&1 || true
+  return "$rc"
+}
+
+# The node's files (config, mnesia, logs) must be reachable by the rabbitmq user, which a
+# clone under a private directory (mktemp -d makes them 0700) is not: the VM then exits at
+# startup without writing a log. Such clones keep the node's files in /var/tmp instead.
+r310_dir() {
+  local want="$STATE/rabbitmq310"
+  mkdir -p "$want"
+  if ! id rabbitmq >/dev/null 2>&1 || runuser -u rabbitmq -- test -x "$want" 2>/dev/null; then
+    printf '%s\n' "$want"
+  else
+    printf '/var/tmp/streamwire-rabbitmq310-%s\n' "$(printf %s "$STATE" | md5sum | cut -c1-12)"
+  fi
+}
+
+r310_env() {
+  local dir
+  dir="$(r310_dir)"
+  printf '%s\n' PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+    RABBITMQ_NODENAME="$R310_NODE" RABBITMQ_USE_LONGNAME=false \
+    RABBITMQ_NODE_IP_ADDRESS="$LOOPBACK" RABBITMQ_NODE_PORT="$R310_AMQP_PORT" \
+    RABBITMQ_DIST_PORT="$R310_DIST_PORT" \
+    "RABBITMQ_MNESIA_BASE=$dir/data/mnesia" "RABBITMQ_LOG_BASE=$dir/data/log" \
+    "RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf" "RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins" \
+    "RABBITMQ_ADVANCED_CONFIG_FILE=$dir/advanced.config" \
+    "RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf" \
+    ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$R310_EPMD_PORT"
+}
+
+r310_run() {
+  local -a envv
+  mapfile -t envv < <(r310_env)
+  env -i "${envv[@]}" "$@"
+}
+
+r310_ctl() { r310_run timeout 90 "$R310_CTL_BIN" -n "$R310_NODE" "$@"; }
+
+# Processes of this node (the VM, epmd on its private port, helpers). Neither the node name nor
+# the epmd port shows on 3.10's command lines, so look for the node name in their environment.
+# A node counts as this harness's only when its mnesia folder is this state folder's too, so that
+# a second harness (another STREAMWIRE_BROKERS_DIR) never stops a node that merely shares the name.
+r310_pids() {
+  local p env want_mnesia
+  want_mnesia="RABBITMQ_MNESIA_BASE=$(r310_dir)/data/mnesia"
+  for p in /proc/[0-9]*; do
+    env="$(tr '\0' '\n' 2>/dev/null <"$p/environ")" || continue
+    if grep -qxF "RABBITMQ_NODENAME=$R310_NODE" <<<"$env" && grep -qxF "$want_mnesia" <<<"$env"; then
+      printf '%s\n' "${p#/proc/}"
+    fi
+  done
+  return 0
+}
+
+r310_beam_running() {
+  local p
+  for p in $(r310_pids); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
+  done
+  return 1
+}
+
+# `rabbitmq-server -detached` returns before the VM exists: the VM counts as exited only once
+# it was seen and then vanished, or when it has not appeared within R310_APPEAR_S seconds of the
+# start (R310_STARTED_AT).
+R310_APPEAR_S=30
+R310_STARTED_AT=0
+R310_SEEN=0
+r310_alive() {
+  if r310_beam_running; then
+    R310_SEEN=1
+    return 0
+  fi
+  ((R310_SEEN == 0 && $(now) - R310_STARTED_AT < R310_APPEAR_S))
+}
+
+up_rabbitmq310() {
+  local dir log rc=0 t0 version uid gid
+  mkdir -p "$STATE/rabbitmq310"
+  log="$STATE/rabbitmq310/harness.log"
+  : >"$log"
+  local nodelog=""
+  if ! r310_install "$log"; then
+    mark_unavailable rabbitmq310 "apt-get install rabbitmq-server (bookworm) failed" "$log"
+    return 1
+  fi
+  dir="$(r310_dir)"
+  mkdir -p "$dir/data/mnesia" "$dir/data/log"
+  nodelog="$dir/data/log/$R310_NODE.log"
+  [[ "$dir" == "$STATE/rabbitmq310" ]] || say "rabbitmq310: node files in $dir ($STATE is not readable by the rabbitmq user)"
+  cat >"$dir/rabbitmq.conf" <<EOF
+# written by integration/brokers.sh; loopback only
+listeners.tcp.1 = $LOOPBACK:$R310_AMQP_PORT
+stream.listeners.tcp.1 = $LOOPBACK:$R310_STREAM_PORT
+stream.advertised_host = localhost
+stream.advertised_port = $R310_STREAM_PORT
+distribution.listener.interface = $LOOPBACK
+distribution.listener.port_range.min = $R310_DIST_PORT
+distribution.listener.port_range.max = $R310_DIST_PORT
+EOF
+  printf '[rabbitmq_stream].\n' >"$dir/enabled_plugins"
+  printf '[].\n' >"$dir/advanced.config"
+  : >"$dir/rabbitmq-env.conf"
+  uid="$(id -u rabbitmq)"
+  gid="$(id -g rabbitmq)"
+  chown -R "$uid:$gid" "$dir/data"
+  chown "$uid:$gid" "$dir/enabled_plugins"
+  t0=$(now)
+  if r310_beam_running && port_open "$LOOPBACK" "$R310_STREAM_PORT" && r310_ctl -q status >/dev/null 2>&1; then
+    say "rabbitmq310: already running"
+  else
+    if ! r310_beam_running; then
+      if port_open "$LOOPBACK" "$R310_STREAM_PORT" || port_open "$LOOPBACK" "$R310_AMQP_PORT"; then
+        mark_unavailable rabbitmq310 "port $R310_STREAM_PORT or $R310_AMQP_PORT is in use by a process outside the harness"
+        return 1
+      fi
+      rm -f "$dir/data/mnesia/$R310_NODE.pid" # stale after an unclean stop
+      say "rabbitmq310: starting $R310_NODE (stream $LOOPBACK:$R310_STREAM_PORT, AMQP $LOOPBACK:$R310_AMQP_PORT)"
+      R310_STARTED_AT=$(now)
+      R310_SEEN=0
+      if ! r310_run rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
+        mark_unavailable rabbitmq310 "rabbitmq-server -detached failed" "$log" "$nodelog"
+        return 1
+      fi
+    fi
+    wait_until rabbitmq310 "$(ready_timeout 120)" r310_alive \
+      "port_open $LOOPBACK $R310_STREAM_PORT" || rc=$?
+    if ((rc != 0)); then
+      local why
+      why="did not open $LOOPBACK:$R310_STREAM_PORT within $(ready_timeout 120) s"
+      ((rc == 2)) && why="the Erlang VM exited during startup"
+      mark_unavailable rabbitmq310 "RabbitMQ 3.10 $why" "$log" "$nodelog"
+      return 1
+    fi
+    if ! r310_ctl await_startup --timeout 60 >>"$log" 2>&1; then
+      mark_unavailable rabbitmq310 "rabbitmqctl await_startup failed" "$log" "$nodelog"
+      return 1
+    fi
+    say "rabbitmq310: ready after $(($(now) - t0)) s"
+  fi
+  version="$(r310_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
+  write_env rabbitmq310 "HOST=$LOOPBACK" "PORT=$R310_STREAM_PORT" "PORT_STREAM=$R310_STREAM_PORT" \
+    "PORT_AMQP=$R310_AMQP_PORT" "PORT_DIST=$R310_DIST_PORT" "PORT_EPMD=$R310_EPMD_PORT" \
+    "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$R310_STREAM_PORT/" \
+    "AMQP_URL=amqp://guest:guest@$LOOPBACK:$R310_AMQP_PORT/" "VERSION=${version:-unknown}" \
+    "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$R310_NODE" \
+    "BACKEND=native-host" "LOG=$nodelog"
+  say "rabbitmq310: up, version ${version:-unknown}"
+}
+
+down_rabbitmq310() {
+  local p i
+  rm -f "$STATE/rabbitmq310.env"
+  [[ -x "$R310_CTL_BIN" ]] || return 0
+  if r310_beam_running; then
+    say "rabbitmq310: stopping $R310_NODE"
+    r310_ctl stop >>"$STATE/rabbitmq310/harness.log" 2>&1 || true
+  fi
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -n "$(r310_pids)" ]] || break
+    for p in $(r310_pids); do
+      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+  done
+}
+
+# ----------------------------------------------------------------------------------------------
+# Liftbridge with the Docker backend (the native lane is integration/harness/lanes.py)
+
+LIFTBRIDGE_SERVER_ID=streamwire-lb
+
+# logrus writes to stderr, which the harness sends to the log file.
+lb_is_leader() { grep -q 'Server became metadata leader' "$1"; }
+
+# ----------------------------------------------------------------------------------------------
+# dispatch
+
+# Runs in a child process so that `set -e` applies inside (it does not inside a function whose
+# status is tested). Any unexpected failure is still recorded as unavailability.
+UP_NAME=""
+one_up() {
+  UP_NAME="$1"
+  trap 'rc=$?; if ((rc != 0)) && [[ ! -f "$STATE/$UP_NAME.unavailable" ]]; then
+          mark_unavailable "$UP_NAME" "harness error (exit $rc) in integration/brokers.sh" || true
+        fi' EXIT
+  rm -f "$STATE/$UP_NAME.unavailable"
+  if [[ "$BACKEND" == docker ]]; then
+    docker_up "$UP_NAME"
+  else
+    "up_$UP_NAME"
+  fi
+}
+
+one_down() {
+  local name="$1"
+  if [[ "$BACKEND" == docker ]]; then
+    docker_down "$name"
+  else
+    "down_$name"
+  fi
+  say "$name: down"
+}
+
+# one_restart NAME: stop the server only (data, mounts, epmd and the env file stay), then `up`
+# it again, which waits until it is ready. Exit 3: the harness does not run NAME.
+one_restart() {
+  local name="$1" i p
+  if [[ "$BACKEND" == docker ]]; then
+    mkdir -p "$STATE/$name"
+    if [[ -z "$(compose ps -q "$name" 2>/dev/null)" ]]; then
+      say "$name: no container of the harness runs it; nothing to restart"
+      return 3
+    fi
+    say "$name: restarting its container"
+    compose restart "$name" >>"$STATE/$name/compose.log" 2>&1 || return 1
+    one_up "$name"
+    return
+  fi
+  case "$name" in
+    rabbitmq | rabbitmq40)
+      rmq_select "$name"
+      if ! rmq_beam_running; then
+        say "$name: the harness does not run it; nothing to restart"
+        return 3
+      fi
+      say "$name: stopping $RMQ_NODE for a restart"
+      rmq_stop_node "$RMQ_DIR/harness.log"
+      ;;
+    rabbitmq310)
+      if ! r310_beam_running; then
+        say "rabbitmq310: the harness does not run it; nothing to restart"
+        return 3
+      fi
+      say "rabbitmq310: stopping $R310_NODE for a restart"
+      r310_ctl stop >>"$STATE/rabbitmq310/harness.log" 2>&1 || true
+      for ((i = 0; i < 60; i++)); do
+        r310_beam_running || break
+        sleep 0.5
+      done
+      if r310_beam_running; then
+        say "rabbitmq310: the VM did not stop within 30 s; killing it"
+        for p in $(r310_pids); do
+          if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
+            kill -KILL "$p" 2>/dev/null || true
+          fi
+        done
+        sleep 0.5
+      fi
+      ;;
+    *)
+      say "$name: restart is not supported (liftbridge: up starts it on a fresh data dir; iggy: no native server)"
+      return 2
+      ;;
+  esac
+  one_up "$name"
+}
+
+main() {
+  local cmd="${1:-}" target="${2:-}" node="${3:-}"
+  select_backend
+  case "$cmd" in
+    _up1) one_up "$target" ;;
+    _down1) one_down "$target" ;;
+    _restart1) one_restart "$target" ;;
+    _stop1 | _start1)
+      if [[ "$BACKEND" != native ]]; then
+        say "rabbitmq-cluster runs with the native backend only"
+        exit 2
+      fi
+      if [[ "$cmd" == _stop1 ]]; then
+        stop_rabbitmq-cluster "$node"
+      else
+        start_rabbitmq-cluster "$node"
+      fi
+      ;;
+    _status_cluster) status_rabbitmq-cluster ;;
+    *)
+      say "lanes.sh is internal: run integration/brokers.sh"
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
