@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import config, lanes, tls
+from . import config, lanes, rabbit, tls
 from .envfile import mark_unavailable, parse_facts, read_env, say, write_env
 from .readiness import port_open
 
@@ -31,11 +31,15 @@ usage: integration/brokers.sh up|down|status [{_NAMES}]
 
 #: Brokers whose native lane is Python; the others run in lanes.sh.
 PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
+    "rabbitmq": lambda ctx: rabbit.up(ctx, "rabbitmq"),
+    "rabbitmq40": lambda ctx: rabbit.up(ctx, "rabbitmq40"),
     "nats": lanes.up_nats,
     "liftbridge": lanes.up_liftbridge,
     "iggy": lanes.up_iggy,
 }
 PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
+    "rabbitmq": lambda ctx: rabbit.down(ctx, "rabbitmq"),
+    "rabbitmq40": lambda ctx: rabbit.down(ctx, "rabbitmq40"),
     "nats": lanes.down_nats,
     "liftbridge": lanes.down_liftbridge,
     "iggy": lanes.down_iggy,
@@ -214,6 +218,8 @@ def _restart(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str,
     if backend == "native":
         if name == "nats":
             return lanes.restart_nats(ctx)
+        if name in rabbit.SUITES:
+            return rabbit.restart(ctx, name)
         if name not in lanes_sh_restartable():
             say(
                 f"{name}: restart is not supported (liftbridge: up starts it on a fresh data "

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The harness steps that are still bash: the RabbitMQ targets (rabbitmq and rabbitmq40 in Debian
-# chroots, the three-node rabbitmq-cluster, rabbitmq310 on the host) and the Docker backend.
+# The harness steps that are still bash: the three-node rabbitmq-cluster, rabbitmq310 on the host
+# and the Docker backend.
 #
 # Internal: integration/brokers.sh runs `python -m integration.harness` (integration/harness/),
-# which parses the verbs, takes the lock, picks the backend, runs NATS, Liftbridge and Iggy
-# itself and calls this file for the rest, one broker per call:
+# which parses the verbs, takes the lock, picks the backend, runs rabbitmq, rabbitmq40, NATS,
+# Liftbridge and Iggy itself and calls this file for the rest, one broker per call:
 #
 #   lanes.sh _up1|_down1|_restart1 NAME      lanes.sh _stop1|_start1 rabbitmq-cluster N
 #   lanes.sh _status_cluster
 #
 # with every STREAMWIRE_<TARGET>_<KEY> resolved and checked in the environment (defaults in
 # integration/harness/config.py), STREAMWIRE_BROKERS_BACKEND set to docker or native, and
-# STREAMWIRE_HARNESS_PYTHON naming the Python that env files, unavailability records and the
-# TLS material are written with (integration/harness/envfile.py, tls.py). See docs/brokers.md.
+# STREAMWIRE_HARNESS_PYTHON naming the Python that env files and unavailability records are
+# written with (integration/harness/envfile.py). See docs/brokers.md.
 
 # Functions are also called indirectly ("up_$name", eval'd readiness checks):
 # shellcheck disable=SC2317
@@ -38,13 +38,11 @@ setting() {
   printf '%s' "${!var}"
 }
 
-# RabbitMQ 4.x, each target in its own Debian chroot (see "RabbitMQ 4.x in Debian chroots"):
-#   rabbitmq     sid    (4.3.x), the default
-#   rabbitmq40   trixie (4.0.x), a compatibility target
+# RabbitMQ 4.x chroots (rabbitmq: sid, 4.3.x; rabbitmq40: trixie, 4.0.x)
 RMQ_MOUNT_DATA=/srv/streamwire   # where .brokers/<target>/data is bind-mounted inside the chroot
-RMQ_TLS_ETC=/etc/rabbitmq/tls    # where the broker's CA, certificate and key are copied in the chroot
 
-# rmq_select TARGET: point the RMQ_* globals (suite, chroot, node, ports, state dir) at TARGET.
+# rmq_select TARGET: point the RMQ_* globals at TARGET's chroot (the cluster copies rabbitmq's;
+# the 4.x targets themselves run in integration/harness/rabbit.py).
 rmq_select() {
   case "$1" in
     rabbitmq) RMQ_SUITE=sid ;;
@@ -56,15 +54,11 @@ rmq_select() {
   esac
   RMQ_TARGET="$1"
   RMQ_ROOTFS="$CACHE/rabbitmq-$RMQ_SUITE"
-  RMQ_DIR="$STATE/$1"
-  RMQ_NODE="$(setting "$1" NODE)"
-  RMQ_STREAM_PORT="$(setting "$1" STREAM_PORT)"
-  RMQ_TLS_PORT="$(setting "$1" TLS_PORT)" # stream over TLS (client certificates optional)
-  RMQ_AMQP_PORT="$(setting "$1" AMQP_PORT)"
-  RMQ_DIST_PORT="$(setting "$1" DIST_PORT)"
-  RMQ_EPMD_PORT="$(setting "$1" EPMD_PORT)"
 }
-rmq_select rabbitmq
+
+# rabbitmq with the Docker backend
+RMQ_STREAM_PORT="$(setting rabbitmq STREAM_PORT)"
+RMQ_AMQP_PORT="$(setting rabbitmq AMQP_PORT)"
 
 # RabbitMQ 3.10 (bookworm, host install)
 R310_NODE="$(setting rabbitmq310 NODE)"
@@ -74,11 +68,6 @@ R310_DIST_PORT="$(setting rabbitmq310 DIST_PORT)"
 R310_EPMD_PORT="$(setting rabbitmq310 EPMD_PORT)" # own epmd, so stopping one broker never disturbs the other
 
 NATS_PORT="$(setting nats PORT)"
-
-# Throwaway TLS material (generated once with openssl, kept in $STATE/tls): a CA, a server
-# certificate for localhost/127.0.0.1 and a client certificate whose CN is the user that SASL
-# EXTERNAL logs in as.
-TLS_CLIENT_CN=streamwire-client
 
 LIFTBRIDGE_PORT="$(setting liftbridge PORT)"
 
@@ -312,30 +301,7 @@ chroot_pids() {
 }
 
 # ----------------------------------------------------------------------------------------------
-# Throwaway TLS material, shared by the RabbitMQ and NATS TLS listeners
-
-tls_dir() { printf '%s' "$STATE/tls"; }
-
-# tls_ensure: the CA and both certificates in $STATE/tls, generated once (integration/harness/tls.py);
-# returns 1 (and says why) when that fails: brokers then run without TLS.
-tls_ensure() { harness_py _tls-ensure; }
-
-# ----------------------------------------------------------------------------------------------
-# RabbitMQ 4.x in Debian chroots (the target chosen by rmq_select)
-
-rmq_env() {
-  # The environment every RabbitMQ command inside the chroot runs with.
-  printf '%s\n' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq \
-    LANG=C.UTF-8 LC_ALL=C.UTF-8 ERL_EPMD_ADDRESS="$LOOPBACK" ERL_EPMD_PORT="$RMQ_EPMD_PORT"
-}
-
-rmq_chroot() {
-  local -a envv
-  mapfile -t envv < <(rmq_env)
-  chroot "$RMQ_ROOTFS" "${envv[@]}" "$@"
-}
-
-rmq_ctl() { rmq_chroot timeout 90 rabbitmqctl -n "$RMQ_NODE" "$@"; }
+# Building the RabbitMQ 4.x chroots (the target chosen by rmq_select)
 
 ensure_debootstrap() {
   command -v debootstrap >/dev/null 2>&1 && return 0
@@ -380,374 +346,6 @@ rmq_build_rootfs() {
   chroot "$tmp" dpkg-query -W -f='${Version}\n' rabbitmq-server >"$tmp/.streamwire-complete"
   mv -T "$tmp" "$RMQ_ROOTFS"
   say "$RMQ_TARGET: chroot ready in $(($(now) - t0)) s ($(du -sh --one-file-system "$RMQ_ROOTFS" | cut -f1))"
-}
-
-# rmq_install_tls: copy the CA, the server certificate and its key into the chroot, readable by
-# the broker's rabbitmq user only where it matters (the key).
-rmq_install_tls() {
-  local src dst="$RMQ_ROOTFS$RMQ_TLS_ETC" gid
-  src="$(tls_dir)"
-  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
-  install -d -m 0755 "$dst"
-  install -m 0644 "$src/ca.pem" "$dst/ca.pem"
-  install -m 0644 "$src/server.pem" "$dst/server.pem"
-  install -m 0640 -g "$gid" "$src/server.key" "$dst/server.key"
-}
-
-# rmq_write_config TLS: TLS=1 adds the stream TLS listener and ssl_options (rmq_install_tls first).
-rmq_write_config() {
-  local etc="$RMQ_ROOTFS/etc/rabbitmq" with_tls="$1"
-  mkdir -p "$etc"
-  {
-    cat <<EOF
-# written by integration/brokers.sh; loopback only
-listeners.tcp.1 = $LOOPBACK:$RMQ_AMQP_PORT
-stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT
-stream.advertised_host = localhost
-stream.advertised_port = $RMQ_STREAM_PORT
-distribution.listener.interface = $LOOPBACK
-distribution.listener.port_range.min = $RMQ_DIST_PORT
-distribution.listener.port_range.max = $RMQ_DIST_PORT
-# 4.0's default mechanisms plus EXTERNAL (rabbitmq_auth_mechanism_ssl). The broker offers
-# EXTERNAL on TLS connections only; the user is the client certificate's CN.
-auth_mechanisms.1 = PLAIN
-auth_mechanisms.2 = AMQPLAIN
-auth_mechanisms.3 = ANONYMOUS
-auth_mechanisms.4 = EXTERNAL
-ssl_cert_login_from = common_name
-EOF
-    if ((with_tls)); then
-      cat <<EOF
-# stream over TLS; client certificates are checked when sent, but not required
-stream.listeners.ssl.1 = $LOOPBACK:$RMQ_TLS_PORT
-stream.advertised_tls_host = localhost
-stream.advertised_tls_port = $RMQ_TLS_PORT
-ssl_options.cacertfile = $RMQ_TLS_ETC/ca.pem
-ssl_options.certfile = $RMQ_TLS_ETC/server.pem
-ssl_options.keyfile = $RMQ_TLS_ETC/server.key
-ssl_options.verify = verify_peer
-ssl_options.fail_if_no_peer_cert = false
-EOF
-    fi
-  } >"$etc/rabbitmq.conf"
-  cat >"$etc/rabbitmq-env.conf" <<EOF
-# written by integration/brokers.sh
-NODENAME=$RMQ_NODE
-USE_LONGNAME=false
-# Besides distribution.listener.port_range in rabbitmq.conf: the prelaunch check that the
-# distribution port is free looks at DIST_PORT (default: AMQP port + 20000) and refuses to boot
-# when that port is taken, even by another node on another epmd.
-DIST_PORT=$RMQ_DIST_PORT
-MNESIA_BASE=$RMQ_MOUNT_DATA/mnesia
-LOG_BASE=$RMQ_MOUNT_DATA/log
-EOF
-  local plugin
-  for plugin in rabbitmq_stream rabbitmq_auth_mechanism_ssl; do
-    if ! grep -qw "$plugin" "$etc/enabled_plugins" 2>/dev/null; then
-      rmq_chroot rabbitmq-plugins enable --offline "$plugin" >/dev/null
-    fi
-  done
-  # The Debian wrapper starts the node through `su rabbitmq`, whose pam_limits would cut the
-  # open-file limit back to 1024 (RabbitMQ warns about that); allow what the harness has.
-  mkdir -p "$RMQ_ROOTFS/etc/security/limits.d"
-  printf 'rabbitmq soft nofile %s\nrabbitmq hard nofile %s\n' "$(ulimit -Hn)" "$(ulimit -Hn)" \
-    >"$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf"
-  # A name lookup for "localhost" must work inside the chroot (short node name).
-  if ! grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' "$RMQ_ROOTFS/etc/hosts" 2>/dev/null; then
-    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$RMQ_ROOTFS/etc/hosts"
-  fi
-}
-
-rmq_mount() {
-  local data="$RMQ_DIR/data" uid gid want have
-  # The node's data is kept across `down`/`up`, but only for the RabbitMQ version that wrote it:
-  # a data directory of another version (e.g. 4.0's, from when `rabbitmq` was trixie's 4.0) is
-  # test data, and upgrading it in place is not what the tests are about; start empty instead.
-  want="$(cat "$RMQ_ROOTFS/.streamwire-complete")"
-  have="$(cat "$data/.streamwire-rabbitmq-version" 2>/dev/null || true)"
-  if [[ "$have" != "$want" ]] && ! mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" &&
-    [[ -n "$(ls -A "$data/mnesia" 2>/dev/null)" ]]; then
-    say "$RMQ_TARGET: $data was written by RabbitMQ ${have:-(unrecorded version)}, this chroot runs $want: starting from empty data"
-    rm -rf --one-file-system -- "$data"
-  fi
-  mkdir -p "$data/mnesia" "$data/log" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
-  printf '%s\n' "$want" >"$data/.streamwire-rabbitmq-version"
-  uid="$(chroot "$RMQ_ROOTFS" id -u rabbitmq)"
-  gid="$(chroot "$RMQ_ROOTFS" id -g rabbitmq)"
-  chown -R "$uid:$gid" "$data"
-  # Read-only binds: device nodes still open for writing (/dev/null), but nothing below the cache
-  # folder can delete or create entries of the host's /dev or /proc (think `rm -rf .cache` while
-  # the broker runs).
-  local mp
-  for mp in proc dev; do
-    if ! mountpoint -q "$RMQ_ROOTFS/$mp"; then
-      mount --bind "/$mp" "$RMQ_ROOTFS/$mp"
-      mount -o remount,bind,ro "$RMQ_ROOTFS/$mp"
-    fi
-  done
-  mountpoint -q "$RMQ_ROOTFS$RMQ_MOUNT_DATA" || mount --bind "$data" "$RMQ_ROOTFS$RMQ_MOUNT_DATA"
-}
-
-rmq_unmount() {
-  local mp
-  for mp in "$RMQ_ROOTFS$RMQ_MOUNT_DATA" "$RMQ_ROOTFS/dev" "$RMQ_ROOTFS/proc"; do
-    if mountpoint -q "$mp" 2>/dev/null; then
-      umount "$mp" 2>/dev/null || umount -l "$mp"
-    fi
-  done
-}
-
-rmq_beam_running() {
-  local p
-  for p in $(chroot_pids "$RMQ_ROOTFS"); do
-    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]] && return 0
-  done
-  return 1
-}
-
-rmq_node_ok() { rmq_ctl -q status >/dev/null 2>&1; }
-
-# rmq_config_digest: a hash of everything the node reads at start (config, plugins, limits and
-# the TLS files in the chroot). rmq_up records it when it starts the node and restarts a
-# running node whose digest differs, so a config change never waits for a `down`.
-rmq_config_digest() {
-  local f
-  for f in "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq.conf" "$RMQ_ROOTFS/etc/rabbitmq/rabbitmq-env.conf" \
-    "$RMQ_ROOTFS/etc/rabbitmq/enabled_plugins" \
-    "$RMQ_ROOTFS/etc/security/limits.d/streamwire-rabbitmq.conf" \
-    "$RMQ_ROOTFS$RMQ_TLS_ETC/ca.pem" "$RMQ_ROOTFS$RMQ_TLS_ETC/server.pem" \
-    "$RMQ_ROOTFS$RMQ_TLS_ETC/server.key"; do
-    if [[ -f "$f" ]]; then
-      printf '%s ' "${f#"$RMQ_ROOTFS"}"
-      sha256sum <"$f"
-    fi
-  done | sha256sum | cut -d' ' -f1
-}
-
-# rmq_stop_node LOG: stop the VM only (epmd and the mounts stay), for a restart.
-rmq_stop_node() {
-  local log="$1" i p
-  rmq_ctl stop >>"$log" 2>&1 || true
-  for ((i = 0; i < 60; i++)); do
-    rmq_beam_running || return 0
-    sleep 0.5
-  done
-  say "$RMQ_TARGET: the VM did not stop within 30 s; killing it"
-  for p in $(chroot_pids "$RMQ_ROOTFS"); do
-    if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == beam.smp ]]; then
-      kill -KILL "$p" 2>/dev/null || true
-    fi
-  done
-  sleep 0.5
-}
-
-# rmq_retire_previous_default: before `rabbitmq` became sid's 4.3, it was trixie's 4.0 in
-# $CACHE/rabbitmq-trixie, the chroot that `rabbitmq40` uses now. A node still running there on
-# `rabbitmq`'s stream port was started by an earlier version of this harness as `rabbitmq`: stop
-# it (TERM, then KILL, everything whose root is that chroot) and unmount its binds, so that the
-# 4.3 node can take the ports. Nothing else is touched: a node on any other port stays.
-rmq_retire_previous_default() {
-  local old="$CACHE/rabbitmq-trixie" i p
-  [[ "$RMQ_TARGET" == rabbitmq && "$RMQ_ROOTFS" != "$old" && -d "$old" ]] || return 0
-  grep -qxF "stream.listeners.tcp.1 = $LOOPBACK:$RMQ_STREAM_PORT" \
-    "$old/etc/rabbitmq/rabbitmq.conf" 2>/dev/null || return 0
-  [[ -n "$(chroot_pids "$old")" ]] || return 0
-  say "$RMQ_TARGET: stopping the RabbitMQ node that an earlier harness started as 'rabbitmq' in $old (that chroot is rabbitmq40's now, on its own ports)"
-  for i in $(seq 1 40); do
-    [[ -n "$(chroot_pids "$old")" ]] || break
-    for p in $(chroot_pids "$old"); do
-      if ((i < 40)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
-    done
-    sleep 0.5
-  done
-  local mp
-  for mp in "$old$RMQ_MOUNT_DATA" "$old/dev" "$old/proc"; do
-    if mountpoint -q "$mp" 2>/dev/null; then
-      umount "$mp" 2>/dev/null || umount -l "$mp"
-    fi
-  done
-  rm -f "$old/etc/rabbitmq/rabbitmq.conf" # rewritten by the next `up rabbitmq40`
-}
-
-# rmq_ensure_external_user LOG: the user SASL EXTERNAL logs in as (the client certificate's CN),
-# without a password (so PLAIN cannot log in as it), with full permissions on vhost /.
-# Idempotent; the user lives in mnesia, so it survives restarts. One rabbitmqctl call when done.
-rmq_ensure_external_user() {
-  local log="$1"
-  if rmq_ctl -q list_user_permissions --no-table-headers "$TLS_CLIENT_CN" 2>/dev/null |
-    grep -qxF $'/\t.*\t.*\t.*'; then
-    return 0
-  fi
-  if ! rmq_ctl -q list_users --no-table-headers 2>/dev/null | cut -f1 | grep -qxF "$TLS_CLIENT_CN"; then
-    # add_user wants a password: give a random one and clear it at once.
-    rmq_ctl add_user "$TLS_CLIENT_CN" "$(openssl rand -hex 24)" >>"$log" 2>&1 || return 1
-    rmq_ctl clear_password "$TLS_CLIENT_CN" >>"$log" 2>&1 || return 1
-  fi
-  rmq_ctl set_permissions -p / "$TLS_CLIENT_CN" '.*' '.*' '.*' >>"$log" 2>&1
-}
-
-# rmq_write_ctl: $RMQ_DIR/rabbitmqctl runs rabbitmqctl against this node, inside the chroot
-# (so it needs root). RABBITMQ_PLUGINS_DIR makes the plugins' commands (list_stream_connections,
-# ...) available: without it the CLI in the chroot finds none of them.
-rmq_write_ctl() {
-  local out="$RMQ_DIR/rabbitmqctl" plugins
-  plugins="$(find "$RMQ_ROOTFS/usr/lib/rabbitmq/lib" -mindepth 2 -maxdepth 2 -type d -name plugins |
-    sort | tail -n1)"
-  plugins="${plugins#"$RMQ_ROOTFS"}"
-  local -a envv
-  mapfile -t envv < <(rmq_env)
-  {
-    printf '#!/usr/bin/env bash\n'
-    printf '# written by integration/brokers.sh: rabbitmqctl for %s (chroot: run as root)\n' "$RMQ_NODE"
-    printf 'exec chroot %q' "$RMQ_ROOTFS"
-    printf ' %q' "${envv[@]}" "RABBITMQ_PLUGINS_DIR=$plugins" rabbitmqctl -n "$RMQ_NODE"
-    printf ' "$@"\n'
-  } >"$out.tmp"
-  chmod 0755 "$out.tmp"
-  mv -f "$out.tmp" "$out"
-}
-
-rmq_up() {
-  local dir="$RMQ_DIR" log t0 rc=0 version with_tls=0 digest tls_up=0 ext_user=0
-  local -a tls_facts=()
-  mkdir -p "$dir"
-  log="$dir/harness.log"
-  : >"$log"
-  local nodelog="$dir/data/log/$RMQ_NODE.log"
-  if ! rmq_build_rootfs "$dir/build.log"; then
-    mark_unavailable "$RMQ_TARGET" "could not build the Debian $RMQ_SUITE chroot with rabbitmq-server" \
-      "$dir/build.log"
-    return 1
-  fi
-  if tls_ensure; then
-    rmq_install_tls
-    with_tls=1
-  fi
-  rmq_write_config "$with_tls"
-  rmq_mount
-  digest="$(rmq_config_digest)"
-  t0=$(now)
-  # A node started from an older configuration (or one whose TLS listener is missing) is
-  # restarted, once, so that `up` always leaves the configuration written above running.
-  if rmq_beam_running; then
-    if [[ "$(cat "$dir/config.sha256" 2>/dev/null)" != "$digest" ]]; then
-      say "$RMQ_TARGET: running with an older configuration; restarting it to apply the current one"
-      rmq_stop_node "$log"
-    elif ((with_tls)) && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" &&
-      ! port_open "$LOOPBACK" "$RMQ_TLS_PORT" && rmq_node_ok; then
-      say "$RMQ_TARGET: running without its TLS listener $LOOPBACK:$RMQ_TLS_PORT; restarting it"
-      rmq_stop_node "$log"
-    fi
-  fi
-  if rmq_beam_running && port_open "$LOOPBACK" "$RMQ_STREAM_PORT" && rmq_node_ok; then
-    say "$RMQ_TARGET: already running"
-  else
-    if ! rmq_beam_running; then
-      rmq_retire_previous_default
-      if port_open "$LOOPBACK" "$RMQ_STREAM_PORT" || port_open "$LOOPBACK" "$RMQ_AMQP_PORT" ||
-        { ((with_tls)) && port_open "$LOOPBACK" "$RMQ_TLS_PORT"; }; then
-        mark_unavailable "$RMQ_TARGET" "port $RMQ_STREAM_PORT, $RMQ_AMQP_PORT or $RMQ_TLS_PORT is in use by a process outside the harness"
-        return 1
-      fi
-      # Stale pid file from an unclean stop: the node refuses nothing because of it, but remove it
-      # so that `rabbitmqctl wait` style tooling never looks at a dead pid.
-      rm -f "$dir/data/mnesia/$RMQ_NODE.pid"
-      if ((with_tls)); then
-        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, stream TLS $LOOPBACK:$RMQ_TLS_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT)"
-      else
-        say "$RMQ_TARGET: starting $RMQ_NODE (stream $LOOPBACK:$RMQ_STREAM_PORT, AMQP $LOOPBACK:$RMQ_AMQP_PORT; no TLS)"
-      fi
-      printf '%s\n' "$digest" >"$dir/config.sha256"
-      if ! rmq_chroot rabbitmq-server -detached >>"$log" 2>&1 9>&-; then
-        mark_unavailable "$RMQ_TARGET" "rabbitmq-server -detached failed" "$log" "$nodelog"
-        return 1
-      fi
-    fi
-    wait_until "$RMQ_TARGET" "$(ready_timeout 120)" rmq_beam_running \
-      "port_open $LOOPBACK $RMQ_STREAM_PORT" || rc=$?
-    if ((rc != 0)); then
-      local why
-      why="did not open $LOOPBACK:$RMQ_STREAM_PORT within $(ready_timeout 120) s"
-      ((rc == 2)) && why="the Erlang VM exited during startup"
-      mark_unavailable "$RMQ_TARGET" "RabbitMQ $why" "$log" "$nodelog"
-      return 1
-    fi
-    if ! rmq_ctl await_startup --timeout 60 >>"$log" 2>&1; then
-      mark_unavailable "$RMQ_TARGET" "rabbitmqctl await_startup failed" "$log" "$nodelog"
-      return 1
-    fi
-    say "$RMQ_TARGET: ready after $(($(now) - t0)) s"
-  fi
-  # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a TLS
-  # problem never takes the plain listeners down (tests needing TLS then skip).
-  if ((with_tls)); then
-    port_open "$LOOPBACK" "$RMQ_TLS_PORT" && tls_up=1
-    if ((tls_up)); then
-      if rmq_ensure_external_user "$log"; then
-        ext_user=1
-      else
-        say "$RMQ_TARGET: could not create the SASL EXTERNAL user $TLS_CLIENT_CN (see $log)"
-      fi
-      tls_facts=("PORT_STREAM_TLS=$RMQ_TLS_PORT" "TLS_PORT=$RMQ_TLS_PORT"
-        "TLS_URL=rabbitmq-stream+tls://guest:guest@localhost:$RMQ_TLS_PORT/"
-        "TLS_CA=$(tls_dir)/ca.pem" "TLS_CLIENT_CERT=$(tls_dir)/client.pem"
-        "TLS_CLIENT_KEY=$(tls_dir)/client.key" "ADVERTISED_TLS_HOST=localhost"
-        "ADVERTISED_TLS_PORT=$RMQ_TLS_PORT")
-      ((ext_user)) && tls_facts+=("EXTERNAL_USER=$TLS_CLIENT_CN")
-    else
-      say "$RMQ_TARGET: WARNING: the TLS listener $LOOPBACK:$RMQ_TLS_PORT is not open (see $nodelog); TLS tests will skip"
-    fi
-  fi
-  rmq_write_ctl
-  version="$(rmq_ctl version 2>/dev/null | tail -n1 | tr -d '[:space:]')"
-  write_env "$RMQ_TARGET" "HOST=$LOOPBACK" "PORT=$RMQ_STREAM_PORT" "PORT_STREAM=$RMQ_STREAM_PORT" \
-    "PORT_AMQP=$RMQ_AMQP_PORT" "PORT_DIST=$RMQ_DIST_PORT" "PORT_EPMD=$RMQ_EPMD_PORT" \
-    "URL=rabbitmq-stream://guest:guest@$LOOPBACK:$RMQ_STREAM_PORT/" \
-    "AMQP_URL=amqp://guest:guest@$LOOPBACK:$RMQ_AMQP_PORT/" "VERSION=${version:-unknown}" \
-    "USER=guest" "PASSWORD=guest" "VHOST=/" "ADVERTISED_HOST=localhost" "NODE=$RMQ_NODE" \
-    "BACKEND=native-chroot" "LOG=$nodelog" "ROOTFS=$RMQ_ROOTFS" "CTL=$dir/rabbitmqctl" \
-    "${tls_facts[@]}"
-  if ((tls_up)); then
-    say "$RMQ_TARGET: up, version ${version:-unknown} (TLS on $LOOPBACK:$RMQ_TLS_PORT)"
-  else
-    say "$RMQ_TARGET: up, version ${version:-unknown} (no TLS)"
-  fi
-}
-
-rmq_down() {
-  local p i
-  rm -f "$STATE/$RMQ_TARGET.env" "$RMQ_DIR/config.sha256"
-  [[ -d "$RMQ_ROOTFS" ]] || return 0
-  if rmq_beam_running; then
-    say "$RMQ_TARGET: stopping $RMQ_NODE"
-    rmq_ctl stop >>"$RMQ_DIR/harness.log" 2>&1 || true
-  fi
-  # Whatever still runs inside the chroot (epmd, a wedged VM): TERM, then KILL.
-  for i in 1 2 3 4 5 6 7 8 9 10; do
-    [[ -n "$(chroot_pids "$RMQ_ROOTFS")" ]] || break
-    for p in $(chroot_pids "$RMQ_ROOTFS"); do
-      if ((i < 10)); then kill -TERM "$p" 2>/dev/null || true; else kill -KILL "$p" 2>/dev/null || true; fi
-    done
-    sleep 0.5
-  done
-  rmq_unmount
-}
-
-up_rabbitmq() {
-  rmq_select rabbitmq
-  rmq_up
-}
-down_rabbitmq() {
-  rmq_select rabbitmq
-  rmq_down
-}
-up_rabbitmq40() {
-  rmq_select rabbitmq40
-  rmq_up
-}
-down_rabbitmq40() {
-  rmq_select rabbitmq40
-  rmq_down
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1389,15 +987,6 @@ one_restart() {
     return
   fi
   case "$name" in
-    rabbitmq | rabbitmq40)
-      rmq_select "$name"
-      if ! rmq_beam_running; then
-        say "$name: the harness does not run it; nothing to restart"
-        return 3
-      fi
-      say "$name: stopping $RMQ_NODE for a restart"
-      rmq_stop_node "$RMQ_DIR/harness.log"
-      ;;
     rabbitmq310)
       if ! r310_beam_running; then
         say "rabbitmq310: the harness does not run it; nothing to restart"

@@ -14,6 +14,7 @@ __all__ = [
     "MountOps",
     "SystemMounts",
     "bind_chroot",
+    "is_mounted",
     "mount_points",
     "mounts_under",
     "safe_rm_tree",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Outcome", "file_contains", "port_open", "wait_until"]
+__all__ = ["Appears", "Outcome", "file_contains", "port_open", "wait_until"]
 
 PROBE_TIMEOUT = 2.0
 
@@ -59,3 +59,26 @@ def wait_until(
         if clock() >= deadline:
             return Outcome.TIMEOUT
         sleep(interval)
+
+
+class Appears:
+    """``alive`` for :func:`wait_until` when a launcher returns before the process exists
+    (``rabbitmq-server -detached``): alive while ``running()``, and before it was first seen
+    for up to ``within`` seconds; once seen and then gone, it died."""
+
+    def __init__(
+        self,
+        running: Callable[[], bool],
+        within: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._running = running
+        self._clock = clock
+        self._deadline = clock() + within
+        self.seen = False
+
+    def __call__(self) -> bool:
+        if self._running():
+            self.seen = True
+            return True
+        return not self.seen and self._clock() < self._deadline

@@ -116,3 +116,24 @@ def test_waiting_for_a_real_process_that_exits_says_died(tmp_path: Path) -> None
         interval=0.05,
     )
     assert outcome is Outcome.DIED
+
+
+def test_appears_waits_for_a_late_process_and_then_follows_it() -> None:
+    clock = _Clock()
+    states = iter([False, False, True, True, False])
+    alive = readiness.Appears(lambda: next(states), within=30, clock=clock)
+    assert alive()  # not there yet, but launched a moment ago
+    clock.now = 10
+    assert alive()
+    assert alive()  # there
+    assert alive.seen
+    assert alive()
+    assert not alive()  # seen, then gone: it died
+
+
+def test_appears_gives_up_when_the_process_never_shows() -> None:
+    clock = _Clock()
+    alive = readiness.Appears(lambda: False, within=30, clock=clock)
+    assert alive()
+    clock.now = 30
+    assert not alive()
