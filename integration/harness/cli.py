@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import config, lanes, rabbit, tls
+from . import cluster, config, lanes, rabbit, tls
 from .envfile import mark_unavailable, parse_facts, read_env, say, write_env
 from .readiness import port_open
 
@@ -33,6 +33,7 @@ usage: integration/brokers.sh up|down|status [{_NAMES}]
 PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
     "rabbitmq": lambda ctx: rabbit.up(ctx, "rabbitmq"),
     "rabbitmq40": lambda ctx: rabbit.up(ctx, "rabbitmq40"),
+    "rabbitmq-cluster": cluster.up,
     "nats": lanes.up_nats,
     "liftbridge": lanes.up_liftbridge,
     "iggy": lanes.up_iggy,
@@ -40,6 +41,7 @@ PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
 PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
     "rabbitmq": lambda ctx: rabbit.down(ctx, "rabbitmq"),
     "rabbitmq40": lambda ctx: rabbit.down(ctx, "rabbitmq40"),
+    "rabbitmq-cluster": cluster.down,
     "nats": lanes.down_nats,
     "liftbridge": lanes.down_liftbridge,
     "iggy": lanes.down_iggy,
@@ -313,7 +315,10 @@ def _run(
         say(f"backend: {backend}; state in {paths.state}")
         return _restart(target, backend, ctx, bash_env)
     if cmd in ("stop", "start"):
-        return run_lanes_sh([f"_{cmd}1", target, rest[0]], bash_env)
+        if backend != "native":
+            say("rabbitmq-cluster runs with the native backend only")
+            return 2
+        return cluster.stop(ctx, rest[0]) if cmd == "stop" else cluster.start(ctx, rest[0])
     # status
     names = list(config.KNOWN_TARGETS) if target == "all" else targets
     out.write(f"{'BROKER':<16} {'STATE':<12} {'VERSION':<14} DETAIL\n")
@@ -322,6 +327,6 @@ def _run(
         out.flush()
         cluster_root = paths.cache / "rabbitmq-sid-cluster"
         if name == "rabbitmq-cluster" and backend == "native" and cluster_root.is_dir():
-            run_lanes_sh(["_status_cluster"], bash_env)
+            out.write("".join(line + "\n" for line in cluster.status_lines(ctx)))
     out.write(f"(backend: {backend})\n")
     return 0
