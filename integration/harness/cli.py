@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import cluster, config, lanes, rabbit, tls
+from . import cluster, config, lanes, rabbit, rabbit310, tls
 from .envfile import mark_unavailable, parse_facts, read_env, say, write_env
 from .readiness import port_open
 
@@ -29,10 +29,11 @@ usage: integration/brokers.sh up|down|status [{_NAMES}]
        integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
 """
 
-#: Brokers whose native lane is Python; the others run in lanes.sh.
+#: The native lanes (the Docker backend's run in lanes.sh).
 PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
     "rabbitmq": lambda ctx: rabbit.up(ctx, "rabbitmq"),
     "rabbitmq40": lambda ctx: rabbit.up(ctx, "rabbitmq40"),
+    "rabbitmq310": rabbit310.up,
     "rabbitmq-cluster": cluster.up,
     "nats": lanes.up_nats,
     "liftbridge": lanes.up_liftbridge,
@@ -41,6 +42,7 @@ PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
 PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
     "rabbitmq": lambda ctx: rabbit.down(ctx, "rabbitmq"),
     "rabbitmq40": lambda ctx: rabbit.down(ctx, "rabbitmq40"),
+    "rabbitmq310": rabbit310.down,
     "rabbitmq-cluster": cluster.down,
     "nats": lanes.down_nats,
     "liftbridge": lanes.down_liftbridge,
@@ -130,7 +132,7 @@ def _bash_env(environ: Mapping[str, str], backend: str, paths: config.Paths) -> 
 
 
 def run_lanes_sh(args: Sequence[str], env: Mapping[str, str]) -> int:
-    """``bash lanes.sh ARGS``: the steps that are still bash (RabbitMQ, Docker)."""
+    """``bash lanes.sh ARGS``: the Docker backend, still in bash."""
     return subprocess.run(["bash", str(LANES_SH), *args], env=env, check=False).returncode
 
 
@@ -199,40 +201,39 @@ def status_line(state: Path, name: str, probe: Callable[[str, int], bool] = port
 
 
 def _up_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
-    if backend == "native" and name in PYTHON_UP:
-        (ctx.state / f"{name}.unavailable").unlink(missing_ok=True)
-        try:
-            return PYTHON_UP[name](ctx)
-        except Exception as exc:  # recorded like any other reason the broker is not up
-            return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
-    return run_lanes_sh(["_up1", name], bash_env) == 0
+    if backend != "native":
+        return run_lanes_sh(["_up1", name], bash_env) == 0
+    (ctx.state / f"{name}.unavailable").unlink(missing_ok=True)
+    try:
+        return PYTHON_UP[name](ctx)
+    except Exception as exc:  # recorded like any other reason the broker is not up
+        return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
 
 
 def _down_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
-    if backend == "native" and name in PYTHON_DOWN:
-        PYTHON_DOWN[name](ctx)
-        say(f"{name}: down")
-        return True
-    return run_lanes_sh(["_down1", name], bash_env) == 0
+    if backend != "native":
+        return run_lanes_sh(["_down1", name], bash_env) == 0
+    PYTHON_DOWN[name](ctx)
+    say(f"{name}: down")
+    return True
 
 
 def _restart(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> int:
-    if backend == "native":
-        if name == "nats":
-            return lanes.restart_nats(ctx)
-        if name in rabbit.SUITES:
-            return rabbit.restart(ctx, name)
-        if name not in lanes_sh_restartable():
-            say(
-                f"{name}: restart is not supported (liftbridge: up starts it on a fresh data "
-                "dir; iggy: no native server)"
-            )
-            return 2
-    return run_lanes_sh(["_restart1", name], bash_env)
-
-
-def lanes_sh_restartable() -> frozenset[str]:
-    return frozenset({"rabbitmq", "rabbitmq40", "rabbitmq310"})
+    """Restarts the server on its data: 0 ready again, 1 not, 2 not supported for ``name``,
+    3 when the harness does not run it."""
+    if backend != "native":
+        return run_lanes_sh(["_restart1", name], bash_env)
+    if name == "nats":
+        return lanes.restart_nats(ctx)
+    if name in rabbit.SUITES:
+        return rabbit.restart(ctx, name)
+    if name == "rabbitmq310":
+        return rabbit310.restart(ctx)
+    say(
+        f"{name}: restart is not supported (liftbridge: up starts it on a fresh data dir; iggy: "
+        "no native server)"
+    )
+    return 2
 
 
 def _internal(cmd: str, args: list[str], paths: config.Paths) -> int:
