@@ -12,7 +12,10 @@
 - :mod:`.mounts`: bind-mount bookkeeping of the chroots and deleting a tree without following
   a mount;
 - :mod:`.tls`: the throwaway PKI of the TLS listeners;
-- :mod:`.lanes`: the brokers run by Python (NATS, Liftbridge, Iggy);
-- :mod:`.cli`: the verbs, the lock, the backend choice and the dispatch; what is not in Python
-  yet (the RabbitMQ targets and the Docker backend) runs in ``integration/harness/lanes.sh``.
+- :mod:`.lanes`: the single-process brokers (NATS with its TLS server, Liftbridge, Iggy);
+- :mod:`.rabbit`: RabbitMQ 4.x in Debian chroots (``rabbitmq``, ``rabbitmq40``);
+- :mod:`.cluster`: the three-node ``rabbitmq-cluster``;
+- :mod:`.rabbit310`: RabbitMQ 3.10 on the host (``rabbitmq310``);
+- :mod:`.docker`: the Docker backend (``docker-compose.yml``);
+- :mod:`.cli`: the verbs, the lock, the backend choice and the dispatch.
 """

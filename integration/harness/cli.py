@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import cluster, config, lanes, rabbit, rabbit310, tls
-from .envfile import mark_unavailable, parse_facts, read_env, say, write_env
+from . import cluster, config, docker, lanes, rabbit, rabbit310
+from .envfile import read_env, say
 from .readiness import port_open
 
 __all__ = ["REPO", "main"]
 
 REPO = Path(__file__).resolve().parents[2]
 _NAMES = "rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|all"
-LANES_SH = Path(__file__).resolve().parent / "lanes.sh"
 LOCK_WAIT = 900.0
 
 USAGE = f"""\
@@ -29,7 +26,7 @@ usage: integration/brokers.sh up|down|status [{_NAMES}]
        integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
 """
 
-#: The native lanes (the Docker backend's run in lanes.sh).
+#: The native lanes (the Docker backend runs every broker through docker.py).
 PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
     "rabbitmq": lambda ctx: rabbit.up(ctx, "rabbitmq"),
     "rabbitmq40": lambda ctx: rabbit.up(ctx, "rabbitmq40"),
@@ -73,67 +70,30 @@ def expand(target: str) -> list[str]:
 # backend
 
 
-def _quiet(argv: Sequence[str], timeout: float = 10) -> bool:
-    try:
-        done = subprocess.run(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _compose_installed() -> bool:
-    return _quiet(["docker", "compose", "version"]) or shutil.which("docker-compose") is not None
-
-
-def select_backend(environ: Mapping[str, str]) -> str:
-    """``docker`` when asked for (or, with ``auto``, when an engine answers and a compose
-    command exists), else ``native``. Raises SystemExit as the harness does."""
+def select_backend(environ: Mapping[str, str]) -> tuple[str, docker.Compose | None]:
+    """``docker`` (with its compose command) when asked for, or with ``auto`` when an engine
+    answers and a compose command exists; else ``native``. Exits as the harness does: 1 when
+    docker is asked for without compose, 2 for an unknown backend."""
     wanted = environ.get("STREAMWIRE_BROKERS_BACKEND", "") or "auto"
+    if wanted not in ("auto", "docker", "native"):
+        say("STREAMWIRE_BROKERS_BACKEND must be auto, docker or native")
+        raise SystemExit(2)
     if wanted == "native":
-        return "native"
-    if wanted == "docker":
-        if not _compose_installed():
+        return "native", None
+    engine = wanted == "auto" and docker.engine_answers()
+    if wanted == "auto" and not engine:
+        return "native", None
+    command = docker.compose_command()
+    if command is None:
+        if wanted == "docker":
             say(
                 "STREAMWIRE_BROKERS_BACKEND=docker, but neither 'docker compose' nor "
                 "docker-compose is installed"
             )
             raise SystemExit(1)
-        return "docker"
-    if wanted != "auto":
-        say("STREAMWIRE_BROKERS_BACKEND must be auto, docker or native")
-        raise SystemExit(2)
-    engine = shutil.which("docker") is not None and _quiet(["docker", "info"])
-    if engine and _compose_installed():
-        return "docker"
-    if engine:
         say("a Docker engine answers but no compose command is installed: using the native backend")
-    return "native"
-
-
-# ---------------------------------------------------------------------------------------------
-# the bash lanes
-
-
-def _bash_env(environ: Mapping[str, str], backend: str, paths: config.Paths) -> dict[str, str]:
-    env = dict(environ)
-    env.update(config.resolved_environment(environ))
-    pythonpath = env.get("PYTHONPATH", "")
-    env.update(
-        STREAMWIRE_BROKERS_BACKEND=backend,
-        STREAMWIRE_HARNESS_PYTHON=sys.executable,
-        PYTHONPATH=f"{REPO}:{pythonpath}" if pythonpath else str(REPO),
-        STREAMWIRE_CACHE=str(paths.cache),
-        STREAMWIRE_VENV=str(paths.venv),
-        STREAMWIRE_BROKERS_DIR=str(paths.state),
-    )
-    return env
-
-
-def run_lanes_sh(args: Sequence[str], env: Mapping[str, str]) -> int:
-    """``bash lanes.sh ARGS``: the Docker backend, still in bash."""
-    return subprocess.run(["bash", str(LANES_SH), *args], env=env, check=False).returncode
+        return "native", None
+    return "docker", docker.Compose(tuple(command), REPO / "docker-compose.yml")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,29 +160,27 @@ def status_line(state: Path, name: str, probe: Callable[[str, int], bool] = port
 # verbs
 
 
-def _up_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
-    if backend != "native":
-        return run_lanes_sh(["_up1", name], bash_env) == 0
+def _up_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bool:
     (ctx.state / f"{name}.unavailable").unlink(missing_ok=True)
     try:
-        return PYTHON_UP[name](ctx)
+        return docker.up(ctx, compose, name) if compose else PYTHON_UP[name](ctx)
     except Exception as exc:  # recorded like any other reason the broker is not up
         return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
 
 
-def _down_one(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> bool:
-    if backend != "native":
-        return run_lanes_sh(["_down1", name], bash_env) == 0
-    PYTHON_DOWN[name](ctx)
+def _down_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> None:
+    if compose:
+        docker.down(ctx, compose, name)
+    else:
+        PYTHON_DOWN[name](ctx)
     say(f"{name}: down")
-    return True
 
 
-def _restart(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str, str]) -> int:
+def _restart(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> int:
     """Restarts the server on its data: 0 ready again, 1 not, 2 not supported for ``name``,
     3 when the harness does not run it."""
-    if backend != "native":
-        return run_lanes_sh(["_restart1", name], bash_env)
+    if compose:
+        return docker.restart(ctx, compose, name)
     if name == "nats":
         return lanes.restart_nats(ctx)
     if name in rabbit.SUITES:
@@ -236,27 +194,10 @@ def _restart(name: str, backend: str, ctx: lanes.Context, bash_env: Mapping[str,
     return 2
 
 
-def _internal(cmd: str, args: list[str], paths: config.Paths) -> int:
-    """Verbs for lanes.sh, so that env files, unavailability and the PKI have one
-    implementation."""
-    if cmd == "_write-env" and args:
-        write_env(paths.state, args[0], parse_facts(args[1:]))
-        return 0
-    if cmd == "_unavailable" and len(args) >= 2:
-        paths.state.mkdir(parents=True, exist_ok=True)
-        mark_unavailable(paths.state, args[0], args[1], [Path(a) for a in args[2:]])
-        return 0
-    if cmd == "_tls-ensure" and not args:
-        return 0 if tls.ensure(paths.state / "tls") else 1
-    return _usage(f"bad internal call: {cmd} {' '.join(args)}")
-
-
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     paths = config.Paths.from_environ(REPO, env)
-    if args and args[0] in ("_write-env", "_unavailable", "_tls-ensure"):
-        return _internal(args[0], args[1:], paths)
     try:
         config.resolved_environment(env)
         config.ready_timeout(1, env)
@@ -282,10 +223,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     paths.state.mkdir(parents=True, exist_ok=True)
     lock = acquire_lock(paths.state) if cmd != "status" else None
     try:
-        backend = select_backend(env)
+        backend, compose = select_backend(env)
         ctx = lanes.Context(paths, env)
-        bash_env = _bash_env(env, backend, paths)
-        return _run(cmd, target, targets, args[2:], backend, ctx, bash_env, sys.stdout)
+        return _run(cmd, target, targets, args[2:], backend, ctx, compose, sys.stdout)
     finally:
         if lock is not None:
             os.close(lock)
@@ -298,23 +238,25 @@ def _run(
     rest: list[str],
     backend: str,
     ctx: lanes.Context,
-    bash_env: Mapping[str, str],
+    compose: docker.Compose | None,
     out: TextIO,
 ) -> int:
     paths = ctx.paths
     if cmd == "up":
         say(f"backend: {backend}; state in {paths.state}; cache in {paths.cache}")
-        failed = [name for name in targets if not _up_one(name, backend, ctx, bash_env)]
+        failed = [name for name in targets if not _up_one(name, ctx, compose)]
         if failed:
             say(f"not available: {' '.join(failed)} (reasons in {paths.state}/<name>.unavailable)")
             return 0 if target == "all" else 1
         return 0
     if cmd == "down":
-        ok = [_down_one(n, backend, ctx, bash_env) for n in config.DOWN_ORDER if n in targets]
-        return 0 if all(ok) else 1
+        for name in config.DOWN_ORDER:
+            if name in targets:
+                _down_one(name, ctx, compose)
+        return 0
     if cmd == "restart":
         say(f"backend: {backend}; state in {paths.state}")
-        return _restart(target, backend, ctx, bash_env)
+        return _restart(target, ctx, compose)
     if cmd in ("stop", "start"):
         if backend != "native":
             say("rabbitmq-cluster runs with the native backend only")

@@ -1,6 +1,5 @@
-"""The brokers that Python runs natively: NATS (plus its TLS-only sibling), Liftbridge and Iggy,
-each a single process under a pid file. (The RabbitMQ targets and the Docker backend are still
-in ``lanes.sh``.)"""
+"""The single-process native brokers: NATS (plus its TLS-only sibling), Liftbridge and Iggy,
+each under a pid file; and :class:`Context`, what every lane is given."""
 
 from __future__ import annotations
 

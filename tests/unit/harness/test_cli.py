@@ -109,16 +109,12 @@ def test_the_lock_is_the_one_flock_1_takes(tmp_path: Path) -> None:
         os.close(held)
 
 
-def test_internal_calls_write_the_files(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    state = tmp_path / "state"
-    assert cli.main(["_write-env", "rabbitmq", "HOST=127.0.0.1", "PORT=17552"], env) == 0
-    assert envfile.read_env(state / "rabbitmq.env")["PORT"] == "17552"
-    log = tmp_path / "node.log"
-    log.write_text("boom\n", encoding="utf-8")
-    assert cli.main(["_unavailable", "rabbitmq", "it failed", str(log)], env) == 0
-    assert not (state / "rabbitmq.env").exists()
-    assert (state / "rabbitmq.unavailable").read_text(encoding="utf-8").startswith("it failed\n")
+def test_backend_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.select_backend({"STREAMWIRE_BROKERS_BACKEND": "native"}) == ("native", None)
+    with pytest.raises(SystemExit) as exited:
+        cli.select_backend({"STREAMWIRE_BROKERS_BACKEND": "podman"})
+    assert exited.value.code == 2
+    assert "must be auto, docker or native" in capsys.readouterr().err
 
 
 def test_brokers_sh_runs_the_package(tmp_path: Path) -> None:
