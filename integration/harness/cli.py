@@ -168,12 +168,18 @@ def _up_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bo
         return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
 
 
-def _down_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> None:
-    if compose:
-        docker.down(ctx, compose, name)
-    else:
-        PYTHON_DOWN[name](ctx)
+def _down_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bool:
+    """Stops ``name``; a failure is reported and does not keep the others running."""
+    try:
+        if compose:
+            docker.down(ctx, compose, name)
+        else:
+            PYTHON_DOWN[name](ctx)
+    except Exception as exc:
+        say(f"{name}: down failed: {exc!r}")
+        return False
     say(f"{name}: down")
+    return True
 
 
 def _restart(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> int:
@@ -250,10 +256,8 @@ def _run(
             return 0 if target == "all" else 1
         return 0
     if cmd == "down":
-        for name in config.DOWN_ORDER:
-            if name in targets:
-                _down_one(name, ctx, compose)
-        return 0
+        done = [_down_one(name, ctx, compose) for name in config.DOWN_ORDER if name in targets]
+        return 0 if all(done) else 1
     if cmd == "restart":
         say(f"backend: {backend}; state in {paths.state}")
         return _restart(target, ctx, compose)

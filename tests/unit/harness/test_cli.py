@@ -6,11 +6,12 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from integration.harness import cli, envfile
+from integration.harness import cli, config, envfile, lanes
 
 REPO = Path(__file__).resolve().parents[3]
 BROKERS_SH = REPO / "integration" / "brokers.sh"
@@ -107,6 +108,30 @@ def test_the_lock_is_the_one_flock_1_takes(tmp_path: Path) -> None:
         assert busy.returncode == 1
     finally:
         os.close(held)
+
+
+def test_down_goes_on_past_a_failing_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stopped: list[str] = []
+
+    def broken(ctx: lanes.Context) -> None:
+        raise OSError("umount: target is busy")
+
+    def recorder(name: str) -> Callable[[lanes.Context], None]:
+        def stop(ctx: lanes.Context) -> None:
+            stopped.append(name)
+
+        return stop
+
+    for name in cli.PYTHON_DOWN:
+        monkeypatch.setitem(cli.PYTHON_DOWN, name, recorder(name))
+    monkeypatch.setitem(cli.PYTHON_DOWN, "rabbitmq40", broken)
+    assert cli.main(["down", "all"], _env(tmp_path)) == 1
+    assert stopped == [n for n in config.DOWN_ORDER if n != "rabbitmq40"]
+    err = capsys.readouterr().err
+    assert "[brokers] rabbitmq40: down failed: OSError('umount: target is busy')" in err
+    assert "[brokers] nats: down" in err
 
 
 def test_backend_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
