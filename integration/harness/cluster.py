@@ -1,0 +1,429 @@
+"""``rabbitmq-cluster``: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot
+that is a copy of ``rabbitmq``'s. Node N (1..3) is ``<prefix>N@localhost`` with stream port
+STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
+settings are passed in its environment (``RABBITMQ_NODENAME``, ``RABBITMQ_CONFIG_FILE``, ...),
+so the harness finds a node's processes by ``RABBITMQ_NODENAME`` among the chroot's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config
+from .envfile import log_tail, say, write_env
+from .lanes import Context
+from .mounts import MOUNT_DATA, MountOps, SystemMounts, bind_chroot, safe_rm_tree, unbind_chroot
+from .procs import comm, pids_with_environ, terminate_rounds
+from .rabbit import BASE_ENV, Chroot, build_rootfs, ctl_script, prepare_etc, write_ctl
+from .readiness import Appears, Outcome, port_open, wait_until
+
+__all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_lines", "stop", "up"]
+
+LOOPBACK = config.LOOPBACK
+SIZE = config.CLUSTER_SIZE
+NAME = "rabbitmq-cluster"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    chroot: Chroot
+    source: Path  # rabbitmq's chroot, which the cluster's is copied from
+    dir: Path
+    prefix: str
+    stream_base: int
+    amqp_base: int
+    dist_base: int
+    epmd_port: int
+
+    @classmethod
+    def select(cls, ctx: Context) -> Cluster:
+        return cls(
+            chroot=Chroot(ctx.paths.cache / "rabbitmq-sid-cluster"),
+            source=ctx.paths.cache / "rabbitmq-sid",
+            dir=ctx.state / NAME,
+            prefix=config.setting(NAME, "NODE_PREFIX", ctx.environ),
+            stream_base=ctx.port(NAME, "STREAM_PORT"),
+            amqp_base=ctx.port(NAME, "AMQP_PORT"),
+            dist_base=ctx.port(NAME, "DIST_PORT"),
+            epmd_port=ctx.port(NAME, "EPMD_PORT"),
+        )
+
+    @property
+    def rootfs(self) -> Path:
+        return self.chroot.rootfs
+
+    def node(self, n: int) -> str:
+        return f"{self.prefix}{n}@localhost"
+
+    def stream(self, n: int) -> int:
+        return config.cluster_port(self.stream_base, n)
+
+    def amqp(self, n: int) -> int:
+        return config.cluster_port(self.amqp_base, n)
+
+    def dist(self, n: int) -> int:
+        return config.cluster_port(self.dist_base, n)
+
+    def log(self, n: int) -> Path:
+        return self.dir / "data" / f"node{n}" / "log" / f"{self.node(n)}.log"
+
+    def env(self, n: int) -> list[str]:
+        return [
+            *BASE_ENV,
+            f"ERL_EPMD_ADDRESS={LOOPBACK}",
+            f"ERL_EPMD_PORT={self.epmd_port}",
+            f"RABBITMQ_NODENAME={self.node(n)}",
+            "RABBITMQ_USE_LONGNAME=false",
+            f"RABBITMQ_NODE_PORT={self.amqp(n)}",
+            f"RABBITMQ_DIST_PORT={self.dist(n)}",
+            f"RABBITMQ_CONFIG_FILE=/etc/rabbitmq/node{n}/rabbitmq.conf",
+            f"RABBITMQ_MNESIA_BASE={MOUNT_DATA}/node{n}/mnesia",
+            f"RABBITMQ_LOG_BASE={MOUNT_DATA}/node{n}/log",
+        ]
+
+    def ctl(self, n: int, *args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+        command = ["timeout", "90", "rabbitmqctl", "-n", self.node(n), *args]
+        return self.chroot.run(self.env(n), command, log=log)
+
+    def pids(self, n: int) -> list[int]:
+        return pids_with_environ({"RABBITMQ_NODENAME": self.node(n)}, among=self.chroot.pids())
+
+    def beam_pids(self, n: int) -> list[int]:
+        return [p for p in self.pids(n) if comm(p) == "beam.smp"]
+
+    def beam_running(self, n: int) -> bool:
+        return bool(self.beam_pids(n))
+
+    def cluster_status(self, n: int) -> dict[str, object]:
+        done = self.ctl(n, "-q", "cluster_status", "--formatter", "json")
+        try:
+            parsed = json.loads(done.stdout) if done.returncode == 0 else {}
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def running_nodes(self, n: int) -> list[str]:
+        """The nodes node ``n`` reports as running members of its cluster."""
+        nodes = self.cluster_status(n).get("running_nodes", [])
+        return sorted(str(x) for x in nodes) if isinstance(nodes, list) else []
+
+    def all_running(self) -> bool:
+        return self.running_nodes(1) == sorted(self.node(n) for n in range(1, SIZE + 1))
+
+
+def parse_node(text: str) -> int | None:
+    """``stop|start rabbitmq-cluster N``: N as a node number, None when it is not one."""
+    if text.isascii() and text.isdigit() and not text.startswith("0") and 1 <= int(text) <= SIZE:
+        return int(text)
+    return None
+
+
+def node_config(c: Cluster, n: int) -> str:
+    return f"""\
+# written by integration/brokers.sh: rabbitmq-cluster node {n}; loopback only
+listeners.tcp.1 = {LOOPBACK}:{c.amqp(n)}
+stream.listeners.tcp.1 = {LOOPBACK}:{c.stream(n)}
+stream.advertised_host = localhost
+stream.advertised_port = {c.stream(n)}
+distribution.listener.interface = {LOOPBACK}
+distribution.listener.port_range.min = {c.dist(n)}
+distribution.listener.port_range.max = {c.dist(n)}
+"""
+
+
+def _build_rootfs(ctx: Context, c: Cluster, log: Path, ops: MountOps) -> bool:
+    """Copies rabbitmq's sid chroot (building it first if needed), leaving out whatever is
+    mounted inside it (/proc, /dev, the data bind) while rabbitmq runs."""
+    if (c.rootfs / ".streamwire-complete").is_file():
+        return True
+    mirror = ctx.environ.get("STREAMWIRE_DEBIAN_MIRROR", "") or "http://deb.debian.org/debian"
+    if not build_rootfs(c.source, "sid", "rabbitmq", log, mirror, ops):
+        return False
+    for old in [*sorted(c.rootfs.parent.glob(f"{c.rootfs.name}.tmp.*")), c.rootfs]:
+        if old.exists():
+            say(f"{NAME}: removing incomplete chroot {old}")
+            if not safe_rm_tree(old, ops):
+                return False
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{c.rootfs.name}.tmp.", dir=c.rootfs.parent))
+    tmp.chmod(0o755)
+    say(f"{NAME}: copying {c.source} to {c.rootfs}")
+    copy = (
+        f"tar -C {_q(c.source)} --one-file-system --exclude='./proc/*' --exclude='./dev/*' "
+        f"--exclude='.{MOUNT_DATA}/*' -cf - . | tar -C {_q(tmp)} -xpf -"
+    )
+    with log.open("a", encoding="utf-8") as out:
+        copied = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", copy], stderr=out, check=False
+        ).returncode
+    if copied != 0:
+        say(f"{NAME}: copying the chroot failed (see {log})")
+        return False
+    (tmp / "proc").mkdir(exist_ok=True)
+    (tmp / "dev").mkdir(exist_ok=True)
+    tmp.rename(c.rootfs)
+    say(f"{NAME}: chroot ready in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def _q(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def _write_config(c: Cluster) -> None:
+    etc = c.rootfs / "etc" / "rabbitmq"
+    for n in range(1, SIZE + 1):
+        (etc / f"node{n}").mkdir(parents=True, exist_ok=True)
+        (etc / f"node{n}" / "rabbitmq.conf").write_text(node_config(c, n), encoding="utf-8")
+    # everything else comes from each node's environment
+    (etc / "rabbitmq-env.conf").write_text(
+        "# written by integration/brokers.sh\nUSE_LONGNAME=false\n", encoding="utf-8"
+    )
+    prepare_etc(c.chroot, c.env(1), ["rabbitmq_stream"])
+
+
+def _mount(c: Cluster, ops: MountOps) -> None:
+    data = c.dir / "data"
+    for n in range(1, SIZE + 1):
+        (data / f"node{n}" / "mnesia").mkdir(parents=True, exist_ok=True)
+        (data / f"node{n}" / "log").mkdir(parents=True, exist_ok=True)
+    uid, gid = c.chroot.rabbitmq_ids()
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(data)], check=True)
+    bind_chroot(c.rootfs, data, ops)
+
+
+def _launch(c: Cluster, n: int, log: Path) -> bool:
+    """Starts node ``n`` detached (returns at once; :func:`_wait_ready` waits)."""
+    if port_open(LOOPBACK, c.stream(n)) or port_open(LOOPBACK, c.amqp(n)):
+        say(f"{NAME}: port {c.stream(n)} or {c.amqp(n)} is in use by a process outside the harness")
+        return False
+    (c.dir / "data" / f"node{n}" / "mnesia" / f"{c.node(n)}.pid").unlink(missing_ok=True)
+    say(f"{NAME}: starting node {n}, {c.node(n)} (stream {LOOPBACK}:{c.stream(n)})")
+    return c.chroot.run(c.env(n), ["rabbitmq-server", "-detached"], log=log).returncode == 0
+
+
+def _wait_ready(ctx: Context, c: Cluster, n: int, log: Path, started: float) -> bool:
+    """The stream port answers and await_startup succeeds."""
+    within = max(0.0, 30 - (time.monotonic() - started))
+    outcome = wait_until(
+        lambda: port_open(LOOPBACK, c.stream(n)),
+        Appears(lambda: c.beam_running(n), within=within),
+        ctx.timeout(180),
+    )
+    if outcome is not Outcome.READY:
+        say(f"{NAME}: node {n} did not open its stream port ({outcome.value})")
+        return False
+    return c.ctl(n, "await_startup", "--timeout", "120", log=log).returncode == 0
+
+
+def _form(c: Cluster, log: Path) -> bool:
+    """Joins every node that is not a member of node 1's cluster (stop_app, reset,
+    join_cluster, start_app); a no-op once clustered, as membership survives restarts."""
+    members = c.cluster_status(1).get("disk_nodes", [])
+    members = members if isinstance(members, list) else []
+    for n in range(2, SIZE + 1):
+        if c.node(n) in members:
+            continue
+        say(f"{NAME}: joining node {n} to {c.node(1)}")
+        for step in (["stop_app"], ["reset"], ["join_cluster", c.node(1)], ["start_app"]):
+            if c.ctl(n, *step, log=log).returncode != 0:
+                return False
+    return True
+
+
+def _write_env(ctx: Context, c: Cluster) -> None:
+    version = "".join(c.ctl(1, "version").stdout.strip().splitlines()[-1:]).strip() or "unknown"
+    per_node: dict[str, str] = {}
+    for n in range(1, SIZE + 1):
+        per_node |= {
+            f"PORT_NODE{n}": str(c.stream(n)),
+            f"NODE{n}": c.node(n),
+            f"LOG{n}": str(c.log(n)),
+            f"CTL{n}": str(c.dir / f"rabbitmqctl-{n}"),
+        }
+    nodes = range(1, SIZE + 1)
+    write_env(
+        ctx.state,
+        NAME,
+        {
+            "HOST": LOOPBACK,
+            "PORT": str(c.stream(1)),
+            "PORT_STREAM": str(c.stream(1)),
+            "URL": f"rabbitmq-stream://guest:guest@{LOOPBACK}:{c.stream(1)}/",
+            "URLS": ",".join(
+                f"rabbitmq-stream://guest:guest@{LOOPBACK}:{c.stream(n)}/" for n in nodes
+            ),
+            "NODES": ",".join(c.node(n) for n in nodes),
+            "SIZE": str(SIZE),
+            "PORT_EPMD": str(c.epmd_port),
+            "VERSION": version,
+            "USER": "guest",
+            "PASSWORD": "guest",
+            "VHOST": "/",
+            "ADVERTISED_HOST": "localhost",
+            "BACKEND": "native-chroot",
+            "ROOTFS": str(c.rootfs),
+            **per_node,
+        },
+    )
+
+
+def up(ctx: Context, ops: MountOps | None = None) -> bool:
+    mounts = ops or SystemMounts()
+    c = Cluster.select(ctx)
+    c.dir.mkdir(parents=True, exist_ok=True)
+    log = c.dir / "harness.log"
+    log.write_text("", encoding="utf-8")
+    logs = [c.log(n) for n in range(1, SIZE + 1)]
+    build_log = c.dir / "build.log"
+    if not _build_rootfs(ctx, c, build_log, mounts):
+        return ctx.unavailable(
+            NAME, "could not build the Debian sid chroot for the cluster", build_log
+        )
+    _write_config(c)
+    _mount(c, mounts)
+    started_at = time.monotonic()
+    started = False
+    # start every stopped node at once: a clustered node waits for its peers when it boots
+    for n in range(1, SIZE + 1):
+        if c.beam_running(n):
+            continue
+        if not _launch(c, n, log):
+            return ctx.unavailable(NAME, f"node {n} could not be started", log, *logs)
+        started = True
+    for n in range(1, SIZE + 1):
+        if not _wait_ready(ctx, c, n, log, started_at):
+            return ctx.unavailable(
+                NAME, f"node {n} ({c.node(n)}) did not become ready", log, c.log(n)
+            )
+    if not c.all_running() and (
+        not _form(c, log) or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
+    ):
+        running = " ".join(c.running_nodes(1))
+        return ctx.unavailable(NAME, f"the nodes did not form one cluster: {running}", log, *logs)
+    if started:
+        say(f"{NAME}: {SIZE} nodes clustered and ready after {time.monotonic() - started_at:.0f} s")
+    else:
+        say(f"{NAME}: already running")
+    for n in range(1, SIZE + 1):
+        write_ctl(c.dir / f"rabbitmqctl-{n}", ctl_script(c.chroot, c.env(n), c.node(n)))
+    _write_env(ctx, c)
+    say(f"{NAME}: up, {' '.join(c.running_nodes(1))}")
+    return True
+
+
+def _stop_node(c: Cluster, n: int, log: Path) -> None:
+    """rabbitmqctl stop, then SIGKILL to the VM if it is still there after 60 s."""
+    c.ctl(n, "stop", log=log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not c.beam_running(n):
+            return
+        time.sleep(0.5)
+    say(f"{NAME}: node {n} did not stop within 60 s; killing it")
+    terminate_rounds(lambda: c.beam_pids(n), rounds=1)
+
+
+def down(ctx: Context, ops: MountOps | None = None) -> None:
+    c = Cluster.select(ctx)
+    (ctx.state / f"{NAME}.env").unlink(missing_ok=True)
+    if not c.rootfs.is_dir():
+        return
+    for n in range(SIZE, 0, -1):
+        if c.beam_running(n):
+            say(f"{NAME}: stopping node {n}")
+            c.dir.mkdir(parents=True, exist_ok=True)
+            _stop_node(c, n, c.dir / "harness.log")
+    terminate_rounds(c.chroot.pids)
+    unbind_chroot(c.rootfs, ops or SystemMounts())
+
+
+def _checked(ctx: Context, text: str) -> int | None:
+    n = parse_node(text)
+    if n is None:
+        say(f"{NAME}: node number must be 1..{SIZE}, not '{text}'")
+    return n
+
+
+def _not_up(ctx: Context) -> bool:
+    if (ctx.state / f"{NAME}.env").is_file():
+        return False
+    say(f"{NAME}: not up (run: integration/brokers.sh up {NAME})")
+    return True
+
+
+def stop(ctx: Context, text: str) -> int:
+    """Takes node N down (the others keep serving): 0, 2 for a bad N, 3 when the harness
+    runs no cluster."""
+    n = _checked(ctx, text)
+    if n is None:
+        return 2
+    if _not_up(ctx):
+        return 3
+    c = Cluster.select(ctx)
+    if not c.beam_running(n):
+        say(f"{NAME}: node {n} is already stopped")
+        return 0
+    say(f"{NAME}: stopping node {n} ({c.node(n)})")
+    _stop_node(c, n, c.dir / "harness.log")
+    say(f"{NAME}: node {n} stopped")
+    return 0
+
+
+def start(ctx: Context, text: str, ops: MountOps | None = None) -> int:
+    """Brings node N back; returns once it is ready and running in the cluster again."""
+    n = _checked(ctx, text)
+    if n is None:
+        return 2
+    if _not_up(ctx):
+        return 3
+    c = Cluster.select(ctx)
+    log = c.dir / "harness.log"
+    started = time.monotonic()
+    if c.beam_running(n):
+        say(f"{NAME}: node {n} is already running")
+    else:
+        _mount(c, ops or SystemMounts())
+        if not _launch(c, n, log):
+            return 1
+    if not _wait_ready(ctx, c, n, log, started):
+        tails = log_tail([log, c.log(n)])
+        sys.stderr.write("".join(f"    {line}\n" for line in tails.splitlines()))
+        return 1
+    sees_node1 = wait_until(lambda: c.node(1) in c.running_nodes(n), lambda: True, 60)
+    if sees_node1 is not Outcome.READY:
+        say(f"{NAME}: node {n} is up but does not see {c.node(1)} as running")
+        return 1
+    say(f"{NAME}: node {n} ready after {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def status_lines(ctx: Context) -> list[str]:
+    """One line per node for ``status``: up, starting or down, and cluster membership."""
+    c = Cluster.select(ctx)
+    members: list[str] = []
+    for n in range(1, SIZE + 1):
+        if c.beam_running(n) and port_open(LOOPBACK, c.stream(n)):
+            members = c.running_nodes(n)
+            if members:
+                break
+    lines = []
+    for n in range(1, SIZE + 1):
+        if port_open(LOOPBACK, c.stream(n)):
+            state = "up"
+        elif c.beam_running(n):
+            state = "starting"
+        else:
+            state = "down"
+        where = "running in the cluster" if c.node(n) in members else "not running in the cluster"
+        lines.append(
+            f"  node {n}  {state:<8} {c.node(n):<22} stream {LOOPBACK}:{c.stream(n)}, {where}"
+        )
+    return lines

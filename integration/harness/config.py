@@ -1,0 +1,200 @@
+"""Targets, folders, ports and node names, with their environment overrides."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ALL_TARGETS",
+    "CLUSTER_SIZE",
+    "DEFAULTS",
+    "DOWN_ORDER",
+    "KNOWN_TARGETS",
+    "LOOPBACK",
+    "Paths",
+    "SettingError",
+    "cluster_port",
+    "is_port_key",
+    "parse_port",
+    "ready_timeout",
+    "resolved_environment",
+    "setting",
+    "settings",
+    "variable",
+]
+
+LOOPBACK = "127.0.0.1"
+
+#: What ``all`` means for ``up`` (the compatibility brokers and the cluster only when named).
+ALL_TARGETS = ("rabbitmq", "nats", "liftbridge", "iggy")
+#: Every name the harness accepts besides ``all``, in ``status all`` order.
+KNOWN_TARGETS = (
+    "rabbitmq",
+    "rabbitmq40",
+    "rabbitmq310",
+    "rabbitmq-cluster",
+    "nats",
+    "liftbridge",
+    "iggy",
+)
+#: ``down`` stops dependants first (Liftbridge before its NATS).
+DOWN_ORDER = (
+    "liftbridge",
+    "iggy",
+    "rabbitmq-cluster",
+    "rabbitmq310",
+    "rabbitmq40",
+    "rabbitmq",
+    "nats",
+)
+
+CLUSTER_SIZE = 3
+
+#: Ports and node names per target; ``STREAMWIRE_<TARGET>_<KEY>`` overrides each one.
+DEFAULTS: Mapping[str, Mapping[str, str]] = {
+    "rabbitmq": {
+        "STREAM_PORT": "5552",
+        "TLS_PORT": "5551",
+        "AMQP_PORT": "5672",
+        "DIST_PORT": "25672",
+        "EPMD_PORT": "4369",
+        "NODE": "rabbit@localhost",
+    },
+    "rabbitmq40": {
+        "STREAM_PORT": "5554",
+        "TLS_PORT": "5555",
+        "AMQP_PORT": "5674",
+        "DIST_PORT": "25674",
+        "EPMD_PORT": "4371",
+        "NODE": "rabbit40@localhost",
+    },
+    "rabbitmq310": {
+        "STREAM_PORT": "5553",
+        "AMQP_PORT": "5673",
+        "DIST_PORT": "25673",
+        "EPMD_PORT": "4370",
+        "NODE": "rabbit310@localhost",
+    },
+    "rabbitmq-cluster": {
+        "STREAM_PORT": "5561",
+        "AMQP_PORT": "5681",
+        "DIST_PORT": "25681",
+        "EPMD_PORT": "4372",
+        "NODE_PREFIX": "rabbitc",
+    },
+    "nats": {"PORT": "4222", "TLS_PORT": "4443"},
+    "liftbridge": {"PORT": "9292"},
+    "iggy": {"PORT": "8090"},
+}
+
+
+class SettingError(ValueError):
+    """A setting from the environment is unusable (the harness exits 2)."""
+
+
+def variable(target: str, key: str) -> str:
+    """``STREAMWIRE_<TARGET>_<KEY>``: upper-cased, ``-`` written ``_``."""
+    return "STREAMWIRE_" + f"{target}_{key}".upper().replace("-", "_")
+
+
+def is_port_key(key: str) -> bool:
+    return key == "PORT" or key.endswith("_PORT")
+
+
+def parse_port(name: str, value: str, *, span: int = 1) -> int:
+    """``value`` as a TCP port; ``span`` ports from it on must all exist (the cluster's)."""
+    if not value.isascii() or not value.isdigit():
+        raise SettingError(f"{name}={value} is not a port number")
+    port = int(value)
+    if not 1 <= port <= 65535 or port + span - 1 > 65535:
+        raise SettingError(f"{name}={value} is not a port number")
+    return port
+
+
+def _span(target: str) -> int:
+    return CLUSTER_SIZE if target == "rabbitmq-cluster" else 1
+
+
+def setting(target: str, key: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of ``key`` for ``target``: its override when set and not empty, else the
+    default. Port keys are checked (:class:`SettingError`)."""
+    env = os.environ if environ is None else environ
+    try:
+        default = DEFAULTS[target][key]
+    except KeyError:
+        raise SettingError(f"{target} has no setting {key}") from None
+    name = variable(target, key)
+    value = env.get(name) or default
+    if is_port_key(key):
+        parse_port(name, value, span=_span(target))
+    elif not value or any(c.isspace() for c in value):
+        raise SettingError(f"{name}={value!r} must be a word without spaces")
+    return value
+
+
+def settings(target: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting of ``target``, resolved and checked."""
+    return {key: setting(target, key, environ) for key in DEFAULTS[target]}
+
+
+def resolved_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``STREAMWIRE_<TARGET>_<KEY>`` for every target and key, resolved: what the bash lanes
+    get, so that the defaults live here only. Raises :class:`SettingError` for a bad one."""
+    resolved: dict[str, str] = {}
+    for target in DEFAULTS:
+        for key, value in settings(target, environ).items():
+            resolved[variable(target, key)] = value
+    return resolved
+
+
+def cluster_port(base: int, node: int) -> int:
+    """Node ``node`` (1..CLUSTER_SIZE) of the cluster uses ``base + node - 1``."""
+    if not 1 <= node <= CLUSTER_SIZE:
+        raise SettingError(f"node number must be 1..{CLUSTER_SIZE}, not {node}")
+    return base + node - 1
+
+
+def ready_timeout(default: float, environ: Mapping[str, str] | None = None) -> float:
+    """Seconds to wait for a broker: ``STREAMWIRE_READY_TIMEOUT`` or the broker's default."""
+    env = os.environ if environ is None else environ
+    raw = env.get("STREAMWIRE_READY_TIMEOUT", "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingError(f"STREAMWIRE_READY_TIMEOUT={raw} is not a number of seconds") from None
+    if not value > 0:
+        raise SettingError(f"STREAMWIRE_READY_TIMEOUT={raw} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The harness's folders."""
+
+    repo: Path
+    #: slow-to-build things (chroots, the Liftbridge binary): ``STREAMWIRE_CACHE``
+    cache: Path
+    #: the venv holding nats-server: ``STREAMWIRE_VENV``
+    venv: Path
+    #: runtime state, logs and data: ``STREAMWIRE_BROKERS_DIR``
+    state: Path
+
+    @classmethod
+    def from_environ(cls, repo: Path, environ: Mapping[str, str] | None = None) -> Paths:
+        env = os.environ if environ is None else environ
+
+        def folder(var: str, default: Path) -> Path:
+            value = env.get(var)
+            return Path(value).absolute() if value else default
+
+        return cls(
+            repo=repo,
+            cache=folder("STREAMWIRE_CACHE", repo / ".cache"),
+            venv=folder("STREAMWIRE_VENV", repo / ".venv"),
+            state=folder("STREAMWIRE_BROKERS_DIR", repo / ".brokers"),
+        )

@@ -1,0 +1,156 @@
+"""The Python lanes with real processes: nats-server from the venv (when the dev extras are
+installed) and an Iggy stand-in (a small script that listens where IGGY_* tells it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from integration.harness import config, envfile, lanes, procs
+from integration.harness.readiness import port_open
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _context(tmp_path: Path, environ: dict[str, str]) -> lanes.Context:
+    paths = config.Paths(
+        repo=tmp_path, cache=tmp_path / "cache", venv=Path(sys.prefix), state=tmp_path / "state"
+    )
+    return lanes.Context(paths, {**environ, "STREAMWIRE_READY_TIMEOUT": "20"})
+
+
+def test_liftbridge_config_leaves_out_telemetry_for_v1_9_0() -> None:
+    old = lanes.liftbridge_config(
+        port=17292, data=Path("/d"), nats_port=17222, module_version="v1.9.0"
+    )
+    assert "listen: 127.0.0.1:17292\n" in old
+    assert "    - nats://127.0.0.1:17222\n" in old
+    assert f"server.id: {lanes.LIFTBRIDGE_SERVER_ID}" in old
+    assert "telemetry" not in old
+    new = lanes.liftbridge_config(
+        port=1, data=Path("/d"), nats_port=2, module_version=lanes.LIFTBRIDGE_PREFERRED_VERSIONS[0]
+    )
+    assert new.endswith("telemetry:\n  enabled: false\n")
+
+
+def test_liftbridge_versions() -> None:
+    assert lanes.liftbridge_versions({}) == lanes.LIFTBRIDGE_PREFERRED_VERSIONS
+    assert lanes.liftbridge_versions({"STREAMWIRE_LIFTBRIDGE_VERSION": "v1.8.0"}) == ("v1.8.0",)
+
+
+@pytest.mark.skipif(
+    not (Path(sys.prefix) / "bin" / "nats-server").is_file(),
+    reason="nats-server is not in this venv (dev extras)",
+)
+def test_nats_up_restart_down(tmp_path: Path) -> None:
+    port, tls_port = _free_ports(2)
+    ctx = _context(
+        tmp_path, {"STREAMWIRE_NATS_PORT": str(port), "STREAMWIRE_NATS_TLS_PORT": str(tls_port)}
+    )
+    try:
+        assert lanes.up_nats(ctx)
+        facts = envfile.read_env(ctx.state / "nats.env")
+        assert facts["PORT"] == str(port)
+        assert facts["URL"] == f"nats://127.0.0.1:{port}"
+        assert facts["VERSION"].startswith("v2.")
+        assert port_open("127.0.0.1", port)
+        if "TLS_PORT" in facts:  # openssl at hand
+            assert facts["TLS_PORT"] == str(tls_port)
+            assert port_open("127.0.0.1", tls_port)
+        pid = procs.read_pid(ctx.state / "nats" / "nats.pid")
+        assert pid is not None
+        assert os.getsid(pid) == pid
+        assert lanes.up_nats(ctx)  # already running: the same process
+        assert procs.read_pid(ctx.state / "nats" / "nats.pid") == pid
+        assert lanes.restart_nats(ctx) == 0
+        assert procs.read_pid(ctx.state / "nats" / "nats.pid") != pid
+        assert port_open("127.0.0.1", port)
+    finally:
+        lanes.down_nats(ctx)
+    assert not port_open("127.0.0.1", port)
+    assert not port_open("127.0.0.1", tls_port)
+    assert not (ctx.state / "nats.env").exists()
+    assert not (ctx.state / "nats" / "nats.pid").exists()
+    assert lanes.restart_nats(ctx) == 3  # not running
+
+
+def test_nats_port_taken_by_someone_else(tmp_path: Path) -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        ctx = _context(tmp_path, {"STREAMWIRE_NATS_PORT": str(port)})
+        if not (ctx.paths.venv / "bin" / "nats-server").is_file():
+            pytest.skip("nats-server is not in this venv (dev extras)")
+        assert not lanes.up_nats(ctx)
+    reason = (ctx.state / "nats.unavailable").read_text(encoding="utf-8").splitlines()[0]
+    assert reason == f"port {port} is in use by a process outside the harness"
+
+
+_IGGY_STAND_IN = """#!{python}
+import os, socket, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("iggy-server 0.9.9")
+    raise SystemExit(0)
+assert os.environ["IGGY_ROOT_USERNAME"] == "iggy"
+assert os.environ["IGGY_SYSTEM_SHARDING_PIN_CORES"] == "false"
+assert os.path.isdir(os.environ["IGGY_SYSTEM_PATH"])
+print("cwd", os.getcwd(), flush=True)
+host, port = os.environ["IGGY_TCP_ADDRESS"].rsplit(":", 1)
+s = socket.socket(); s.bind((host, int(port))); s.listen()
+time.sleep(60)
+"""
+
+
+def test_iggy_runs_the_given_binary_with_its_settings(tmp_path: Path) -> None:
+    server = tmp_path / "iggy-server"
+    server.write_text(_IGGY_STAND_IN.format(python=sys.executable), encoding="utf-8")
+    server.chmod(0o755)
+    (port,) = _free_ports(1)
+    ctx = _context(tmp_path, {"IGGY_SERVER_BIN": str(server), "STREAMWIRE_IGGY_PORT": str(port)})
+    try:
+        assert lanes.up_iggy(ctx)
+        facts = envfile.read_env(ctx.state / "iggy.env")
+        assert facts["URL"] == f"iggy://iggy:iggy@127.0.0.1:{port}"
+        assert facts["VERSION"] == "0.9.9"
+        assert facts["BINARY"] == str(server)
+        assert f"cwd {ctx.state / 'iggy'}" in (ctx.state / "iggy" / "iggy.log").read_text(
+            encoding="utf-8"
+        )
+    finally:
+        lanes.down_iggy(ctx)
+    assert not port_open("127.0.0.1", port)
+    assert not (ctx.state / "iggy.env").exists()
+
+
+def test_iggy_that_exits_at_once_is_reported(tmp_path: Path) -> None:
+    server = tmp_path / "iggy-server"
+    server.write_text("#!/bin/sh\necho 'cannot start: no config' >&2\nexit 4\n", encoding="utf-8")
+    server.chmod(0o755)
+    (port,) = _free_ports(1)
+    ctx = _context(tmp_path, {"IGGY_SERVER_BIN": str(server), "STREAMWIRE_IGGY_PORT": str(port)})
+    assert not lanes.up_iggy(ctx)
+    text = (ctx.state / "iggy.unavailable").read_text(encoding="utf-8")
+    assert text.splitlines()[0] == "the Iggy server exited during startup"
+    assert "cannot start: no config" in text
+
+
+def test_iggy_without_a_binary(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, {})
+    assert not lanes.up_iggy(ctx)
+    reason = (ctx.state / "iggy.unavailable").read_text(encoding="utf-8").splitlines()[0]
+    assert reason == lanes.IGGY_NATIVE_REASON
