@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config, tls
+from . import config, oauth2, tls
 from .envfile import say, write_env
 from .lanes import Context
 from .mounts import (
@@ -51,6 +51,7 @@ LOOPBACK = config.LOOPBACK
 SUITES: Mapping[str, str] = {"rabbitmq": "sid", "rabbitmq40": "trixie"}
 #: where the broker's CA, certificate and key are copied in the chroot
 TLS_ETC = "/etc/rabbitmq/tls"
+OAUTH2_ETC = "/etc/rabbitmq/oauth2"
 COMPLETE = ".streamwire-complete"  # in a finished chroot: the rabbitmq-server version
 DATA_VERSION = ".streamwire-rabbitmq-version"
 LIMITS = "etc/security/limits.d/streamwire-rabbitmq.conf"
@@ -280,7 +281,7 @@ class Node:
         return self.ctl("-q", "status").returncode == 0
 
 
-def node_config(n: Node, *, with_tls: bool) -> tuple[str, str]:
+def node_config(n: Node, *, with_tls: bool, with_oauth2: bool = False) -> tuple[str, str]:
     """``rabbitmq.conf`` and ``rabbitmq-env.conf`` of a 4.x node (loopback only)."""
     conf = f"""\
 # written by integration/brokers.sh; loopback only
@@ -298,6 +299,16 @@ auth_mechanisms.2 = AMQPLAIN
 auth_mechanisms.3 = ANONYMOUS
 auth_mechanisms.4 = EXTERNAL
 ssl_cert_login_from = common_name
+"""
+    if with_oauth2:
+        conf += f"""\
+# internal users first (guest), then OAuth 2 access tokens (RS256 JWTs, as the PLAIN password)
+# signed with the harness's key (.brokers/oauth2), audience and scope prefix "{oauth2.RESOURCE}"
+auth_backends.1 = rabbit_auth_backend_internal
+auth_backends.2 = rabbit_auth_backend_oauth2
+auth_oauth2.resource_server_id = {oauth2.RESOURCE}
+auth_oauth2.default_key = {oauth2.KEY_ID}
+auth_oauth2.signing_keys.{oauth2.KEY_ID} = {OAUTH2_ETC}/{oauth2.PUBLIC}
 """
     if with_tls:
         conf += f"""\
@@ -338,6 +349,7 @@ def config_digest(rootfs: Path) -> str:
         f"{TLS_ETC}/ca.pem",
         f"{TLS_ETC}/server.pem",
         f"{TLS_ETC}/server.key",
+        f"{OAUTH2_ETC}/{oauth2.PUBLIC}",
     ):
         path = rootfs / rel.lstrip("/")
         if path.is_file():
@@ -359,13 +371,26 @@ def _install_tls(n: Node, source: Path) -> None:
         os.replace(tmp, dst / name)
 
 
-def _write_config(n: Node, with_tls: bool) -> None:
+def _install_oauth2(n: Node, source: Path) -> None:
+    dst = n.rootfs / OAUTH2_ETC.lstrip("/")
+    dst.mkdir(parents=True, exist_ok=True)
+    dst.chmod(0o755)
+    tmp = dst / f".{oauth2.PUBLIC}.tmp"
+    shutil.copyfile(source / oauth2.PUBLIC, tmp)
+    tmp.chmod(0o644)
+    os.replace(tmp, dst / oauth2.PUBLIC)
+
+
+def _write_config(n: Node, with_tls: bool, with_oauth2: bool = False) -> None:
     etc = n.rootfs / "etc" / "rabbitmq"
     etc.mkdir(parents=True, exist_ok=True)
-    conf, env = node_config(n, with_tls=with_tls)
+    conf, env = node_config(n, with_tls=with_tls, with_oauth2=with_oauth2)
     (etc / "rabbitmq.conf").write_text(conf, encoding="utf-8")
     (etc / "rabbitmq-env.conf").write_text(env, encoding="utf-8")
-    prepare_etc(n.chroot, n.env, ["rabbitmq_stream", "rabbitmq_auth_mechanism_ssl"])
+    plugins = ["rabbitmq_stream", "rabbitmq_auth_mechanism_ssl"]
+    if with_oauth2:
+        plugins.append("rabbitmq_auth_backend_oauth2")
+    prepare_etc(n.chroot, n.env, plugins)
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:
@@ -471,7 +496,11 @@ def up(ctx: Context, target: str, ops: MountOps | None = None) -> bool:
     with_tls = tls.ensure(tls_dir)
     if with_tls:
         _install_tls(n, tls_dir)
-    _write_config(n, with_tls)
+    oauth2_dir = ctx.state / "oauth2"
+    with_oauth2 = oauth2.ensure(oauth2_dir)
+    if with_oauth2:
+        _install_oauth2(n, oauth2_dir)
+    _write_config(n, with_tls, with_oauth2)
     _mount(n, mounts)
     digest = config_digest(n.rootfs)
     recorded_file = n.dir / "config.sha256"
@@ -588,6 +617,15 @@ def up(ctx: Context, target: str, ops: MountOps | None = None) -> bool:
             "ROOTFS": str(n.rootfs),
             "CTL": str(n.dir / "rabbitmqctl"),
             **tls_facts,
+            **(
+                {
+                    "OAUTH2_SIGNING_KEY": str(oauth2_dir / oauth2.PRIVATE),
+                    "OAUTH2_KEY_ID": oauth2.KEY_ID,
+                    "OAUTH2_RESOURCE": oauth2.RESOURCE,
+                }
+                if with_oauth2
+                else {}
+            ),
         },
     )
     if tls_up:
