@@ -28,12 +28,15 @@ import asyncio
 import contextlib
 import logging
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Self, cast
+from itertools import accumulate, islice, repeat
+from operator import itemgetter
+from typing import TYPE_CHECKING, Final, Self, cast
 
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message, confirmation, outgoing
+from streamwire.codec.message import Confirmation, Message, confirmations, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -54,6 +57,7 @@ from streamwire.transport.resources import (
     wait_flushed,
     wait_for_bytes,
 )
+from streamwire.transport.settle import future_factory, new_futures, resolve_futures
 from streamwire.transport.tasks import cancel_and_wait, cancel_now
 
 if TYPE_CHECKING:
@@ -67,6 +71,13 @@ logger = logging.getLogger(__name__)
 _Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
 """(route, frame, future, size)"""
 
+_ROUTE: Final = itemgetter(0)
+_FRAME: Final = itemgetter(1)
+_FUTURE: Final = itemgetter(2)
+_SIZE: Final = itemgetter(3)
+_new_tuple: Final = tuple.__new__
+_PLUS_FRAME: Final = (48).__add__  # a message's buffer size: its payload's and 48
+
 
 class Producer(AsyncStartable):
     """Publishes to one ``"stream/topic"``. Use ``async with client.producer(address)``."""
@@ -77,6 +88,7 @@ class Producer(AsyncStartable):
         self.stream, self.topic = topic_of(address)
         self.options = options
         self._loop = asyncio.get_running_loop()
+        self._new_future = future_factory(self._loop)
         self._conn: Connection | None = None
         self._partitions = 0
         self._cursor = 0
@@ -201,7 +213,7 @@ class Producer(AsyncStartable):
     def _accept(
         self, route: int, frame: OutgoingMessage, size: int
     ) -> asyncio.Future[Confirmation]:
-        future: asyncio.Future[Confirmation] = self._loop.create_future()
+        future: asyncio.Future[Confirmation] = self._new_future()
         self._buffer.append((route, frame, future, size))
         self._buffer_bytes += size
         self._idle.clear()
@@ -270,37 +282,57 @@ class Producer(AsyncStartable):
     ) -> list[asyncio.Future[Confirmation]]:
         """``send_batch`` of plain ``bytes``: no key, no headers, so the frames are built
         straight from the bodies (what ``to_outgoing(Message(value))`` makes), with one
-        origin time for the call and the ids drawn at once."""
+        origin time for the call and the ids drawn at once. As many messages as the buffer
+        has room for are accepted together, by ``map`` and ``zip`` (no Python bytecode per
+        message but the ids' and futures' making)."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
         ids = random_message_ids(len(values))
-        create_future = self._loop.create_future
-        new_frame = tuple.__new__  # OutgoingMessage(id, value, now) without its __new__
         futures: list[asyncio.Future[Confirmation]] = []
-        append = futures.append
         o = self.options
-        total = sum(map(len, values)) + 48 * len(values)
-        fits = (  # the whole call fits the buffer now: no per-message check
-            len(self._buffer) + len(values) <= o.max_buffer_messages
-            and self._buffer_bytes + total <= o.max_buffer_bytes
-        )
-        for value, msg_id in zip(values, ids, strict=True):
-            route = self._balanced() if fixed is None else fixed
-            size = len(value) + 48
-            if not fits and self._full(size):
+        start, count = 0, len(values)
+        while start < count:
+            take = min(count - start, o.max_buffer_messages - len(self._buffer))
+            part = values[start : start + take] if take > 0 else ()
+            sizes = list(map(_PLUS_FRAME, map(len, part)))
+            room = o.max_buffer_bytes - self._buffer_bytes
+            if sizes and sum(sizes) > room:
+                sizes = sizes[: bisect_right(list(accumulate(sizes)), room)]
+                part = part[: len(sizes)]
+            if not sizes:
                 if futures:
                     self._idle.clear()
                 self._work.set()
-                await self._wait_for_room(size, timeout)
-            future: asyncio.Future[Confirmation] = create_future()
-            frame = new_frame(OutgoingMessage, (msg_id, value, now, b""))
-            self._buffer.append((route, frame, future, size))
-            self._buffer_bytes += size
-            append(future)
+                await self._wait_for_room(len(values[start]) + 48, timeout)
+                continue
+            n = len(sizes)
+            made = new_futures(self._new_future, n)
+            frames = map(
+                _new_tuple,
+                repeat(OutgoingMessage),
+                zip(ids[start : start + n], part, repeat(now), repeat(b"")),
+            )
+            routes = repeat(fixed, n) if fixed is not None else self._balanced_run(n)
+            self._buffer.extend(zip(routes, frames, made, sizes, strict=True))
+            self._buffer_bytes += sum(sizes)
+            futures += made
+            start += n
         if futures:
             self._idle.clear()
             self._work.set()
         return futures
+
+    def _balanced_run(self, count: int) -> list[int]:
+        """The routes of ``count`` keyless messages: :meth:`_balanced` ``count`` times."""
+        routes: list[int] = []
+        per_partition = self.options.max_batch_messages
+        while len(routes) < count:
+            n = min(count - len(routes), per_partition - self._sticky)
+            routes += repeat(self._cursor % max(self._partitions, 1), n)
+            self._sticky += n
+            if self._sticky >= per_partition:
+                self._cursor, self._sticky = self._cursor + 1, 0
+        return routes
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every accepted message is confirmed or failed; raises the first failure
@@ -351,6 +383,31 @@ class Producer(AsyncStartable):
         buffer = self._buffer
         route = buffer[0][0]
         o = self.options
+        n = min(len(buffer), o.max_batch_messages)
+        head = list(islice(buffer, n))
+        if list(map(_ROUTE, head)).count(route) == n:  # the usual case: one route at the head
+            sizes = list(map(_SIZE, head))
+            size = sum(sizes)
+            if size > o.max_batch_bytes:
+                n = max(1, bisect_right(list(accumulate(sizes)), o.max_batch_bytes))
+                del head[n:]
+                size = sum(sizes[:n])
+            taken = head
+            if n == len(buffer):
+                buffer.clear()
+            else:
+                self._buffer = deque(islice(buffer, n, None))
+        else:
+            taken, size = self._take_mixed(route)
+        self._buffer_bytes -= size
+        if self._sticky and route == self._cursor % max(self._partitions, 1):
+            self._cursor, self._sticky = self._cursor + 1, 0
+        return taken, route
+
+    def _take_mixed(self, route: int) -> tuple[list[_Entry], int]:
+        """:meth:`_take_batch` when other partitions' messages are queued among them."""
+        buffer = self._buffer
+        o = self.options
         taken: list[_Entry] = []
         rest: deque[_Entry] = deque()
         size = 0
@@ -368,10 +425,7 @@ class Producer(AsyncStartable):
             rest.append(entry)
         rest.extend(buffer)
         self._buffer = rest
-        self._buffer_bytes -= size
-        if self._sticky and route == self._cursor % max(self._partitions, 1):
-            self._cursor, self._sticky = self._cursor + 1, 0
-        return taken, route
+        return taken, size
 
     async def _send(self, batch: list[_Entry], partition: int) -> None:
         """Send one batch; its reply resolves the futures later (:meth:`_confirmed`), so the
@@ -382,7 +436,7 @@ class Producer(AsyncStartable):
                 topic=self.topic,
                 partitioning=Partitioning.partition_id(partition),
                 messages_count=len(batch),
-                batch=encode_batch([e[1] for e in batch]),
+                batch=encode_batch(list(map(_FRAME, batch))),
             )
             conn = await self._connection()
             reply = await conn.submit(request)
@@ -415,11 +469,12 @@ class Producer(AsyncStartable):
         for sent in reply.confirmations:
             if sent.partition_id == partition:
                 base = sent.base_offset
-        address = self.address
-        for i, (_, _, future, _) in enumerate(batch):
-            if not future.done():
-                offset = None if base is None else base + i
-                future.set_result(confirmation(None, offset, address, partition))
+        n = len(batch)
+        offsets = repeat(None, n) if base is None else range(base, base + n)
+        resolve_futures(
+            list(map(_FUTURE, batch)),
+            confirmations(repeat(None, n), offsets, self.address, partition),
+        )
 
     def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
         if self._first_failure is None:
