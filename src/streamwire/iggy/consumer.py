@@ -227,7 +227,13 @@ class Consumer(AsyncStartable):
             raise ConfigurationError("max_messages must be >= 1")
         if not self._ready:
             await self._fill(timeout)
-        out = [self._ready.popleft() for _ in range(min(max_messages, len(self._ready)))]
+        ready = self._ready
+        if len(ready) <= max_messages:
+            out = list(ready)
+            ready.clear()
+        else:
+            popleft = ready.popleft
+            out = [popleft() for _ in range(max_messages)]
         if out:
             await self._handed_out(out)
         return out
@@ -372,9 +378,18 @@ class Consumer(AsyncStartable):
         self._ready.extend(messages)
 
     async def _handed_out(self, messages: list[Message]) -> None:
-        for msg in messages:
-            if msg.partition is not None and msg.offset is not None:
-                self._last[msg.partition] = msg.offset
+        last = messages[-1]
+        if (  # one fixed partition: its last message is enough
+            self.group is None
+            and len(self._partitions) == 1
+            and last.partition is not None
+            and last.offset is not None
+        ):
+            self._last[last.partition] = last.offset
+        else:
+            for msg in messages:
+                if msg.partition is not None and msg.offset is not None:
+                    self._last[msg.partition] = msg.offset
         if self.name is None and self.group is None:
             return
         if self._auto.handed_out(len(messages)):
