@@ -31,9 +31,8 @@ import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import accumulate, islice, repeat
-from operator import itemgetter
-from typing import TYPE_CHECKING, Final, Self, cast
+from itertools import accumulate, repeat
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Self, cast
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message, confirmations, outgoing
@@ -63,20 +62,125 @@ from streamwire.transport.tasks import cancel_and_wait, cancel_now
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
 
-__all__ = ("Producer", "ProducerOptions")
+__all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
 
 logger = logging.getLogger(__name__)
 
 
-_Entry = tuple[int, OutgoingMessage, "asyncio.Future[Confirmation]", int]
-"""(route, frame, future, size)"""
-
-_ROUTE: Final = itemgetter(0)
-_FRAME: Final = itemgetter(1)
-_FUTURE: Final = itemgetter(2)
-_SIZE: Final = itemgetter(3)
 _new_tuple: Final = tuple.__new__
 _PLUS_FRAME: Final = (48).__add__  # a message's buffer size: its payload's and 48
+
+
+class BatchConfirmation(NamedTuple):
+    """Every message of a ``send_many`` call is stored."""
+
+    messages: int
+    stream: str
+    """The producer's ``"stream/topic"``."""
+    ranges: tuple[tuple[int, int | None, int | None], ...]
+    """``(partition, first offset, last offset)`` of each run of the call's messages that
+    one SendMessages stored, in the order they were sent (offsets ``None`` if the server did
+    not report them)."""
+
+
+class _Many:
+    """The one future of a ``send_many`` call: resolved once every message it accepted is
+    settled and the call is over (``sealed``), failed with the first error if any."""
+
+    __slots__ = ("error", "future", "left", "messages", "ranges", "sealed", "stream")
+
+    def __init__(self, future: asyncio.Future[BatchConfirmation], stream: str) -> None:
+        self.future = future
+        self.stream = stream
+        self.left = 0
+        self.messages = 0
+        self.sealed = False
+        self.error: BaseException | None = None
+        self.ranges: list[tuple[int, int | None, int | None]] = []
+
+    def accepted(self, count: int) -> None:
+        self.left += count
+        self.messages += count
+
+    def stored(self, count: int, partition: int, first: int | None) -> None:
+        last = None if first is None else first + count - 1
+        self.ranges.append((partition, first, last))
+        self.left -= count
+        self.finish()
+
+    def failed(self, count: int, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+        self.left -= count
+        self.finish()
+
+    def finish(self) -> None:
+        if self.left or not self.sealed or self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(self.error)
+            self.future.exception()  # flush() reports it too: no "never retrieved" noise
+        else:
+            self.future.set_result(
+                BatchConfirmation(self.messages, self.stream, tuple(self.ranges))
+            )
+
+
+class _Run:
+    """Messages of one route accepted together, in order: the unit of the buffer. Either
+    ``frames`` (``ids`` None) or plain bodies with their ``ids`` and one origin time ``now``
+    (the frames are made when the batch is encoded). Each message has a future, or the run
+    answers to one ``send_many`` (``many``)."""
+
+    __slots__ = ("bytes", "futures", "ids", "items", "many", "now", "route", "sizes")
+
+    def __init__(
+        self,
+        route: int,
+        items: list[Any],
+        ids: list[int] | None,
+        now: int,
+        futures: list[asyncio.Future[Confirmation]] | None,
+        many: _Many | None,
+        sizes: list[int],
+    ) -> None:
+        self.route = route
+        self.items = items
+        self.ids = ids
+        self.now = now
+        self.futures = futures
+        self.many = many
+        self.sizes = sizes
+        self.bytes = sum(sizes)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def split(self, count: int) -> _Run:
+        """Cut off and return the first ``count`` messages; this run keeps the rest."""
+        ids, futures = self.ids, self.futures
+        head = _Run(
+            self.route,
+            self.items[:count],
+            None if ids is None else ids[:count],
+            self.now,
+            None if futures is None else futures[:count],
+            self.many,
+            self.sizes[:count],
+        )
+        del self.items[:count], self.sizes[:count]
+        if ids is not None:
+            del ids[:count]
+        if futures is not None:
+            del futures[:count]
+        self.bytes -= head.bytes
+        return head
+
+    def frames(self) -> Iterable[OutgoingMessage]:
+        if self.ids is None:
+            return cast("list[OutgoingMessage]", self.items)
+        fields = zip(self.ids, self.items, repeat(self.now), repeat(b""), strict=False)
+        return map(_new_tuple, repeat(OutgoingMessage), fields)
 
 
 class Producer(AsyncStartable):
@@ -93,10 +197,11 @@ class Producer(AsyncStartable):
         self._partitions = 0
         self._cursor = 0
         self._sticky = 0  # keyless messages routed to the current partition so far
-        self._buffer: deque[_Entry] = deque()
+        self._buffer: deque[_Run] = deque()
+        self._buffered = 0  # messages in the buffer
         self._buffer_bytes = 0
         # batches sent and awaiting their replies (up to the connection's max_in_flight)
-        self._inflight: dict[asyncio.Future[SendConfirmations], tuple[list[_Entry], int]] = {}
+        self._inflight: dict[asyncio.Future[SendConfirmations], tuple[list[_Run], int]] = {}
         self._room = asyncio.Event()
         self._window = asyncio.Event()  # a batch in flight was answered
         self._work = asyncio.Event()
@@ -146,7 +251,7 @@ class Producer(AsyncStartable):
     @property
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
-        return len(self._buffer) + sum(len(b) for b, _ in self._inflight.values())
+        return self._buffered + sum(len(r) for runs, _ in self._inflight.values() for r in runs)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -208,22 +313,35 @@ class Producer(AsyncStartable):
         route, frame = self._prepare(value, key, headers, partition)
         size = len(frame.payload) + len(frame.user_headers) + 48
         await self._wait_for_room(size, timeout)
-        return self._accept(route, frame, size)
+        future = self._accept(route, frame, size)
+        assert future is not None
+        return future
 
     def _accept(
-        self, route: int, frame: OutgoingMessage, size: int
-    ) -> asyncio.Future[Confirmation]:
-        future: asyncio.Future[Confirmation] = self._new_future()
-        self._buffer.append((route, frame, future, size))
-        self._buffer_bytes += size
+        self, route: int, frame: OutgoingMessage, size: int, many: _Many | None = None
+    ) -> asyncio.Future[Confirmation] | None:
+        """Queue one message: its future, or ``None`` when it answers to ``many``."""
+        future: asyncio.Future[Confirmation] | None = None
+        if many is None:
+            future = self._new_future()
+        else:
+            many.accepted(1)
+        self._queue(
+            _Run(route, [frame], None, 0, None if future is None else [future], many, [size])
+        )
         self._idle.clear()
         self._work.set()
         return future
 
+    def _queue(self, run: _Run) -> None:
+        self._buffer.append(run)
+        self._buffered += len(run)
+        self._buffer_bytes += run.bytes
+
     def _full(self, size: int) -> bool:
         o = self.options
         return (
-            len(self._buffer) >= o.max_buffer_messages
+            self._buffered >= o.max_buffer_messages
             or self._buffer_bytes + size > o.max_buffer_bytes
         )
 
@@ -266,69 +384,111 @@ class Producer(AsyncStartable):
         """
         self._check()
         if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
-            return await self._send_bodies(cast("Sequence[bytes]", values), timeout)
+            futures = await self._send_bodies(cast("Sequence[bytes]", values), timeout, None)
+            assert futures is not None
+            return futures
         futures = []
         for value in values:
-            route, frame = self._prepare(value, None, None, None)
-            size = len(frame.payload) + len(frame.user_headers) + 48
-            if self._full(size):
-                self._work.set()
-                await self._wait_for_room(size, timeout)
-            futures.append(self._accept(route, frame, size))
+            future = await self._accept_one(value, timeout, None)
+            assert future is not None
+            futures.append(future)
         return futures
 
+    async def send_many(
+        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+    ) -> asyncio.Future[BatchConfirmation]:
+        """Accept several messages in order with **one** future for all of them: it resolves
+        to a :class:`BatchConfirmation` (how many, and the offsets each SendMessages stored)
+        once every message is stored, or fails with the first error (the others may be
+        stored). The fastest way to send: no per-message future.
+
+        Cancellation: the messages accepted before the cancellation stay accepted; the future
+        then covers only those.
+        """
+        self._check()
+        many = _Many(self._new_future(), self.address)
+        try:
+            if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
+                await self._send_bodies(cast("Sequence[bytes]", values), timeout, many)
+            else:
+                for value in values:
+                    await self._accept_one(value, timeout, many)
+        finally:
+            many.sealed = True
+            many.finish()
+        return many.future
+
+    async def _accept_one(
+        self, value: bytes | Message, timeout: float | None, many: _Many | None
+    ) -> asyncio.Future[Confirmation] | None:
+        route, frame = self._prepare(value, None, None, None)
+        size = len(frame.payload) + len(frame.user_headers) + 48
+        if self._full(size):
+            self._work.set()
+            await self._wait_for_room(size, timeout)
+        return self._accept(route, frame, size, many)
+
     async def _send_bodies(
-        self, values: Sequence[bytes], timeout: float | None
-    ) -> list[asyncio.Future[Confirmation]]:
-        """``send_batch`` of plain ``bytes``: no key, no headers, so the frames are built
-        straight from the bodies (what ``to_outgoing(Message(value))`` makes), with one
-        origin time for the call and the ids drawn at once. As many messages as the buffer
-        has room for are accepted together, by ``map`` and ``zip`` (no Python bytecode per
-        message but the ids' and futures' making)."""
+        self, values: Sequence[bytes], timeout: float | None, many: _Many | None
+    ) -> list[asyncio.Future[Confirmation]] | None:
+        """``send_batch``/``send_many`` of plain ``bytes``: no key, no headers, so the
+        bodies are queued as they are, with ids drawn at once and one origin time for the
+        call (the frames, what ``to_outgoing(Message(value))`` makes, are built when the
+        batch is encoded). As many messages as the buffer has room for are accepted as one
+        run per route, by slicing and ``map`` (no Python bytecode per message but the
+        futures' making, and none at all for ``send_many``)."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
         ids = random_message_ids(len(values))
-        futures: list[asyncio.Future[Confirmation]] = []
+        futures: list[asyncio.Future[Confirmation]] | None = None if many else []
         o = self.options
-        start, count = 0, len(values)
+        start, count, accepted = 0, len(values), False
         while start < count:
-            take = min(count - start, o.max_buffer_messages - len(self._buffer))
-            part = values[start : start + take] if take > 0 else ()
+            take = min(count - start, o.max_buffer_messages - self._buffered)
+            part = list(values[start : start + take]) if take > 0 else []
             sizes = list(map(_PLUS_FRAME, map(len, part)))
             room = o.max_buffer_bytes - self._buffer_bytes
             if sizes and sum(sizes) > room:
-                sizes = sizes[: bisect_right(list(accumulate(sizes)), room)]
-                part = part[: len(sizes)]
+                del sizes[bisect_right(list(accumulate(sizes)), room) :]
+                del part[len(sizes) :]
             if not sizes:
-                if futures:
+                if accepted:
                     self._idle.clear()
                 self._work.set()
                 await self._wait_for_room(len(values[start]) + 48, timeout)
                 continue
             n = len(sizes)
-            made = new_futures(self._new_future, n)
-            frames = map(
-                _new_tuple,
-                repeat(OutgoingMessage),
-                zip(ids[start : start + n], part, repeat(now), repeat(b"")),
-            )
-            routes = repeat(fixed, n) if fixed is not None else self._balanced_run(n)
-            self._buffer.extend(zip(routes, frames, made, sizes, strict=True))
-            self._buffer_bytes += sum(sizes)
-            futures += made
+            routes = [(fixed, n)] if fixed is not None else self._balanced_run(n)
+            at = 0
+            for route, k in routes:
+                made = None
+                if many is None:
+                    made = new_futures(self._new_future, k)
+                    assert futures is not None
+                    futures += made
+                else:
+                    many.accepted(k)
+                piece = slice(at, at + k)
+                run_ids = ids[start + at : start + at + k]
+                self._queue(_Run(route, part[piece], run_ids, now, made, many, sizes[piece]))
+                at += k
             start += n
-        if futures:
+            accepted = True
+        if accepted:
             self._idle.clear()
             self._work.set()
         return futures
 
-    def _balanced_run(self, count: int) -> list[int]:
-        """The routes of ``count`` keyless messages: :meth:`_balanced` ``count`` times."""
-        routes: list[int] = []
+    def _balanced_run(self, count: int) -> list[tuple[int, int]]:
+        """The routes of ``count`` keyless messages as ``(partition, how many)`` in order:
+        what :meth:`_balanced` gives called ``count`` times."""
+        routes: list[tuple[int, int]] = []
         per_partition = self.options.max_batch_messages
-        while len(routes) < count:
-            n = min(count - len(routes), per_partition - self._sticky)
-            routes += repeat(self._cursor % max(self._partitions, 1), n)
+        left = count
+        while left:
+            n = min(left, per_partition - self._sticky)
+            routes.append((self._cursor % max(self._partitions, 1), n))
+            left -= n
             self._sticky += n
             if self._sticky >= per_partition:
                 self._cursor, self._sticky = self._cursor + 1, 0
@@ -362,7 +522,7 @@ class Producer(AsyncStartable):
                 self._settle()
                 continue
             o = self.options
-            if o.linger and len(self._buffer) < o.max_batch_messages:
+            if o.linger and self._buffered < o.max_batch_messages:
                 await asyncio.sleep(o.linger)
             limit = self._client.settings.max_in_flight
             while len(self._inflight) >= limit:  # wait here, not on the connection: if it
@@ -377,57 +537,50 @@ class Producer(AsyncStartable):
         if not self._buffer and not self._inflight:
             self._idle.set()
 
-    def _take_batch(self) -> tuple[list[_Entry], int]:
+    def _take_batch(self) -> tuple[list[_Run], int]:
         """The oldest queued messages of the first queued message's partition, in order,
-        up to the batch limits; the others stay queued in their order."""
+        up to the batch limits (a run is split where they cut it); the others stay queued
+        in their order."""
         buffer = self._buffer
-        route = buffer[0][0]
+        route = buffer[0].route
         o = self.options
-        n = min(len(buffer), o.max_batch_messages)
-        head = list(islice(buffer, n))
-        if list(map(_ROUTE, head)).count(route) == n:  # the usual case: one route at the head
-            sizes = list(map(_SIZE, head))
-            size = sum(sizes)
-            if size > o.max_batch_bytes:
-                n = max(1, bisect_right(list(accumulate(sizes)), o.max_batch_bytes))
-                del head[n:]
-                size = sum(sizes[:n])
-            taken = head
-            if n == len(buffer):
-                buffer.clear()
-            else:
-                self._buffer = deque(islice(buffer, n, None))
-        else:
-            taken, size = self._take_mixed(route)
+        taken: list[_Run] = []
+        rest: deque[_Run] = deque()
+        count = size = 0
+        while buffer:
+            run = buffer.popleft()
+            if run.route != route:
+                rest.append(run)
+                continue
+            whole = len(run)
+            k = min(whole, o.max_batch_messages - count)
+            part = run.bytes if k == whole else sum(run.sizes[:k])
+            if size + part > o.max_batch_bytes:
+                k = bisect_right(list(accumulate(run.sizes[:k])), o.max_batch_bytes - size)
+                k = k or (0 if count else 1)  # a batch takes at least one message
+            if k == whole:
+                taken.append(run)
+                count += k
+                size += run.bytes
+                if count < o.max_batch_messages:
+                    continue
+                break
+            if k:
+                head = run.split(k)
+                taken.append(head)
+                count += k
+                size += head.bytes
+            rest.append(run)  # what is left of it waits for the next batch
+            break
+        rest.extend(buffer)
+        self._buffer = rest
+        self._buffered -= count
         self._buffer_bytes -= size
         if self._sticky and route == self._cursor % max(self._partitions, 1):
             self._cursor, self._sticky = self._cursor + 1, 0
         return taken, route
 
-    def _take_mixed(self, route: int) -> tuple[list[_Entry], int]:
-        """:meth:`_take_batch` when other partitions' messages are queued among them."""
-        buffer = self._buffer
-        o = self.options
-        taken: list[_Entry] = []
-        rest: deque[_Entry] = deque()
-        size = 0
-        while buffer:
-            entry = buffer.popleft()
-            if entry[0] == route:
-                if len(taken) < o.max_batch_messages and (
-                    not taken or size + entry[3] <= o.max_batch_bytes
-                ):
-                    taken.append(entry)
-                    size += entry[3]
-                    continue
-                rest.append(entry)  # the batch is full: what follows waits for the next
-                break
-            rest.append(entry)
-        rest.extend(buffer)
-        self._buffer = rest
-        return taken, size
-
-    async def _send(self, batch: list[_Entry], partition: int) -> None:
+    async def _send(self, batch: list[_Run], partition: int) -> None:
         """Send one batch; its reply resolves the futures later (:meth:`_confirmed`), so the
         next batch can go out meanwhile (the connection's ``max_in_flight``)."""
         try:
@@ -435,8 +588,8 @@ class Producer(AsyncStartable):
                 stream=self.stream,
                 topic=self.topic,
                 partitioning=Partitioning.partition_id(partition),
-                messages_count=len(batch),
-                batch=encode_batch(list(map(_FRAME, batch))),
+                messages_count=sum(map(len, batch)),
+                batch=encode_batch([f for run in batch for f in run.frames()]),
             )
             conn = await self._connection()
             reply = await conn.submit(request)
@@ -464,24 +617,32 @@ class Producer(AsyncStartable):
         finally:
             self._settle()
 
-    def _resolve(self, batch: list[_Entry], partition: int, reply: SendConfirmations) -> None:
+    def _resolve(self, batch: list[_Run], partition: int, reply: SendConfirmations) -> None:
         base = None
         for sent in reply.confirmations:
             if sent.partition_id == partition:
                 base = sent.base_offset
-        n = len(batch)
-        offsets = repeat(None, n) if base is None else range(base, base + n)
-        resolve_futures(
-            list(map(_FUTURE, batch)),
-            confirmations(repeat(None, n), offsets, self.address, partition),
-        )
+        address, at = self.address, 0 if base is None else base
+        for run in batch:
+            n = len(run)
+            if run.futures is not None:
+                offsets = repeat(None, n) if base is None else range(at, at + n)
+                resolve_futures(
+                    run.futures, confirmations(repeat(None, n), offsets, address, partition)
+                )
+            if run.many is not None:
+                run.many.stored(n, partition, None if base is None else at)
+            at += n
 
-    def _fail_entries(self, batch: list[_Entry], exc: BaseException) -> None:
+    def _fail_entries(self, batch: Iterable[_Run], exc: BaseException) -> None:
         if self._first_failure is None:
             self._first_failure = exc
-        for _, _, future, _ in batch:
-            if not future.done():
-                future.set_exception(exc)
+        for run in batch:
+            for future in run.futures or ():
+                if not future.done():
+                    future.set_exception(exc)
+            if run.many is not None:
+                run.many.failed(len(run), exc)
 
     # --- closing -------------------------------------------------------------------------
 
@@ -527,7 +688,7 @@ class Producer(AsyncStartable):
     def _fail_buffered(self) -> None:
         left = list(self._buffer)
         self._buffer.clear()
-        self._buffer_bytes = 0
+        self._buffered = self._buffer_bytes = 0
         self._fail_entries(
             left, ClosedError(f"producer for {self.address!r} closed before confirmation")
         )

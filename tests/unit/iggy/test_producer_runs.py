@@ -1,6 +1,6 @@
-"""The Iggy producer's bulk paths: a ``send_batch`` of plain bodies is routed, buffered,
-batched and confirmed a run at a time (``map``/``zip``, no Python step per message); each
-must do exactly what the message-by-message path does."""
+"""The Iggy producer's runs: a ``send_batch``/``send_many`` of plain bodies is routed,
+buffered, batched and confirmed a run at a time (slices, ``map``/``zip``, no Python step
+per message); each step must do exactly what the message-by-message path does."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ import asyncio
 import random
 from collections import deque
 from collections.abc import AsyncIterator
+from itertools import repeat
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamwire.iggy as iggy
+from streamwire import Message
+from streamwire.errors import StreamwireError
 from streamwire.iggy.options import ProducerOptions
-from streamwire.iggy.producer import Producer, _Entry
-from streamwire.iggy.protocol.batch import OutgoingMessage
+from streamwire.iggy.producer import Producer, _Run
+from streamwire.transport.settle import future_factory, new_futures
 from tests.iggy_double import IggyDouble
 
 
@@ -42,43 +45,75 @@ def test_a_run_of_keyless_routes_is_what_one_route_at_a_time_gives(
         for p in (runs, singles):
             p._cursor, p._sticky = cursor, sticky % per_batch
         for n in counts:
-            assert runs._balanced_run(n) == [singles._balanced() for _ in range(n)]
+            expanded = [route for route, k in runs._balanced_run(n) for _ in range(k)]
+            assert expanded == [singles._balanced() for _ in range(n)]
             assert (runs._cursor, runs._sticky) == (singles._cursor, singles._sticky)
 
     asyncio.run(check())
 
 
-@settings(max_examples=80, deadline=None)
+def _take_one_by_one(
+    entries: deque[tuple[int, int, int]], max_messages: int, max_bytes: int
+) -> list[tuple[int, int, int]]:
+    """The reference: take entries ``(route, size, id)`` one at a time, as the producer did
+    before it kept runs."""
+    route = entries[0][0]
+    taken: list[tuple[int, int, int]] = []
+    rest: deque[tuple[int, int, int]] = deque()
+    size = 0
+    while entries:
+        entry = entries.popleft()
+        if entry[0] == route:
+            if len(taken) < max_messages and (not taken or size + entry[1] <= max_bytes):
+                taken.append(entry)
+                size += entry[1]
+                continue
+            rest.append(entry)
+            break
+        rest.append(entry)
+    rest.extend(entries)
+    entries.clear()
+    entries.extend(rest)
+    return taken
+
+
+@settings(max_examples=100, deadline=None)
 @given(
-    routes=st.lists(st.integers(0, 2), min_size=1, max_size=40),
-    sizes=st.lists(st.integers(49, 400), min_size=40, max_size=40),
+    runs=st.lists(
+        st.tuples(st.integers(0, 2), st.lists(st.integers(49, 400), min_size=1, max_size=9)),
+        min_size=1,
+        max_size=8,
+    ),
     max_messages=st.integers(1, 12),
     max_bytes=st.integers(1, 2000),
 )
-def test_taking_a_batch_at_once_is_what_taking_it_entry_by_entry_gives(
-    routes: list[int], sizes: list[int], max_messages: int, max_bytes: int
+def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_gives(
+    runs: list[tuple[int, list[int]]], max_messages: int, max_bytes: int
 ) -> None:
     async def check() -> None:
-        loop = asyncio.get_running_loop()
-        entries: list[_Entry] = [
-            (route, OutgoingMessage(i + 1, b"x", 0, b""), loop.create_future(), size)
-            for i, (route, size) in enumerate(zip(routes, sizes, strict=False))
-        ]
-        fast, slow = (
-            _producer(3, max_batch_messages=max_messages, max_batch_bytes=max_bytes)
-            for _ in range(2)
-        )
-        for p in (fast, slow):
-            p._buffer = deque(entries)
-            p._buffer_bytes = sum(e[3] for e in entries)
-        while fast._buffer:
-            route = slow._buffer[0][0]
-            taken, size = slow._take_mixed(route)
-            slow._buffer_bytes -= size
-            assert fast._take_batch() == (taken, route)
-            assert list(fast._buffer) == list(slow._buffer)
-            assert fast._buffer_bytes == slow._buffer_bytes
-        assert fast._buffer_bytes == 0
+        producer = _producer(3, max_batch_messages=max_messages, max_batch_bytes=max_bytes)
+        reference: deque[tuple[int, int, int]] = deque()
+        next_id = 1
+        for route, sizes in runs:
+            ids = list(range(next_id, next_id + len(sizes)))
+            next_id += len(sizes)
+            bodies = [b"x" * (size - 48) for size in sizes]
+            futures = new_futures(future_factory(asyncio.get_running_loop()), len(sizes))
+            producer._queue(_Run(route, bodies, ids, 0, futures, None, list(sizes)))
+            reference.extend(zip(repeat(route), sizes, ids, strict=False))
+        while producer._buffer:
+            expected = _take_one_by_one(reference, max_messages, max_bytes)
+            taken, route = producer._take_batch()
+            got = [
+                (route, len(frame.payload) + 48, frame.id)
+                for run in taken
+                for frame in run.frames()
+            ]
+            assert got == expected
+            assert all(len(run.futures or ()) == len(run) for run in taken)
+            assert producer._buffered == len(reference)
+            assert producer._buffer_bytes == sum(size for _, size, _ in reference)
+        assert not reference
 
     asyncio.run(check())
 
@@ -131,3 +166,35 @@ async def test_a_cancelled_confirmation_future_does_not_stop_the_others(
         done = [f.result().offset or 0 for f in futures if not f.cancelled()]
         assert len(done) == 3
         assert done == sorted(done)
+
+
+async def test_send_many_resolves_once_with_the_offsets_of_every_run(
+    double: IggyDouble,
+) -> None:
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=2)
+        async with client.producer("s/t", max_batch_messages=300) as producer:
+            first = await producer.send_many([b"b%d" % i for i in range(1_000)])
+            mixed = await producer.send_many([b"plain", Message(b"keyed", key=b"k")])
+            empty = await producer.send_many([])
+            await producer.flush(timeout=10)
+        done = first.result()
+        assert done.messages == 1_000
+        assert done.stream == "s/t"
+        spans = [(lo, hi) for _, lo, hi in done.ranges if lo is not None and hi is not None]
+        assert sum(hi - lo + 1 for lo, hi in spans) == 1_000
+        assert [p for p, _, _ in done.ranges] == [0, 1, 0, 1]  # 300 per partition in turn
+        assert mixed.result().messages == 2
+        assert empty.result() == iggy.BatchConfirmation(0, "s/t", ())
+
+
+async def test_send_many_fails_with_the_error_of_a_failed_batch(double: IggyDouble) -> None:
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=1)
+        producer = await client.producer("s/t")
+        future = await producer.send_many([b"a", b"b"])
+        await client.delete_stream("s", missing_ok=True)
+        late = await producer.send_many([b"c"])
+        await producer.close(flush=False)
+        assert isinstance(late.exception(), StreamwireError)
+        assert future.done()
