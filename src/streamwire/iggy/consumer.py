@@ -199,10 +199,15 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost; fetched messages stay queued.
         """
-        if not self._ready and not await self._fill(None):
+        ready = self._ready
+        if not ready and not await self._fill(None):
             raise StopAsyncIteration
-        msg = self._ready.popleft()
-        await self._handed_out([msg])
+        msg = ready.popleft()
+        # _handed_out([msg]) without the list and the coroutine: this runs once per message
+        if msg.partition is not None and msg.offset is not None:
+            self._last[msg.partition] = msg.offset
+        if (self.name is not None or self.group is not None) and self._auto.handed_out(1):
+            await self._auto_commit()
         return msg
 
     async def next(self, timeout: float | None = None) -> Message | None:
@@ -393,10 +398,13 @@ class Consumer(AsyncStartable):
         if self.name is None and self.group is None:
             return
         if self._auto.handed_out(len(messages)):
-            try:
-                await self.commit()
-            except StreamwireError as exc:  # retried at the next commit point
-                logger.warning("auto-commit on %s failed: %s", self.address, exc)
+            await self._auto_commit()
+
+    async def _auto_commit(self) -> None:
+        try:
+            await self.commit()
+        except StreamwireError as exc:  # retried at the next commit point
+            logger.warning("auto-commit on %s failed: %s", self.address, exc)
 
     # --- offsets -------------------------------------------------------------------------
 
