@@ -85,30 +85,67 @@ async def _drop(url: str, name: str) -> None:
         await client.delete_stream(name, missing_ok=True)
 
 
+def _clients() -> list[str]:
+    """Every RabbitMQ client, publishers first (some only consume)."""
+    return list(dict.fromkeys([*rabbitmq.PUBLISHERS, *rabbitmq.CONSUMERS]))
+
+
+async def _cpu_timed(
+    run: Any, name: str, count: int, rates: list[float], cpu: list[float]
+) -> float:
+    """Await ``run``; append its rate, and this process's CPU µs per message when the
+    client runs in this process."""
+    before = time.process_time()
+    rate = float(await run)
+    spent = time.process_time() - before
+    rates.append(rate)
+    if name in rabbitmq.IN_PROCESS:
+        cpu.append(spent * 1e6 / count)
+    return rate
+
+
 async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    names = _clients()
     for size in sizes:
         pub: dict[str, list[float]] = {name: [] for name in rabbitmq.PUBLISHERS}
         con: dict[str, list[float]] = {name: [] for name in rabbitmq.CONSUMERS}
+        pub_cpu: dict[str, list[float]] = {name: [] for name in rabbitmq.PUBLISHERS}
+        con_cpu: dict[str, list[float]] = {name: [] for name in rabbitmq.CONSUMERS}
         for rnd in range(rounds):
             # consumers all read the same stream, written once per round, so that every
             # client sees the same chunk layout
             shared = await _fresh_stream(url)
             await rabbitmq.streamwire_futures_publish(url, shared, count, size)
             try:
-                for name in rabbitmq.PUBLISHERS:
+                for name in names:
                     stream = await _fresh_stream(url)
                     try:
-                        pub[name].append(await rabbitmq.PUBLISHERS[name](url, stream, count, size))
-                        con[name].append(await rabbitmq.CONSUMERS[name](url, shared, count))
+                        if name in rabbitmq.PUBLISHERS:
+                            await _cpu_timed(
+                                rabbitmq.PUBLISHERS[name](url, stream, count, size),
+                                name,
+                                count,
+                                pub[name],
+                                pub_cpu[name],
+                            )
+                        if name in rabbitmq.CONSUMERS:
+                            await _cpu_timed(
+                                rabbitmq.CONSUMERS[name](url, shared, count),
+                                name,
+                                count,
+                                con[name],
+                                con_cpu[name],
+                            )
                     except Exception as exc:  # a peer that fails is reported, not fatal
                         print(f"  {name} failed: {exc!r}", file=sys.stderr)
                     finally:
                         await _drop(url, stream)
+                    p = pub.get(name) or [0.0]
+                    c = con.get(name) or [0.0]
                     print(
-                        f"  size {size} round {rnd + 1} {name:<12} "
-                        f"publish {pub[name][-1] if pub[name] else 0:>10,.0f}/s  "
-                        f"consume {con[name][-1] if con[name] else 0:>10,.0f}/s",
+                        f"  size {size} round {rnd + 1} {name:<20} "
+                        f"publish {p[-1]:>10,.0f}/s  consume {c[-1]:>10,.0f}/s",
                         file=sys.stderr,
                     )
             finally:
@@ -116,6 +153,8 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
         results[str(size)] = {
             "publish": {k: statistics.median(v) for k, v in pub.items() if v},
             "consume": {k: statistics.median(v) for k, v in con.items() if v},
+            "publish_cpu_us": {k: statistics.median(v) for k, v in pub_cpu.items() if v},
+            "consume_cpu_us": {k: statistics.median(v) for k, v in con_cpu.items() if v},
         }
     return results
 
@@ -125,22 +164,45 @@ def ratios(res: dict[str, float], against: list[str]) -> dict[str, float]:
     return {peer: mine / res[peer] for peer in against if res.get(peer)}
 
 
+def _own_ratio(res: dict[str, float], numerator: str) -> str:
+    """``numerator`` ÷ streamwire's fastest call in the same direction."""
+    if res.get(numerator) and res.get("streamwire"):
+        return f"{res[numerator] / res['streamwire']:.2f}x"
+    return "–"
+
+
 def table(results: dict[str, Any]) -> str:
-    names = list(rabbitmq.PUBLISHERS)
+    names = _clients()
+    peers = ("rbfly", "rstream", "java", "raw ceiling")
     lines = [
         "| size | direction | "
         + " | ".join(names)
-        + " | vs rbfly | vs rstream | vs java | vs raw |",
-        "|---:|---|" + "---:|" * (len(names) + 4),
+        + " | vs rbfly | vs rstream | vs java | vs raw | futures or async for ÷ streamwire |",
+        "|---:|---|" + "---:|" * (len(names) + 5),
+    ]
+    for size, by_dir in results.items():
+        for direction, own in (
+            ("publish", "streamwire futures"),
+            ("consume", "streamwire async for"),
+        ):
+            r = by_dir[direction]
+            q = ratios(r, list(peers))
+            cells = [f"{r[k]:,.0f}" if k in r else "–" for k in names]
+            rats = [f"{q[k]:.2f}x" if k in q else "–" for k in peers]
+            rats.append(_own_ratio(r, own))
+            lines.append(f"| {size} B | {direction} | " + " | ".join(cells + rats) + " |")
+    lines += [
+        "",
+        "client CPU µs per message (this process; java runs in its own JVM)",
+        "",
+        "| size | direction | " + " | ".join(names) + " |",
+        "|---:|---|" + "---:|" * len(names),
     ]
     for size, by_dir in results.items():
         for direction in ("publish", "consume"):
-            r = by_dir[direction]
-            peers = ("rbfly", "rstream", "java", "raw ceiling")
-            q = ratios(r, list(peers))
-            cells = [f"{r[k]:,.0f}" if k in r else "–" for k in rabbitmq.PUBLISHERS]
-            rats = [f"{q[k]:.2f}x" if k in q else "–" for k in peers]
-            lines.append(f"| {size} B | {direction} | " + " | ".join(cells + rats) + " |")
+            cpu = by_dir.get(f"{direction}_cpu_us", {})
+            cells = [f"{cpu[k]:.2f}" if k in cpu else "–" for k in names]
+            lines.append(f"| {size} B | {direction} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

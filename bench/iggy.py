@@ -11,7 +11,9 @@ reported next to it. ``--iggy URL`` runs the same against a real server.
 
 * **send**: ``count`` messages of ``size`` bytes to partition 0 of a fresh one-partition
   topic, in batches of ``batch`` messages, until every batch is confirmed. streamwire:
-  ``send_batch`` into a producer with ``max_batch_messages=batch``, then ``flush``;
+  ``send_many`` (one future per call of ``batch`` messages) into a producer with
+  ``max_batch_messages=batch``, all awaited at the end; "streamwire futures": ``send_batch``
+  (a future per message), then ``flush``;
   apache-iggy: ``send_messages`` with a list of ``batch`` ``SendMessage`` objects, awaited
   one after the other (its direct mode; the background producer confirms only queueing).
 * **poll**: ``count`` messages from offset 0 of one shared topic written once per round,
@@ -204,6 +206,27 @@ async def _connect(url: str) -> iggy.Client:
 
 
 async def streamwire_send(url: str, stream: str, count: int, size: int, batch: int) -> Measurement:
+    """``send_many``: one future per call of ``batch`` messages, all awaited at the end."""
+    address = f"{stream}/{TOPIC}"
+    async with (
+        await _connect(url) as client,
+        client.producer(address, partition=0, max_batch_messages=batch) as producer,
+    ):
+        body = b"x" * size
+        with Stopwatch() as sw:
+            futures = [
+                await producer.send_many([body] * min(batch, count - start), timeout=TIMEOUT)
+                for start in range(0, count, batch)
+            ]
+            async with asyncio.timeout(TIMEOUT):
+                await asyncio.gather(*futures)
+        return sw.result(count)
+
+
+async def streamwire_futures_send(
+    url: str, stream: str, count: int, size: int, batch: int
+) -> Measurement:
+    """``send_batch`` (a future per message), then ``flush``."""
     address = f"{stream}/{TOPIC}"
     async with (
         await _connect(url) as client,
@@ -288,6 +311,7 @@ async def wheel_poll(address: str, stream: str, count: int, batch: int) -> Measu
 # The two clients take different addresses (a URL, host:port): the runner passes each its own.
 SENDERS: dict[str, tuple[Sender, str]] = {
     "streamwire": (streamwire_send, "url"),
+    "streamwire futures": (streamwire_futures_send, "url"),
     "apache-iggy": (wheel_send, "address"),
 }
 POLLERS: dict[str, tuple[Poller, str]] = {
@@ -338,7 +362,7 @@ async def run(
             for rnd in range(rounds):
                 shared = await fresh()
                 try:
-                    await streamwire_send(sw_url, shared, count, size, batch)
+                    await streamwire_futures_send(sw_url, shared, count, size, batch)
                     for name in rotated(list(SENDERS), rnd):
                         send, kind = SENDERS[name]
                         stream = await fresh()

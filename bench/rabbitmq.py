@@ -5,7 +5,8 @@ are confirmed; every consumer reads ``count`` messages from the first offset wit
 available to user code. Each client runs in its best documented high-throughput mode:
 
 * streamwire: ``send_many`` (one future per call); also ``send_batch`` (a future per
-  message) as "streamwire futures"; ``next_batch``.
+  message) as "streamwire futures"; ``next_batch``; and ``async for`` over the consumer
+  as "streamwire async for" (consume only).
 * rbfly: ``PublisherBatchFast`` with 1 000 messages per ``flush`` (its fastest mode in our
   notes); ``subscribe`` as an async iterator (AMQP decoded by its Cython codec).
 * rstream: ``send_batch`` of 100 ``AMQPMessage`` with a confirm callback; ``subscribe``
@@ -65,6 +66,20 @@ async def streamwire_consume(url: str, stream: str, count: int) -> float:
                 if not batch:
                     raise RuntimeError(f"streamwire stalled after {seen} messages")
                 seen += len(batch)
+        return seen / (time.perf_counter() - started)
+
+
+async def streamwire_iter_consume(url: str, stream: str, count: int) -> float:
+    """The idiomatic consumer: ``async for message in consumer``."""
+    async with await rmq.connect(url) as client:
+        started = time.perf_counter()
+        seen = 0
+        async with client.consumer(stream, offset="first") as consumer:
+            async with asyncio.timeout(TIMEOUT):
+                async for _message in consumer:
+                    seen += 1
+                    if seen >= count:
+                        break
         return seen / (time.perf_counter() - started)
 
 
@@ -171,6 +186,12 @@ async def raw_consume(url: str, stream: str, count: int) -> float:
     return await raw_rabbitmq.consume(*_host_port(url), stream, count)
 
 
+# clients that run in this process: their CPU time per message is measured too (java runs
+# in a JVM of its own)
+IN_PROCESS = frozenset(
+    {"streamwire", "streamwire futures", "streamwire async for", "rbfly", "rstream", "raw ceiling"}
+)
+
 PUBLISHERS = {
     "streamwire": streamwire_publish,
     "streamwire futures": streamwire_futures_publish,
@@ -182,6 +203,7 @@ PUBLISHERS = {
 CONSUMERS = {
     "streamwire": streamwire_consume,
     "streamwire futures": streamwire_consume,  # the same consumer: a second sample
+    "streamwire async for": streamwire_iter_consume,
     "rbfly": rbfly_consume,
     "rstream": rstream_consume,
     "java": java_consume,

@@ -17,7 +17,7 @@ from streamwire.iggy._options import DEFAULT_TOPIC
 from streamwire.iggy.client import Client, PartitionOffsets
 from streamwire.iggy.consumer import Consumer
 from streamwire.iggy.options import ConsumerOptions, ProducerOptions
-from streamwire.iggy.producer import Producer
+from streamwire.iggy.producer import BatchConfirmation, Producer
 from streamwire.iggy.protocol.batch import StoredMessage
 from streamwire.iggy.protocol.constants import PROTOCOL_VERSION, PROTOCOL_VERSION_TEXT, AckLevel
 from streamwire.iggy.protocol.errors import (
@@ -48,6 +48,7 @@ __all__ = (
     "PROTOCOL_VERSION",
     "PROTOCOL_VERSION_TEXT",
     "AckLevel",
+    "BatchConfirmation",
     "Client",
     "Connection",
     "Consumer",

@@ -204,10 +204,15 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost; fetched messages stay queued.
         """
-        if not self._ready and not await self._fill(None):
+        ready = self._ready
+        if not ready and not await self._fill(None):
             raise StopAsyncIteration
-        msg = self._ready.popleft()
-        await self._handed_out([msg])
+        msg = ready.popleft()
+        # _handed_out([msg]) without the list and the coroutine: this runs once per message
+        if msg.partition is not None and msg.offset is not None:
+            self._last[msg.partition] = msg.offset
+        if (self.name is not None or self.group is not None) and self._auto.handed_out(1):
+            await self._auto_commit()
         return msg
 
     async def next(self, timeout: float | None = None) -> Message | None:
@@ -232,7 +237,13 @@ class Consumer(AsyncStartable):
             raise ConfigurationError("max_messages must be >= 1")
         if not self._ready:
             await self._fill(timeout)
-        out = [self._ready.popleft() for _ in range(min(max_messages, len(self._ready)))]
+        ready = self._ready
+        if len(ready) <= max_messages:
+            out = list(ready)
+            ready.clear()
+        else:
+            popleft = ready.popleft
+            out = [popleft() for _ in range(max_messages)]
         if out:
             await self._handed_out(out)
         return out
@@ -381,16 +392,28 @@ class Consumer(AsyncStartable):
         meter.received(len(messages), len(reply.records), reply.frames[-1][0], partition)
 
     async def _handed_out(self, messages: list[Message]) -> None:
-        for msg in messages:
-            if msg.partition is not None and msg.offset is not None:
-                self._last[msg.partition] = msg.offset
+        last = messages[-1]
+        if (  # one fixed partition: its last message is enough
+            self.group is None
+            and len(self._partitions) == 1
+            and last.partition is not None
+            and last.offset is not None
+        ):
+            self._last[last.partition] = last.offset
+        else:
+            for msg in messages:
+                if msg.partition is not None and msg.offset is not None:
+                    self._last[msg.partition] = msg.offset
         if self.name is None and self.group is None:
             return
         if self._auto.handed_out(len(messages)):
-            try:
-                await self.commit()
-            except StreamwireError as exc:  # retried at the next commit point
-                logger.warning("auto-commit on %s failed: %s", self.address, exc)
+            await self._auto_commit()
+
+    async def _auto_commit(self) -> None:
+        try:
+            await self.commit()
+        except StreamwireError as exc:  # retried at the next commit point
+            logger.warning("auto-commit on %s failed: %s", self.address, exc)
 
     # --- offsets -------------------------------------------------------------------------
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from itertools import repeat
 from typing import Final, NamedTuple
 
-from streamwire.codec.message import Confirmation, confirmation
+from streamwire.codec.message import Confirmation, confirmation, confirmations
 from streamwire.errors import LocalProtocolError
 from streamwire.metrics import ProducerMeter
 from streamwire.rabbitmq.protocol.publishing import PublishBuilder
+from streamwire.transport.settle import resolve_futures
 
 __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
 
@@ -279,11 +281,10 @@ class Outbox:
             self.unwritten_bytes -= sum(map(len, group.data[since : i + n]))
         futures = group.futures
         if futures is not None:
-            stream, first = self.stream, group.first
-            for k in range(i, i + n):
-                future = futures[k]
-                if not future.done():
-                    future.set_result(confirmation(first + k, None, stream, None))
+            first = group.first + i
+            ids = range(first, first + n)
+            run = futures if n == len(futures) else futures[i : i + n]
+            resolve_futures(run, confirmations(ids, repeat(None, n), self.stream, None))
         group.remaining -= n
         if not group.remaining:
             self._group_done(group)

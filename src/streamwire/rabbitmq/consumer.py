@@ -251,10 +251,14 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost; the message stays queued.
         """
-        if not self._ready and not await self._fill(None):
+        ready = self._ready
+        if not ready and not await self._fill(None):
             raise StopAsyncIteration
-        msg = self._ready.popleft()
-        self._handed_out(msg)
+        msg = ready.popleft()
+        # _handed_out(msg), inlined: this runs once per message
+        self._last_offset = msg.offset
+        if self.name is not None and self._auto.handed_out(1):
+            self._store(self._last_offset)
         return msg
 
     async def next(self, timeout: float | None = None) -> Message | None:

@@ -52,6 +52,7 @@ from streamwire.transport.resources import (
     wait_flushed,
     wait_for_bytes,
 )
+from streamwire.transport.settle import future_factory, new_futures
 from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class Producer(AsyncStartable):
         self.name = name
         self.options = options
         self._loop = asyncio.get_running_loop()
+        self._new_future = future_factory(self._loop)
         self._conn: Connection | None = None
         self._publisher_id = -1
         self._next_id = 1
@@ -261,7 +263,6 @@ class Producer(AsyncStartable):
         wrap: bool = False,
         messages: int | None = None,
     ) -> Group:
-        create = self._loop.create_future
         first = self._next_id if first is None else first
         if first < 0 or first + len(data) > 1 << 64:
             raise ConfigurationError(f"publishing id {first} does not fit in uint64")
@@ -269,7 +270,7 @@ class Producer(AsyncStartable):
             first,
             data,
             filters if self.options.filter_value is not None else None,
-            [create() for _ in data] if futures else None,
+            new_futures(self._new_future, len(data)) if futures else None,
             batch,
             entries=entries,
             wrap=wrap,
