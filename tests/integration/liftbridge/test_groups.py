@@ -5,6 +5,7 @@ checkpoint; checkpoints, closing and option errors."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -261,3 +262,30 @@ async def test_errors(client: lb.Client, new_stream: NewStream) -> None:
             await member.commit(3)
     with pytest.raises(ClosedError):
         await client.group_consumer(group, stream).next_batch()
+
+
+async def test_a_member_removed_while_stalled_joins_again_and_resumes_after_the_checkpoint(
+    client: lb.Client, new_stream: NewStream
+) -> None:
+    stream = await new_stream(partitions=2)
+    group = unique("sw-group")
+    await publish(client, stream, 2, 3, "before")
+    async with client.group_consumer(
+        group, stream, fetch_interval=FAST, auto_checkpoint_interval=None
+    ) as member:
+        first = await read(member, 6)
+        assert keys(first) == [(p, o) for p in range(2) for o in range(3)]
+        await member.commit()  # cursors at 2
+        epoch = member.epoch
+        # the event loop blocks longer than the consumer timeout (a long pause of the
+        # process): no heartbeats, and the coordinator removes the member
+        time.sleep(16.0)  # noqa: ASYNC251 - blocking the loop is the point
+        await wait_until(lambda: member.rejoins == 1, 10, "the member joins again")
+        assert member.assignments == {stream: [0, 1]}
+        # the last member gone, the server deleted the group; the join made it anew, and
+        # a new group's epoch is 0 again
+        assert epoch == member.epoch == 0
+        await publish(client, stream, 2, 1, "after")
+        got = await read(member, 2)
+        assert keys(got) == [(0, 3), (1, 3)]  # after the checkpoint, nothing twice
+        assert await member.next_batch(timeout=0.3) == []
