@@ -533,14 +533,14 @@ class Client(AsyncClosing):
         what: str,
     ) -> Any:
         """At the ``__cursors`` partition's leader; once more with fresh metadata if that
-        server says it no longer leads it."""
+        server says it no longer leads it or cannot be reached (it died: a new leader)."""
         for attempt in (1, 2):
             _, leader = await self._cursor_leader(cursor_id, stream, partition)
             try:
                 return await self._call(
                     method, request, timeout=self._timeout(timeout), what=what, broker=leader
                 )
-            except FailedPrecondition:
+            except (FailedPrecondition, ConnectError):
                 if attempt == 2:
                     raise
                 self._invalidate_metadata()

@@ -46,6 +46,7 @@ from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
+    ConnectError,
     ConnectionClosed,
     DecodeError,
     RequestTimeout,
@@ -87,6 +88,11 @@ _JOIN_TIMEOUT: Final = 5.0
 _CLOSE_STEP_TIMEOUT: Final = 10.0
 #: Share of the consumer timeout between heartbeats by default (as go-liftbridge).
 _HEARTBEAT_SHARE: Final = 0.7
+#: Seconds after a join during which the coordinator's "no such group" or "not a member"
+#: means it has not applied the join yet (at most half the consumer timeout).
+_JOIN_GRACE: Final = 5.0
+#: How often starting asks the coordinator again meanwhile.
+_EARLY_RETRY: Final = 0.1
 #: Waits after a broken subscription before subscribing again without a reconnect policy.
 _RESUBSCRIBE_DELAY: Final = 1.0
 
@@ -98,6 +104,10 @@ _NO_STREAM: Final = "stream does not exist"  # ... a join names a missing stream
 
 class _End:
     """Queued after the last message once the consumer is closed."""
+
+
+class _Early(Exception):
+    """The coordinator does not know the member yet, right after its join."""
 
 
 _END: Final = _End()
@@ -146,7 +156,7 @@ class GroupConsumerKwargs(TypedDict, total=False):
 class _Part:
     """One assigned partition: its subscription and where it got to."""
 
-    __slots__ = ("key", "next_offset", "retry_at", "start", "sub", "watch")
+    __slots__ = ("failures", "key", "next_offset", "retry_at", "start", "sub", "watch")
 
     def __init__(self, key: _Key) -> None:
         self.key = key
@@ -155,6 +165,7 @@ class _Part:
         self.start: Offset | None = None  # where the current/last subscription started
         self.next_offset: int | None = None  # after the last message a subscription read
         self.retry_at = 0.0  # loop time before which a broken subscription is not retried
+        self.failures = 0  # subscribing failed this often in a row
 
 
 class GroupConsumer(AsyncStartable):
@@ -205,6 +216,7 @@ class GroupConsumer(AsyncStartable):
         self._epoch = 0
         self._interval = 0.0
         self._last_heartbeat = 0.0  # loop time of the last answer from the coordinator
+        self._joined_at = 0.0
         self._reported_at = 0.0
         self._wake = asyncio.Event()
         self._heartbeat_task: asyncio.Task[None] | None = None
@@ -278,7 +290,12 @@ class GroupConsumer(AsyncStartable):
         try:
             async with deadline.scope():
                 await self._join()
-                await self._heartbeat(initial=True)
+                while True:
+                    try:
+                        await self._heartbeat(initial=True)
+                        break
+                    except _Early:
+                        await asyncio.sleep(_EARLY_RETRY)
         except BaseException:
             await self.close()
             raise
@@ -332,7 +349,7 @@ class GroupConsumer(AsyncStartable):
         self._epoch = membership.epoch
         self._interval = interval
         self._member = True
-        self._last_heartbeat = asyncio.get_running_loop().time()
+        self._last_heartbeat = self._joined_at = asyncio.get_running_loop().time()
 
     async def _leave(self) -> None:
         await self._client._call(
@@ -383,7 +400,16 @@ class GroupConsumer(AsyncStartable):
                 self._coordinator, self._epoch = info.coordinator, info.epoch
                 resp = await self._fetch_assignments()
         except (FailedPrecondition, StreamNotFound) as exc:
-            if initial or not (_NOT_MEMBER in str(exc) or isinstance(exc, StreamNotFound)):
+            if not (_NOT_MEMBER in str(exc) or isinstance(exc, StreamNotFound)):
+                raise
+            if self._settling():
+                # the coordinator has not applied the join yet (another server than the
+                # one that took it, in a cluster): not removed, only early
+                if initial:
+                    raise _Early from exc
+                logger.info("%s: the coordinator does not know the member yet", self)
+                return
+            if initial:
                 raise
             await self._rejoin(exc)
             return
@@ -395,6 +421,14 @@ class GroupConsumer(AsyncStartable):
         self._last_heartbeat = loop.time()
         self._epoch = int(resp.epoch)
         await self._reconcile(assignments_from_pb(resp), initial=initial)
+
+    def _settling(self) -> bool:
+        """Whether the last join is recent enough that the coordinator may not know it."""
+        membership = self._membership
+        if membership is None:
+            return False
+        grace = min(membership.consumer_timeout / 2, _JOIN_GRACE)
+        return asyncio.get_running_loop().time() - self._joined_at < grace
 
     async def _coordinator_silent(self, exc: StreamwireError) -> None:
         """The coordinator did not answer: after the coordinator timeout, report it and
@@ -408,7 +442,7 @@ class GroupConsumer(AsyncStartable):
         if now - self._reported_at >= membership.coordinator_timeout and self._coordinator:
             self._reported_at = now
             logger.warning("%s: reporting coordinator %r as failed", self, self._coordinator)
-            with contextlib.suppress(StreamwireError):
+            try:
                 await self._client._call(
                     "ReportConsumerGroupCoordinator",
                     pb.ReportConsumerGroupCoordinatorRequest(
@@ -420,11 +454,15 @@ class GroupConsumer(AsyncStartable):
                     timeout=self._timeout(),
                     what=f"ReportConsumerGroupCoordinator {self.group!r}",
                 )
+            except StreamwireError as report_failed:
+                logger.info("%s: reporting the coordinator failed: %s", self, report_failed)
         with contextlib.suppress(StreamwireError):
             self._client._invalidate_metadata()
             await self._client.fetch_metadata(*self.streams)
             info = await self._group_info()
             if info.exists and info.coordinator:
+                if info.coordinator != self._coordinator:
+                    logger.info("%s: the coordinator is now %r", self, info.coordinator)
                 self._coordinator, self._epoch = info.coordinator, info.epoch
 
     async def _rejoin(self, cause: StreamwireError) -> None:
@@ -541,14 +579,15 @@ class GroupConsumer(AsyncStartable):
             start = await self._start_of(part)
             try:
                 sub = await self._subscribe(part.key, start)
-            except FailedPrecondition:
-                # a stale leader in the cached metadata, or a newer member holds the
-                # partition (then the next heartbeat brings a newer epoch)
+            except (FailedPrecondition, ConnectError):
+                # a stale (or dead) leader in the cached metadata, or a newer member holds
+                # the partition (then the next heartbeat brings a newer epoch)
                 self._client._invalidate_metadata()
                 sub = await self._subscribe(part.key, start)
         except StreamwireError as exc:
             if initial and not is_retriable(exc):
                 raise
+            self._client._invalidate_metadata()
             self._broken(part, exc)
             return
         if self._closed or self._parts.get(part.key) is not part:  # revoked meanwhile
@@ -556,6 +595,7 @@ class GroupConsumer(AsyncStartable):
             return
         part.sub, part.start = sub, start
         part.next_offset = None
+        part.failures = 0
         if start.kind is OffsetKind.OFFSET and start.value is not None:
             # a fresh assignment starts here; a resubscription keeps what was handed out
             self._position.setdefault(part.key, start.value)
@@ -566,9 +606,13 @@ class GroupConsumer(AsyncStartable):
         )
 
     def _broken(self, part: _Part, cause: BaseException) -> None:
+        """Subscribe to ``part`` again after a backoff: the reconnect policy's, growing
+        with each failure in a row (a group member keeps trying while it is assigned)."""
         policy = self._client.reconnect
-        delay = policy.initial_delay if policy is not None else _RESUBSCRIBE_DELAY
-        delay = max(delay, 0.2)
+        first = max(policy.initial_delay if policy is not None else _RESUBSCRIBE_DELAY, 0.1)
+        cap = max(policy.max_delay if policy is not None else _RESUBSCRIBE_DELAY, first)
+        delay = min(first * 2 ** min(part.failures, 16), cap)
+        part.failures += 1
         part.retry_at = asyncio.get_running_loop().time() + delay
         logger.info("%s: subscription to %s/%s broke: %s", self, *part.key, cause)
 
