@@ -866,16 +866,19 @@ class GroupConsumer(AsyncStartable):
                         await asyncio.gather(*(self._stop(p) for p in parts))
             except TimeoutError:
                 logger.warning("%s: stopping the subscriptions took too long", self)
+            logger.debug("%s: subscriptions stopped", self)
             if self._member:
                 try:
                     async with asyncio.timeout(step):
                         await self._checkpoint()
+                    logger.debug("%s: checkpointed", self)
                 except (StreamwireError, TimeoutError) as exc:
                     logger.warning("%s: the last checkpoint failed: %s", self, exc)
                 try:
                     async with asyncio.timeout(step):
                         await self._leave()
                     self._member = False
+                    logger.debug("%s: left the group", self)
                 except (StreamwireError, TimeoutError) as exc:
                     logger.warning("%s: leaving the group failed: %s", self, exc)
         finally:

@@ -92,65 +92,95 @@ async def read_values(member: lb.GroupConsumer, count: int) -> list[Message]:
     return out
 
 
-async def test_member_survives_coordinator_failover(cluster: GroupCluster) -> None:
-    first, *_ = cluster.nodes
+def by_partition(messages: list[Message]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {}
+    for m in messages:
+        out.setdefault(m.partition or 0, []).append(m.value)
+    return out
+
+
+async def checkpointed(member: lb.GroupConsumer, messages: list[Message], stream: str) -> None:
+    last = {(stream, m.partition or 0): m.offset for m in messages}
+    await wait_until(
+        lambda: all(member.committed.get(k) == o for k, o in last.items()), 20, "checkpointed"
+    )
+
+
+async def test_members_survive_coordinator_failover_and_rebalance(cluster: GroupCluster) -> None:
+    first, second, _ = cluster.nodes
     stream = "group-failover"
     group = "failover-group"
     await cluster.create_stream(first, stream, partitions=PARTITIONS, replication_factor=3)
     policy = lb.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=60.0)
-    client = await lb.connect(cluster.url(first), timeout=10, reconnect=policy)
+    client_a = await lb.connect(cluster.url(first), timeout=10, reconnect=policy)
+    client_b = await lb.connect(cluster.url(second), timeout=10, reconnect=policy)
+    options = {"fetch_interval": 0.5, "auto_checkpoint_interval": 0.5}
+    a = client_a.group_consumer(group, stream, consumer_id="a", **options)  # type: ignore[arg-type]
+    b = client_b.group_consumer(group, stream, consumer_id="b", **options)  # type: ignore[arg-type]
     try:
-        await full_isr(client, stream)
+        await full_isr(client_a, stream)
+        await a
+        await b
+        membership = b.membership
+        assert membership is not None
+        assert membership.consumer_timeout == CONSUMER_TIMEOUT
+        assert membership.coordinator_timeout == COORDINATOR_TIMEOUT
+        await wait_until(lambda: len(a.assignments.get(stream, [])) == 2, 10, "a gives up two")
+        mine_a, mine_b = a.assignments[stream], b.assignments[stream]
+        assert sorted(mine_a + mine_b) == list(range(PARTITIONS))
+
         for p in range(PARTITIONS):
             for i in range(2):
-                await publish_until_acked(client, stream, p, f"a-{p}-{i}".encode())
-        async with client.group_consumer(
-            group, stream, fetch_interval=0.5, auto_checkpoint_interval=0.5
-        ) as member:
-            membership = member.membership
-            assert membership is not None
-            assert membership.consumer_timeout == CONSUMER_TIMEOUT
-            assert membership.coordinator_timeout == COORDINATOR_TIMEOUT
-            before = await read_values(member, 2 * PARTITIONS)
-            assert sorted(m.value for m in before) == sorted(
-                f"a-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(2)
-            )
-            await wait_until(
-                lambda: all(member.committed.get((stream, p)) == 1 for p in range(PARTITIONS)),
-                10,
-                "checkpointed",
-            )
-            old = member.coordinator
-            assert old in cluster.nodes
-            loop = asyncio.get_running_loop()
-            cluster.nodes[old].kill()
-            killed = loop.time()
+                await publish_until_acked(client_a, stream, p, f"a-{p}-{i}".encode())
+        got_a, got_b = await read_values(a, 4), await read_values(b, 4)
+        assert by_partition(got_a) == {p: [f"a-{p}-{i}".encode() for i in range(2)] for p in mine_a}
+        assert by_partition(got_b) == {p: [f"a-{p}-{i}".encode() for i in range(2)] for p in mine_b}
+        await checkpointed(a, got_a, stream)
+        await checkpointed(b, got_b, stream)
 
-            # keep publishing while the cluster fails over; the member keeps reading
-            for p in range(PARTITIONS):
-                await publish_until_acked(client, stream, p, f"b-{p}".encode())
-            after = await read_values(member, PARTITIONS)
-            assert sorted(m.value for m in after) == sorted(
-                f"b-{p}".encode() for p in range(PARTITIONS)
+        old = a.coordinator
+        assert old == b.coordinator
+        assert old in cluster.nodes
+        # only an in-sync replica can take a partition over (see test_failover)
+        await full_isr(client_b, stream)
+        loop = asyncio.get_running_loop()
+        cluster.nodes[old].kill()
+        killed = loop.time()
+
+        # publishing goes on while the cluster fails over; both members keep reading theirs
+        for p in range(PARTITIONS):
+            await publish_until_acked(
+                client_b if old == first else client_a, stream, p, f"b-{p}".encode()
             )
-            # checkpoints go on at the __cursors partition's new leader
-            last = {(stream, m.partition or 0): m.offset for m in after}
-            await wait_until(
-                lambda: all(member.committed.get(k) == o for k, o in last.items()),
-                20,
-                "checkpointed after the failover",
-            )
-            await wait_until(lambda: member.coordinator not in ("", old), 60, "new coordinator")
-            moved_after = loop.time() - killed
-            assert moved_after >= COORDINATOR_TIMEOUT - 0.5, moved_after
-            # still the same member, with all partitions, heartbeating the new coordinator
-            epoch = member.epoch
-            await asyncio.sleep(2 * CONSUMER_TIMEOUT / 3)
-            assert member.rejoins == 0
-            assert member.assignments == {stream: list(range(PARTITIONS))}
-            assert member.epoch >= epoch
-            assert await member.next_batch(timeout=0.5) == []
+        got_a, got_b = await read_values(a, 2), await read_values(b, 2)
+        assert by_partition(got_a) == {p: [f"b-{p}".encode()] for p in mine_a}
+        assert by_partition(got_b) == {p: [f"b-{p}".encode()] for p in mine_b}
+        # both report the silent coordinator after the coordinator timeout; a majority of
+        # the group having reported it, the controller names another
+        await wait_until(lambda: a.coordinator not in ("", old), 60, "a: new coordinator")
+        await wait_until(lambda: b.coordinator not in ("", old), 60, "b: new coordinator")
+        moved_after = loop.time() - killed
+        assert moved_after >= COORDINATOR_TIMEOUT - 0.5, moved_after
+        assert a.coordinator == b.coordinator
+        await checkpointed(a, got_a, stream)  # at the __cursors partition's new leader
+        assert (a.rejoins, b.rejoins) == (0, 0)
+        assert a.assignments == {stream: mine_a}
+
+        # a leaves through the new coordinator: b takes over after a's checkpoint
+        await a.close()
+        await wait_until(
+            lambda: b.assignments.get(stream) == list(range(PARTITIONS)), 10, "b takes all"
+        )
+        for p in range(PARTITIONS):
+            await publish_until_acked(client_b, stream, p, f"c-{p}".encode())
+        got = await read_values(b, PARTITIONS)
+        assert by_partition(got) == {p: [f"c-{p}".encode()] for p in range(PARTITIONS)}
+        assert await b.next_batch(timeout=0.5) == []
+        assert b.rejoins == 0
     except (StreamwireError, AssertionError, TimeoutError) as exc:
         raise AssertionError(f"{exc!r}\n{cluster.logs()}") from exc
     finally:
-        await client.close()
+        await a.close()
+        await b.close()
+        await client_a.close()
+        await client_b.close()
