@@ -681,9 +681,9 @@ class GroupConsumer(AsyncStartable):
             self._broken(part, translate(outcome, f"subscription to {part.key}"))
         else:
             # ENDED: the server closed the stream, as it does when a member with a newer
-            # epoch subscribes: heartbeat now, and subscribe again if still assigned
-            logger.info("%s: the server ended the subscription to %s", self, part.key)
-            part.retry_at = 0.0
+            # epoch subscribes: heartbeat now, and subscribe again (after the backoff, so
+            # that a stream ending at once cannot spin) if the partition is still ours
+            self._broken(part, ConnectionClosed("the server ended the subscription"))
         self._wake.set()
 
     # --- consuming -------------------------------------------------------------------------
