@@ -21,6 +21,7 @@ from streamwire.liftbridge._grpc import AddressResolver, grpc_credentials
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge.client import Client, ClientStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
+from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
 from streamwire.liftbridge.producer import MessageTooLarge, Producer, ProducerOptions
 from streamwire.liftbridge.protocol.errors import (
     AckError,
@@ -36,6 +37,7 @@ from streamwire.liftbridge.protocol.errors import (
     StreamNotFound,
     TooLarge,
 )
+from streamwire.liftbridge.protocol.groups import Membership
 from streamwire.liftbridge.protocol.messages import AckPolicy
 from streamwire.liftbridge.protocol.metadata import (
     Broker,
@@ -62,10 +64,14 @@ __all__ = (
     "ConsumerOptions",
     "EncryptionFailed",
     "FailedPrecondition",
+    "GroupConsumer",
+    "GroupConsumerKwargs",
+    "GroupConsumerOptions",
     "IncorrectOffset",
     "InvalidArgument",
     "LiftbridgeServerError",
     "MessageTooLarge",
+    "Membership",
     "Metadata",
     "NoResponders",
     "PartitionInfo",

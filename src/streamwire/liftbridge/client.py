@@ -37,6 +37,7 @@ from streamwire.liftbridge._grpc import AddressResolver, Channels
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
+from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
 from streamwire.liftbridge.producer import Producer, ProducerOptions
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
@@ -133,7 +134,7 @@ class Client(AsyncClosing):
         self._max_payload = 1 << 20
         self._metadata: Metadata | None = None
         self._brokers: dict[str, Broker] = {}
-        self._children: set[Producer | Consumer] = set()
+        self._children: set[Producer | Consumer | GroupConsumer] = set()
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._meter = ConnectionMeter(Destination("liftbridge", "", f"{host}:{port}"))
@@ -532,14 +533,14 @@ class Client(AsyncClosing):
         what: str,
     ) -> Any:
         """At the ``__cursors`` partition's leader; once more with fresh metadata if that
-        server says it no longer leads it."""
+        server says it no longer leads it or cannot be reached (it died: a new leader)."""
         for attempt in (1, 2):
             _, leader = await self._cursor_leader(cursor_id, stream, partition)
             try:
                 return await self._call(
                     method, request, timeout=self._timeout(timeout), what=what, broker=leader
                 )
-            except FailedPrecondition:
+            except (FailedPrecondition, ConnectError):
                 if attempt == 2:
                     raise
                 self._invalidate_metadata()
@@ -696,6 +697,33 @@ class Client(AsyncClosing):
             name=name,
             partition=partition,
             options=build_options(ConsumerOptions, options, "Liftbridge consumer"),
+        )
+        self._children.add(consumer)
+        return consumer
+
+    def group_consumer(
+        self,
+        group: str,
+        streams: str | Sequence[str],
+        *,
+        consumer_id: str | None = None,
+        offset: OffsetLike = "first",
+        **options: Unpack[GroupConsumerKwargs],
+    ) -> GroupConsumer:
+        """A member of consumer group ``group`` reading ``streams`` (Liftbridge >= 1.6);
+        ``async with`` it (or ``await`` it). The group's coordinator assigns the partitions;
+        each starts after the group's cursor, or at ``offset`` ("first", "last", "next" or a
+        timestamp) when the group has none. ``consumer_id`` (default: a random one) must be
+        unique in the group. Options: see :class:`GroupConsumerOptions`
+        (``auto_checkpoint_interval``, ``fetch_interval``, ...)."""
+        self._check()
+        consumer = GroupConsumer(
+            self,
+            group,
+            [streams] if isinstance(streams, str) else list(streams),
+            consumer_id=consumer_id,
+            offset=offset,
+            options=build_options(GroupConsumerOptions, options, "Liftbridge group consumer"),
         )
         self._children.add(consumer)
         return consumer

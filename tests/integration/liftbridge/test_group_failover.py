@@ -1,0 +1,186 @@
+"""Consumer-group coordinator failover on a real three-node Liftbridge cluster (the harness's
+binary, started by the test on the harness's NATS, as in ``test_failover``), with shorter
+group timeouts: the coordinator is killed with SIGKILL while a member consumes; the member
+reports it, learns the new coordinator and keeps its partitions and its place."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import streamwire.liftbridge as lb
+from streamwire import Message
+from streamwire.errors import StreamwireError
+from tests.brokers import require
+from tests.integration.liftbridge.cluster import ClusterDidNotForm, LocalCluster
+from tests.proxy import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
+
+CONSUMER_TIMEOUT = 6
+COORDINATOR_TIMEOUT = 3
+PARTITIONS = 4
+
+
+class GroupCluster(LocalCluster):
+    """The failover cluster, with the group timeouts shortened."""
+
+    def _config(self, server_id: str, port: int, peers: list[str]) -> str:
+        return super()._config(server_id, port, peers) + (
+            "groups:\n"
+            f"  consumer.timeout: {CONSUMER_TIMEOUT}s\n"
+            f"  coordinator.timeout: {COORDINATOR_TIMEOUT}s\n"
+        )
+
+
+@pytest.fixture
+def cluster_setup() -> tuple[str, str, str]:
+    """(binary, NATS URL, version) of the harness's Liftbridge."""
+    info = require("liftbridge")
+    binary = info.extra.get("BINARY", "")
+    if not binary or not Path(binary).is_file():
+        pytest.skip("the harness recorded no Liftbridge binary to start a cluster with")
+    return binary, info.extra.get("NATS_URL", "nats://127.0.0.1:4222"), info.version
+
+
+@pytest.fixture
+async def cluster(
+    tmp_path: Path, cluster_setup: tuple[str, str, str]
+) -> AsyncIterator[GroupCluster]:
+    binary, nats_url, version = cluster_setup
+    c = GroupCluster(binary, nats_url, tmp_path, version=version)
+    try:
+        await c.start()
+    except ClusterDidNotForm as exc:  # see test_failover: not what this test is about
+        pytest.skip(f"the three Liftbridge servers did not form a cluster: {str(exc)[:1500]}")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+async def publish_until_acked(client: lb.Client, stream: str, partition: int, value: bytes) -> None:
+    """Retry while leaders are elected (at-least-once: a retry may store it twice)."""
+    async with asyncio.timeout(60):
+        while True:
+            try:
+                await client.publish(stream, value, partition=partition, timeout=2)
+                return
+            except StreamwireError as exc:
+                if not getattr(exc, "retriable", True):
+                    raise
+                await asyncio.sleep(0.2)
+
+
+async def full_isr(client: lb.Client, stream: str) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            info = await client.stream_info(stream)
+            if all(len(p.isr) == 3 and p.leader for p in info.partitions.values()):
+                return
+            await asyncio.sleep(0.2)
+
+
+async def read_values(member: lb.GroupConsumer, count: int) -> list[Message]:
+    out: list[Message] = []
+    async with asyncio.timeout(60):
+        while len(out) < count:
+            out += await member.next_batch(count - len(out), timeout=1)
+    return out
+
+
+def by_partition(messages: list[Message]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {}
+    for m in messages:
+        out.setdefault(m.partition or 0, []).append(m.value)
+    return out
+
+
+async def checkpointed(member: lb.GroupConsumer, messages: list[Message], stream: str) -> None:
+    last = {(stream, m.partition or 0): m.offset for m in messages}
+    await wait_until(
+        lambda: all(member.committed.get(k) == o for k, o in last.items()), 20, "checkpointed"
+    )
+
+
+async def test_members_survive_coordinator_failover_and_rebalance(cluster: GroupCluster) -> None:
+    first, second, _ = cluster.nodes
+    stream = "group-failover"
+    group = "failover-group"
+    await cluster.create_stream(first, stream, partitions=PARTITIONS, replication_factor=3)
+    policy = lb.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=60.0)
+    client_a = await lb.connect(cluster.url(first), timeout=10, reconnect=policy)
+    client_b = await lb.connect(cluster.url(second), timeout=10, reconnect=policy)
+    options = {"fetch_interval": 0.5, "auto_checkpoint_interval": 0.5}
+    a = client_a.group_consumer(group, stream, consumer_id="a", **options)  # type: ignore[arg-type]
+    b = client_b.group_consumer(group, stream, consumer_id="b", **options)  # type: ignore[arg-type]
+    try:
+        await full_isr(client_a, stream)
+        await a
+        await b
+        membership = b.membership
+        assert membership is not None
+        assert membership.consumer_timeout == CONSUMER_TIMEOUT
+        assert membership.coordinator_timeout == COORDINATOR_TIMEOUT
+        await wait_until(lambda: len(a.assignments.get(stream, [])) == 2, 10, "a gives up two")
+        mine_a, mine_b = a.assignments[stream], b.assignments[stream]
+        assert sorted(mine_a + mine_b) == list(range(PARTITIONS))
+
+        for p in range(PARTITIONS):
+            for i in range(2):
+                await publish_until_acked(client_a, stream, p, f"a-{p}-{i}".encode())
+        got_a, got_b = await read_values(a, 4), await read_values(b, 4)
+        assert by_partition(got_a) == {p: [f"a-{p}-{i}".encode() for i in range(2)] for p in mine_a}
+        assert by_partition(got_b) == {p: [f"a-{p}-{i}".encode() for i in range(2)] for p in mine_b}
+        await checkpointed(a, got_a, stream)
+        await checkpointed(b, got_b, stream)
+
+        old = a.coordinator
+        assert old == b.coordinator
+        assert old in cluster.nodes
+        # only an in-sync replica can take a partition over (see test_failover)
+        await full_isr(client_b, stream)
+        loop = asyncio.get_running_loop()
+        cluster.nodes[old].kill()
+        killed = loop.time()
+
+        # publishing goes on while the cluster fails over; both members keep reading theirs
+        for p in range(PARTITIONS):
+            await publish_until_acked(
+                client_b if old == first else client_a, stream, p, f"b-{p}".encode()
+            )
+        got_a, got_b = await read_values(a, 2), await read_values(b, 2)
+        assert by_partition(got_a) == {p: [f"b-{p}".encode()] for p in mine_a}
+        assert by_partition(got_b) == {p: [f"b-{p}".encode()] for p in mine_b}
+        # both report the silent coordinator after the coordinator timeout; a majority of
+        # the group having reported it, the controller names another
+        await wait_until(lambda: a.coordinator not in ("", old), 60, "a: new coordinator")
+        await wait_until(lambda: b.coordinator not in ("", old), 60, "b: new coordinator")
+        moved_after = loop.time() - killed
+        assert moved_after >= COORDINATOR_TIMEOUT - 0.5, moved_after
+        assert a.coordinator == b.coordinator
+        await checkpointed(a, got_a, stream)  # at the __cursors partition's new leader
+        assert (a.rejoins, b.rejoins) == (0, 0)
+        assert a.assignments == {stream: mine_a}
+
+        # a leaves through the new coordinator: b takes over after a's checkpoint
+        await a.close()
+        await wait_until(
+            lambda: b.assignments.get(stream) == list(range(PARTITIONS)), 10, "b takes all"
+        )
+        for p in range(PARTITIONS):
+            await publish_until_acked(client_b, stream, p, f"c-{p}".encode())
+        got = await read_values(b, PARTITIONS)
+        assert by_partition(got) == {p: [f"c-{p}".encode()] for p in range(PARTITIONS)}
+        assert await b.next_batch(timeout=0.5) == []
+        assert b.rejoins == 0
+    except (StreamwireError, AssertionError, TimeoutError) as exc:
+        raise AssertionError(f"{exc!r}\n{cluster.logs()}") from exc
+    finally:
+        await a.close()
+        await b.close()
+        await client_a.close()
+        await client_b.close()
