@@ -31,7 +31,7 @@ from .mounts import (
     unmount_all_under,
 )
 from .procs import comm, pids_rooted_at, terminate_rounds
-from .readiness import Appears, Outcome, port_open, wait_until
+from .readiness import port_open, rabbit_started
 
 __all__ = [
     "SUITES",
@@ -554,19 +554,19 @@ def up(ctx: Context, target: str, ops: MountOps | None = None) -> bool:
             recorded_file.write_text(digest + "\n", encoding="utf-8")
             if n.chroot.run(n.env, ["rabbitmq-server", "-detached"], log=log).returncode != 0:
                 return ctx.unavailable(target, "rabbitmq-server -detached failed", log, n.node_log)
-        timeout = ctx.timeout(120)
-        outcome = wait_until(
-            lambda: port_open(LOOPBACK, n.stream_port), Appears(n.beam_running), timeout
-        )
-        if outcome is not Outcome.READY:
-            why = (
-                "the Erlang VM exited during startup"
-                if outcome is Outcome.DIED
-                else f"did not open {LOOPBACK}:{n.stream_port} within {timeout:g} s"
-            )
-            return ctx.unavailable(target, f"RabbitMQ {why}", log, n.node_log)
-        if n.ctl("await_startup", "--timeout", "60", log=log).returncode != 0:
-            return ctx.unavailable(target, "rabbitmqctl await_startup failed", log, n.node_log)
+        if not rabbit_started(
+            ctx.unavailable,
+            target,
+            "RabbitMQ",
+            host=LOOPBACK,
+            stream_port=n.stream_port,
+            beam_running=n.beam_running,
+            ctl=n.ctl,
+            timeout=ctx.timeout(120),
+            log=log,
+            node_log=n.node_log,
+        ):
+            return False
         say(f"{target}: ready after {time.monotonic() - started:.0f} s")
     # TLS facts are recorded only when the listener answers and the EXTERNAL user exists; a
     # TLS problem never takes the plain listeners down (tests needing TLS then skip).

@@ -16,7 +16,7 @@ from . import config
 from .envfile import say, write_env
 from .lanes import Context
 from .procs import comm, pids_with_environ, terminate_rounds
-from .readiness import Appears, Outcome, port_open, wait_until
+from .readiness import port_open, rabbit_started
 
 __all__ = ["CTL_BIN", "Node310", "down", "node_dir", "restart", "up"]
 
@@ -218,19 +218,19 @@ def up(ctx: Context) -> bool:
             )
             if n.run(["rabbitmq-server", "-detached"], log).returncode != 0:
                 return ctx.unavailable(NAME, "rabbitmq-server -detached failed", log, n.node_log)
-        timeout = ctx.timeout(120)
-        outcome = wait_until(
-            lambda: port_open(LOOPBACK, n.stream_port), Appears(n.beam_running), timeout
-        )
-        if outcome is not Outcome.READY:
-            why = (
-                "the Erlang VM exited during startup"
-                if outcome is Outcome.DIED
-                else f"did not open {LOOPBACK}:{n.stream_port} within {timeout:g} s"
-            )
-            return ctx.unavailable(NAME, f"RabbitMQ 3.10 {why}", log, n.node_log)
-        if n.ctl("await_startup", "--timeout", "60", log=log).returncode != 0:
-            return ctx.unavailable(NAME, "rabbitmqctl await_startup failed", log, n.node_log)
+        if not rabbit_started(
+            ctx.unavailable,
+            NAME,
+            "RabbitMQ 3.10",
+            host=LOOPBACK,
+            stream_port=n.stream_port,
+            beam_running=n.beam_running,
+            ctl=n.ctl,
+            timeout=ctx.timeout(120),
+            log=log,
+            node_log=n.node_log,
+        ):
+            return False
         say(f"{NAME}: ready after {time.monotonic() - started:.0f} s")
     version = "".join(n.ctl("version").stdout.strip().splitlines()[-1:]).strip() or "unknown"
     write_env(

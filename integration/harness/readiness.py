@@ -7,8 +7,9 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Appears", "Outcome", "file_contains", "port_open", "wait_until"]
+__all__ = ["Appears", "Outcome", "file_contains", "port_open", "rabbit_started", "wait_until"]
 
 PROBE_TIMEOUT = 2.0
 
@@ -82,3 +83,32 @@ class Appears:
             self.seen = True
             return True
         return not self.seen and self._clock() < self._deadline
+
+
+def rabbit_started(
+    unavailable: Callable[..., bool],
+    target: str,
+    label: str,
+    *,
+    host: str,
+    stream_port: int,
+    beam_running: Callable[[], bool],
+    ctl: Callable[..., Any],
+    timeout: float,
+    log: Path,
+    node_log: Path,
+) -> bool:
+    """Wait for a RabbitMQ node that was just started (or is starting): its stream port, then
+    ``rabbitmqctl await_startup``. Records ``target`` as unavailable (``unavailable(target,
+    reason, *logs)``) and returns False when it does not come up."""
+    outcome = wait_until(lambda: port_open(host, stream_port), Appears(beam_running), timeout)
+    if outcome is not Outcome.READY:
+        why = (
+            "the Erlang VM exited during startup"
+            if outcome is Outcome.DIED
+            else f"did not open {host}:{stream_port} within {timeout:g} s"
+        )
+        return unavailable(target, f"{label} {why}", log, node_log)
+    if ctl("await_startup", "--timeout", "60", log=log).returncode != 0:
+        return unavailable(target, "rabbitmqctl await_startup failed", log, node_log)
+    return True
