@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from integration.harness.envfile import read_env  # the harness writes what tests read
+
 __all__ = [
     "KNOWN_BROKERS",
     "RESTARTABLE",
@@ -72,18 +74,6 @@ def brokers_dir() -> Path:
     """Where the harness keeps its state (``STREAMWIRE_BROKERS_DIR`` or ``<repo>/.brokers``)."""
     override = os.environ.get("STREAMWIRE_BROKERS_DIR")
     return Path(override) if override else REPO_ROOT / ".brokers"
-
-
-def read_env(path: Path) -> dict[str, str]:
-    """Parses a harness env file: ``KEY=VALUE`` lines, ``#`` comments, no quoting."""
-    values: dict[str, str] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        values[key.strip()] = value.strip()
-    return values
 
 
 def _to_info(name: str, values: dict[str, str]) -> BrokerInfo:
