@@ -23,13 +23,14 @@ import logging
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
-from streamwire.liftbridge._grpc import RpcFailed
+from streamwire.errors import ClosedError, ConnectionClosed, DecodeError, RequestTimeout
+from streamwire.liftbridge._grpc import RpcFailed, translate
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import to_message
 
@@ -41,6 +42,7 @@ __all__ = (
     "Handover",
     "Outcome",
     "Subscription",
+    "handshake",
 )
 
 logger = logging.getLogger(__name__)
@@ -358,3 +360,33 @@ class Subscription:
             self.delivered += 1
             handover.received_bytes += len(raw)
         return ENDED
+
+
+async def handshake(
+    sub: Subscription, *, timeout: float | None, what: str, end: Callable[[], Awaitable[object]]
+) -> Subscription:
+    """Start ``sub`` and wait (at most ``timeout`` seconds) for its handshake: the first
+    response of the Subscribe stream. Anything else ends it (``end()``, bounded) and raises
+    what the outcome means, as a streamwire error naming ``what``."""
+    sub.start()
+    try:
+        async with asyncio.timeout(timeout):
+            outcome = await sub.ready
+    except TimeoutError as exc:
+        await end()
+        raise RequestTimeout(f"{what}: no handshake in time") from exc
+    except BaseException:
+        await end()
+        raise
+    if outcome is None:
+        return sub
+    await end()  # it ended before its handshake: the thread is ending
+    if isinstance(outcome, RpcFailed):
+        raise translate(outcome, what) from outcome
+    if outcome is UNDECODABLE:
+        raise DecodeError("liftbridge.Message", frame=f"the handshake of {what}")
+    if outcome is STOPPED:
+        raise ClosedError(f"{what}: closed")
+    if isinstance(outcome, Exception):
+        raise ConnectionClosed(f"{what} failed: {outcome!r}") from outcome
+    raise ConnectionClosed(f"{what}: the stream ended at once")

@@ -48,6 +48,7 @@ from streamwire.liftbridge._stream_reader import (
     Handover,
     Outcome,
     Subscription,
+    handshake,
 )
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
@@ -223,29 +224,12 @@ class Consumer(AsyncStartable):
             server_headers=self.options.server_headers,
             name=str(self),
         )
-        sub.start()
-        try:
-            async with asyncio.timeout(self._client.request_timeout):
-                outcome = await sub.ready
-        except TimeoutError as exc:
-            await self._end(sub)
-            raise RequestTimeout(f"subscribing to {self}: no handshake in time") from exc
-        except BaseException:
-            await self._end(sub)
-            raise
-        if outcome is None:
-            return sub
-        await self._end(sub)  # it ended before its handshake: the thread is ending
-        what = f"subscribing to {self}"
-        if isinstance(outcome, RpcFailed):
-            raise translate(outcome, what) from outcome
-        if outcome is UNDECODABLE:
-            raise DecodeError("liftbridge.Message", frame=f"the handshake of {what}")
-        if outcome is STOPPED:
-            raise ClosedError(f"{what}: the consumer was closed")
-        if isinstance(outcome, Exception):
-            raise ConnectionClosed(f"{what} failed: {outcome!r}") from outcome
-        raise ConnectionClosed(f"{what}: the stream ended at once")
+        return await handshake(
+            sub,
+            timeout=self._client.request_timeout,
+            what=f"subscribing to {self}",
+            end=lambda: self._end(sub),
+        )
 
     # --- the reader task ---------------------------------------------------------------
 

@@ -53,7 +53,13 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
-from streamwire.liftbridge._stream_reader import STOPPED, UNDECODABLE, Handover, Subscription
+from streamwire.liftbridge._stream_reader import (
+    STOPPED,
+    UNDECODABLE,
+    Handover,
+    Subscription,
+    handshake,
+)
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
     GRPC_ERRORS,
@@ -633,26 +639,9 @@ class GroupConsumer(AsyncStartable):
             server_headers=self.options.server_headers,
             name=f"{stream}/{partition}",
         )
-        sub.start()
-        try:
-            async with asyncio.timeout(self._timeout()):
-                outcome = await sub.ready
-        except TimeoutError as exc:
-            await sub.stop(_JOIN_TIMEOUT)
-            raise RequestTimeout(f"{what}: no handshake in time") from exc
-        except BaseException:
-            await sub.stop(_JOIN_TIMEOUT)
-            raise
-        if outcome is None:
-            return sub
-        await sub.stop(_JOIN_TIMEOUT)
-        if isinstance(outcome, RpcFailed):
-            raise translate(outcome, what) from outcome
-        if outcome is UNDECODABLE:
-            raise DecodeError("liftbridge.Message", frame=f"the handshake of {what}")
-        if outcome is STOPPED:
-            raise ClosedError(f"{what}: closed")
-        raise ConnectionClosed(f"{what}: the stream ended at once ({outcome!r})")
+        return await handshake(
+            sub, timeout=self._timeout(), what=what, end=lambda: sub.stop(_JOIN_TIMEOUT)
+        )
 
     async def _follow(self, part: _Part, sub: Subscription) -> None:
         """Wait for ``sub`` to end; unless stopped here, mark ``part`` for resubscription

@@ -16,10 +16,20 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import streamwire.liftbridge as lb
 from streamwire.errors import StreamwireError
+from tests.brokers import require
 
-__all__ = ("ClusterDidNotForm", "LocalCluster", "NatsServer", "Node", "ServerDidNotStart")
+__all__ = (
+    "ClusterDidNotForm",
+    "LocalCluster",
+    "NatsServer",
+    "Node",
+    "ServerDidNotStart",
+    "harness_liftbridge",
+)
 
 
 class ClusterDidNotForm(Exception):
@@ -268,3 +278,13 @@ class LocalCluster:
             f"--- {n.server_id}\n" + n.log.read_text(errors="replace")[-3000:]
             for n in self.nodes.values()
         )
+
+
+def harness_liftbridge() -> tuple[str, str, str]:
+    """(binary, NATS URL, version) of the harness's Liftbridge, for starting a cluster of it;
+    skips when the harness recorded no binary."""
+    info = require("liftbridge")
+    binary = info.extra.get("BINARY", "")
+    if not binary or not Path(binary).is_file():
+        pytest.skip("the harness recorded no Liftbridge binary to start a cluster with")
+    return binary, info.extra.get("NATS_URL", "nats://127.0.0.1:4222"), info.version

@@ -14,8 +14,11 @@ import pytest
 import streamwire.liftbridge as lb
 from streamwire import Message
 from streamwire.errors import StreamwireError
-from tests.brokers import require
-from tests.integration.liftbridge.cluster import ClusterDidNotForm, LocalCluster
+from tests.integration.liftbridge.cluster import (
+    ClusterDidNotForm,
+    LocalCluster,
+    harness_liftbridge,
+)
 from tests.proxy import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -39,11 +42,7 @@ class GroupCluster(LocalCluster):
 @pytest.fixture
 def cluster_setup() -> tuple[str, str, str]:
     """(binary, NATS URL, version) of the harness's Liftbridge."""
-    info = require("liftbridge")
-    binary = info.extra.get("BINARY", "")
-    if not binary or not Path(binary).is_file():
-        pytest.skip("the harness recorded no Liftbridge binary to start a cluster with")
-    return binary, info.extra.get("NATS_URL", "nats://127.0.0.1:4222"), info.version
+    return harness_liftbridge()
 
 
 @pytest.fixture
