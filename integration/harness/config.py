@@ -86,7 +86,7 @@ DEFAULTS: Mapping[str, Mapping[str, str]] = {
         "NODE_PREFIX": "rabbitc",
     },
     "nats": {"PORT": "4222", "TLS_PORT": "4443"},
-    "liftbridge": {"PORT": "9292"},
+    "liftbridge": {"PORT": "9292", "TLS_PORT": "9293"},
     "iggy": {"PORT": "8090"},
 }
 

@@ -21,6 +21,8 @@ __all__ = [
     "LIFTBRIDGE_MODULE",
     "LIFTBRIDGE_PREFERRED_VERSIONS",
     "LIFTBRIDGE_SERVER_ID",
+    "LIFTBRIDGE_TLS_NAMESPACE",
+    "LIFTBRIDGE_TLS_SERVER_ID",
     "Context",
     "down_iggy",
     "down_liftbridge",
@@ -39,6 +41,10 @@ LOOPBACK = config.LOOPBACK
 LIFTBRIDGE_MODULE = "github.com/liftbridge-io/liftbridge"
 LIFTBRIDGE_PREFERRED_VERSIONS = ("v1.9.1-0.20260106172600-50ac358b41eb", "v1.9.0")
 LIFTBRIDGE_SERVER_ID = "streamwire-lb"
+#: The TLS-only second Liftbridge: its own server id and cluster namespace, so that it forms
+#: a one-node cluster of its own beside the plain one.
+LIFTBRIDGE_TLS_SERVER_ID = "streamwire-lb-tls"
+LIFTBRIDGE_TLS_NAMESPACE = "streamwire-lb-tls"
 LIFTBRIDGE_LEADER_LINE = "Server became metadata leader"  # logrus, on stderr (its log file)
 
 IGGY_NATIVE_REASON = (
@@ -363,6 +369,108 @@ def liftbridge_config(*, port: int, data: Path, nats_port: int, module_version: 
     return "\n".join(lines) + "\n"
 
 
+def liftbridge_tls_config(
+    *, port: int, data: Path, nats_tls_port: int, tls_dir: Path, module_version: str
+) -> str:
+    """The YAML of the TLS-only second Liftbridge: its gRPC listener serves the harness's
+    server certificate (``tls.cert``/``tls.key``; Liftbridge has one listener, TLS or not),
+    and it reaches NATS through the TLS nats-server, trusting the harness CA
+    (``nats.tls.ca``; v1.9.0 sets up NATS TLS only when ``nats.tls.cert`` and
+    ``nats.tls.key`` are both given, so it presents the harness's client certificate)."""
+    lines = [
+        f"# written by integration/brokers.sh for {LIFTBRIDGE_MODULE}@{module_version}",
+        f"listen: {LOOPBACK}:{port}",
+        f"data:\n  dir: {data}",
+        "logging:\n  level: info",
+        f"tls:\n  cert: {tls_dir / 'server.pem'}\n  key: {tls_dir / 'server.key'}",
+        f"nats:\n  servers:\n    - tls://localhost:{nats_tls_port}\n  tls:\n"
+        f"    cert: {tls_dir / 'client.pem'}\n    key: {tls_dir / 'client.key'}\n"
+        f"    ca: {tls_dir / 'ca.pem'}",
+        f"clustering:\n  server.id: {LIFTBRIDGE_TLS_SERVER_ID}\n"
+        f"  namespace: {LIFTBRIDGE_TLS_NAMESPACE}\n  raft.bootstrap.seed: true",
+        "cursors:\n  stream.partitions: 1\n  stream.auto.pause.time: 0",
+    ]
+    if module_version != "v1.9.0":
+        lines.append("telemetry:\n  enabled: false")
+    return "\n".join(lines) + "\n"
+
+
+def tls_handshake(port: int, ca: Path, *, timeout: float = 5.0) -> bool:
+    """True when a TLS client trusting ``ca`` (host name ``localhost``, ALPN ``h2`` as gRPC
+    offers) completes a handshake on ``port``."""
+    import socket
+    import ssl
+
+    try:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.set_alpn_protocols(["h2"])
+        with (
+            socket.create_connection((LOOPBACK, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname="localhost"),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def _lb_tls_up(ctx: Context, directory: Path, binary: Path, module_version: str) -> bool:
+    """The TLS-only second Liftbridge (on fresh data, like the plain one; restarted when the
+    certificates changed). False, with a warning and nothing else touched, when it cannot
+    run: no PKI, no NATS TLS server, its port taken, or no TLS handshake."""
+    tls_dir = ctx.state / "tls"
+    pidfile, log = directory / "liftbridge-tls.pid", directory / "liftbridge-tls.log"
+    port = ctx.port("liftbridge", "TLS_PORT")
+    if not tls.ensure(tls_dir):
+        say("liftbridge: no throwaway PKI; no Liftbridge TLS")
+        return False
+    if not (pid_alive(ctx.state / "nats" / "nats-tls.pid", nats_bin(ctx))):
+        say("liftbridge: the NATS TLS server is not running; no Liftbridge TLS")
+        stop_pid("liftbridge-tls", pidfile, binary)
+        return False
+    fingerprint = _sha256_of(*(tls_dir / f for f in ("ca.pem", "server.pem", "client.pem")))
+    stamp = directory / "liftbridge-tls.cert.sha256"
+    if pid_alive(pidfile, binary) and tls_handshake(port, tls_dir / "ca.pem"):
+        recorded = stamp.read_text(encoding="ascii").strip() if stamp.is_file() else ""
+        if recorded == fingerprint:
+            say("liftbridge: TLS server already running")
+            return True
+        say("liftbridge: the TLS certificates changed; restarting the TLS server")
+    stop_pid("liftbridge-tls", pidfile, binary)
+    if port_open(LOOPBACK, port):
+        say(f"liftbridge: port {port} is in use by a process outside the harness; no TLS")
+        return False
+    data = directory / "tls-data"
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
+    data.mkdir(parents=True)
+    config_file = directory / "liftbridge-tls.yml"
+    config_file.write_text(
+        liftbridge_tls_config(
+            port=port,
+            data=data,
+            nats_tls_port=ctx.port("nats", "TLS_PORT"),
+            tls_dir=tls_dir,
+            module_version=module_version,
+        ),
+        encoding="utf-8",
+    )
+    log.write_text("", encoding="utf-8")
+    say(f"liftbridge: starting a TLS-only Liftbridge on {LOOPBACK}:{port}")
+    pid = spawn_detached([str(binary), "--config", str(config_file)], log=log, pidfile=pidfile)
+    stamp.write_text(fingerprint + "\n", encoding="ascii")
+    outcome = wait_until(
+        lambda: (
+            file_contains(log, LIFTBRIDGE_LEADER_LINE) and tls_handshake(port, tls_dir / "ca.pem")
+        ),
+        lambda: is_running(pid),
+        ctx.timeout(60),
+    )
+    if outcome is not Outcome.READY:
+        stop_pid("liftbridge-tls", pidfile, binary)
+        say(f"liftbridge: the TLS server did not answer on {LOOPBACK}:{port} (see {log}); no TLS")
+        return False
+    return True
+
+
 def up_liftbridge(ctx: Context) -> bool:
     import time
 
@@ -428,27 +536,40 @@ def up_liftbridge(ctx: Context) -> bool:
         say(f"liftbridge: ready after {time.monotonic() - started:.0f} s")
     module_version = _lb_version_file(ctx).read_text(encoding="utf-8").strip()
     version = _version([str(binary), "--version"]) or "unknown"
-    write_env(
-        ctx.state,
-        "liftbridge",
-        {
-            "HOST": LOOPBACK,
-            "PORT": str(port),
-            "PORT_GRPC": str(port),
-            "PORT_NATS": str(nats_port),
-            "URL": f"liftbridge://{LOOPBACK}:{port}",
-            "NATS_URL": f"nats://{LOOPBACK}:{nats_port}",
-            "VERSION": version,
-            "MODULE_VERSION": module_version,
-            "SERVER_ID": LIFTBRIDGE_SERVER_ID,
-            "BACKEND": "native",
-            "PID_FILE": str(pidfile),
-            "LOG": str(log),
-            "CONFIG": str(directory / "liftbridge.yml"),
-            "BINARY": str(binary),
-        },
-    )
-    say(f"liftbridge: up, version {version} ({LIFTBRIDGE_MODULE}@{module_version})")
+    facts = {
+        "HOST": LOOPBACK,
+        "PORT": str(port),
+        "PORT_GRPC": str(port),
+        "PORT_NATS": str(nats_port),
+        "URL": f"liftbridge://{LOOPBACK}:{port}",
+        "NATS_URL": f"nats://{LOOPBACK}:{nats_port}",
+        "VERSION": version,
+        "MODULE_VERSION": module_version,
+        "SERVER_ID": LIFTBRIDGE_SERVER_ID,
+        "BACKEND": "native",
+        "PID_FILE": str(pidfile),
+        "LOG": str(log),
+        "CONFIG": str(directory / "liftbridge.yml"),
+        "BINARY": str(binary),
+    }
+    with_tls = _lb_tls_up(ctx, directory, binary, module_version)
+    if with_tls:
+        tls_port = str(ctx.port("liftbridge", "TLS_PORT"))
+        nats_tls_url = f"tls://localhost:{ctx.port('nats', 'TLS_PORT')}"
+        facts |= {
+            "TLS_PORT": tls_port,
+            "PORT_GRPC_TLS": tls_port,
+            "TLS_URL": f"liftbridge+tls://localhost:{tls_port}?nats={nats_tls_url}",
+            "TLS_NATS_URL": nats_tls_url,
+            "TLS_CA": str(ctx.state / "tls" / "ca.pem"),
+            "TLS_SERVER_ID": LIFTBRIDGE_TLS_SERVER_ID,
+            "TLS_PID_FILE": str(directory / "liftbridge-tls.pid"),
+            "TLS_LOG": str(directory / "liftbridge-tls.log"),
+            "TLS_CONFIG": str(directory / "liftbridge-tls.yml"),
+        }
+    write_env(ctx.state, "liftbridge", facts)
+    shown = f"TLS on {LOOPBACK}:{facts['TLS_PORT']}" if with_tls else "no TLS"
+    say(f"liftbridge: up, version {version} ({LIFTBRIDGE_MODULE}@{module_version}; {shown})")
     return True
 
 
@@ -458,6 +579,8 @@ def down_liftbridge(ctx: Context) -> None:
     if pid_alive(pidfile, _lb_bin(ctx)):
         say("liftbridge: stopping")
     stop_pid("liftbridge", pidfile, _lb_bin(ctx))
+    stop_pid("liftbridge-tls", ctx.state / "liftbridge" / "liftbridge-tls.pid", _lb_bin(ctx))
+    (ctx.state / "liftbridge" / "liftbridge-tls.cert.sha256").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ def test_variable_names_upper_case_the_target_and_write_dashes_as_underscores() 
         "STREAMWIRE_RABBITMQ_CLUSTER_STREAM_PORT"
     )
     assert config.variable("nats", "TLS_PORT") == "STREAMWIRE_NATS_TLS_PORT"
+    assert config.variable("liftbridge", "TLS_PORT") == "STREAMWIRE_LIFTBRIDGE_TLS_PORT"
 
 
 def test_defaults_apply_when_unset_or_empty() -> None:
@@ -22,6 +23,7 @@ def test_defaults_apply_when_unset_or_empty() -> None:
         "5552"
     )
     assert config.setting("rabbitmq310", "NODE", {}) == "rabbit310@localhost"
+    assert config.setting("liftbridge", "TLS_PORT", {}) == "9293"
 
 
 def test_an_override_moves_a_port_or_a_node_name() -> None:

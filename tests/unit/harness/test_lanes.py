@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.harness import config, envfile, lanes, procs
+from integration.harness import config, envfile, lanes, procs, tls
 from integration.harness.readiness import port_open
 
 
@@ -45,6 +45,89 @@ def test_liftbridge_config_leaves_out_telemetry_for_v1_9_0() -> None:
         port=1, data=Path("/d"), nats_port=2, module_version=lanes.LIFTBRIDGE_PREFERRED_VERSIONS[0]
     )
     assert new.endswith("telemetry:\n  enabled: false\n")
+
+
+def test_liftbridge_tls_config_is_a_tls_only_node_of_its_own_on_the_tls_nats() -> None:
+    tls_dir = Path("/s/tls")
+    text = lanes.liftbridge_tls_config(
+        port=17293, data=Path("/d/tls-data"), nats_tls_port=17443, tls_dir=tls_dir,
+        module_version="v1.9.0",
+    )  # fmt: skip
+    assert "listen: 127.0.0.1:17293\n" in text
+    assert "data:\n  dir: /d/tls-data\n" in text
+    assert "tls:\n  cert: /s/tls/server.pem\n  key: /s/tls/server.key\n" in text
+    assert (
+        "nats:\n  servers:\n    - tls://localhost:17443\n  tls:\n"
+        "    cert: /s/tls/client.pem\n    key: /s/tls/client.key\n    ca: /s/tls/ca.pem\n"
+    ) in text
+    assert f"server.id: {lanes.LIFTBRIDGE_TLS_SERVER_ID}\n" in text
+    assert f"namespace: {lanes.LIFTBRIDGE_TLS_NAMESPACE}\n" in text
+    assert lanes.LIFTBRIDGE_TLS_SERVER_ID != lanes.LIFTBRIDGE_SERVER_ID
+    assert "nats://" not in text  # never the plain NATS
+    assert "client.auth" not in text  # client certificates are not required
+    assert "telemetry" not in text
+    newer = lanes.liftbridge_tls_config(
+        port=1, data=Path("/d"), nats_tls_port=2, tls_dir=tls_dir,
+        module_version=lanes.LIFTBRIDGE_PREFERRED_VERSIONS[0],
+    )  # fmt: skip
+    assert newer.endswith("telemetry:\n  enabled: false\n")
+
+
+def test_tls_handshake_needs_the_right_ca_and_a_tls_listener(tmp_path: Path) -> None:
+    import ssl
+    import threading
+
+    if not tls.ensure(tmp_path / "tls"):
+        pytest.skip("openssl could not make the throwaway PKI")
+    if not tls.ensure(tmp_path / "other"):
+        pytest.skip("openssl could not make the throwaway PKI")
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(tmp_path / "tls" / "server.pem", tmp_path / "tls" / "server.key")
+    server_ctx.set_alpn_protocols(["h2"])
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            try:
+                with server_ctx.wrap_socket(conn, server_side=True):
+                    pass
+            except (OSError, ssl.SSLError):
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert lanes.tls_handshake(port, tmp_path / "tls" / "ca.pem")
+        assert not lanes.tls_handshake(port, tmp_path / "other" / "ca.pem")
+    finally:
+        thread.join(10)
+        listener.close()
+    plain = socket.create_server(("127.0.0.1", 0))
+    try:  # accepts (the backlog) but never answers the ClientHello
+        assert not lanes.tls_handshake(
+            plain.getsockname()[1], tmp_path / "tls" / "ca.pem", timeout=0.5
+        )
+    finally:
+        plain.close()
+    assert not lanes.tls_handshake(_free_ports(1)[0], tmp_path / "tls" / "ca.pem")
+
+
+def test_liftbridge_tls_is_left_out_without_the_nats_tls_server(tmp_path: Path) -> None:
+    if not tls.ensure(tmp_path / "state" / "tls"):
+        pytest.skip("openssl could not make the throwaway PKI")
+    (port,) = _free_ports(1)
+    ctx = _context(tmp_path, {"STREAMWIRE_LIFTBRIDGE_TLS_PORT": str(port)})
+    directory = tmp_path / "state" / "liftbridge"
+    directory.mkdir(parents=True)
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lanes, "say", said.append)
+        assert not lanes._lb_tls_up(ctx, directory, Path("/bin/true"), "v1.9.0")
+    assert said == ["liftbridge: the NATS TLS server is not running; no Liftbridge TLS"]
+    assert not (directory / "liftbridge-tls.yml").exists()  # nothing was started
+    assert not (directory / "liftbridge-tls.pid").exists()
 
 
 def test_liftbridge_versions() -> None:
