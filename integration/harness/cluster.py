@@ -17,7 +17,16 @@ from pathlib import Path
 from . import config
 from .envfile import log_tail, say, write_env
 from .lanes import Context
-from .mounts import MOUNT_DATA, MountOps, SystemMounts, bind_chroot, safe_rm_tree, unbind_chroot
+from .mounts import (
+    MOUNT_DATA,
+    MountOps,
+    SystemMounts,
+    bind_chroot,
+    claim,
+    owner_elsewhere,
+    safe_rm_tree,
+    unbind_chroot,
+)
 from .procs import comm, pids_with_environ, terminate_rounds
 from .rabbit import BASE_ENV, Chroot, build_rootfs, ctl_script, prepare_etc, write_ctl
 from .readiness import Appears, Outcome, port_open, wait_until
@@ -287,6 +296,14 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
         return ctx.unavailable(
             NAME, "could not build the Debian sid chroot for the cluster", build_log
         )
+    other = owner_elsewhere(c.rootfs, ctx.state)
+    if other is not None and any(c.beam_running(n) for n in range(1, SIZE + 1)):
+        return ctx.unavailable(
+            NAME,
+            f"the chroot {c.rootfs} runs nodes of the harness in {other} (a shared "
+            "STREAMWIRE_CACHE); give this harness its own cache",
+        )
+    claim(c.rootfs, ctx.state)
     _write_config(c)
     _mount(c, mounts)
     started_at = time.monotonic()
@@ -335,6 +352,10 @@ def down(ctx: Context, ops: MountOps | None = None) -> None:
     c = Cluster.select(ctx)
     (ctx.state / f"{NAME}.env").unlink(missing_ok=True)
     if not c.rootfs.is_dir():
+        return
+    other = owner_elsewhere(c.rootfs, ctx.state)
+    if other is not None:  # a shared STREAMWIRE_CACHE: those processes are not ours
+        say(f"{NAME}: the chroot {c.rootfs} belongs to the harness in {other}; not stopping it")
         return
     for n in range(SIZE, 0, -1):
         if c.beam_running(n):

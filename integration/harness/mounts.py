@@ -11,12 +11,15 @@ from typing import Protocol
 from .envfile import say
 
 __all__ = [
+    "OWNER_FILE",
     "MountOps",
     "SystemMounts",
     "bind_chroot",
+    "claim",
     "is_mounted",
     "mount_points",
     "mounts_under",
+    "owner_elsewhere",
     "safe_rm_tree",
     "unbind_chroot",
     "unmount_all_under",
@@ -137,3 +140,24 @@ def unbind_chroot(rootfs: Path, ops: MountOps) -> list[str]:
             ops.unmount(os.path.realpath(target))
             done.append(str(target))
     return done
+
+
+OWNER_FILE = ".streamwire-state"
+"""In a chroot's root: the state folder of the harness that runs brokers in it."""
+
+
+def owner_elsewhere(rootfs: Path, state: Path) -> Path | None:
+    """The other harness state folder that runs brokers in ``rootfs`` (it shares this cache),
+    if that folder still exists; ``None`` when the chroot is free or ours."""
+    try:
+        recorded = Path((rootfs / OWNER_FILE).read_text(encoding="utf-8").strip())
+    except OSError:
+        return None
+    if not recorded.parts or recorded.resolve() == state.resolve() or not recorded.is_dir():
+        return None
+    return recorded
+
+
+def claim(rootfs: Path, state: Path) -> None:
+    """Records ``state`` as the harness running brokers in ``rootfs``."""
+    (rootfs / OWNER_FILE).write_text(f"{state.resolve()}\n", encoding="utf-8")

@@ -25,7 +25,9 @@ from .mounts import (
     MountOps,
     SystemMounts,
     bind_chroot,
+    claim,
     is_mounted,
+    owner_elsewhere,
     safe_rm_tree,
     unbind_chroot,
     unmount_all_under,
@@ -492,6 +494,14 @@ def up(ctx: Context, target: str, ops: MountOps | None = None) -> bool:
         return ctx.unavailable(
             target, f"could not build the Debian {n.suite} chroot with rabbitmq-server", build_log
         )
+    other = owner_elsewhere(n.rootfs, ctx.state)
+    if other is not None and n.beam_running():
+        return ctx.unavailable(
+            target,
+            f"the chroot {n.rootfs} runs a node of the harness in {other} (a shared "
+            "STREAMWIRE_CACHE); give this harness its own cache",
+        )
+    claim(n.rootfs, ctx.state)
     tls_dir = ctx.state / "tls"
     with_tls = tls.ensure(tls_dir)
     if with_tls:
@@ -640,6 +650,10 @@ def down(ctx: Context, target: str, ops: MountOps | None = None) -> None:
     (ctx.state / f"{target}.env").unlink(missing_ok=True)
     (n.dir / "config.sha256").unlink(missing_ok=True)
     if not n.rootfs.is_dir():
+        return
+    other = owner_elsewhere(n.rootfs, ctx.state)
+    if other is not None:  # a shared STREAMWIRE_CACHE: those processes are not ours
+        say(f"{target}: the chroot {n.rootfs} belongs to the harness in {other}; not stopping it")
         return
     if n.beam_running():
         say(f"{target}: stopping {n.node}")

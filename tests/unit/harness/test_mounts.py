@@ -121,3 +121,17 @@ def test_safe_rm_tree_of_nothing(tmp_path: Path) -> None:
 
 def test_the_system_table_is_readable() -> None:
     assert "/" in mounts.mount_points(mounts.SystemMounts().mounts_text())
+
+
+def test_a_chroot_remembers_which_harness_runs_brokers_in_it(tmp_path: Path) -> None:
+    rootfs, ours, theirs = tmp_path / "rootfs", tmp_path / "ours", tmp_path / "theirs"
+    for folder in (rootfs, ours, theirs):
+        folder.mkdir()
+    assert mounts.owner_elsewhere(rootfs, ours) is None  # nobody yet
+    mounts.claim(rootfs, theirs)
+    assert mounts.owner_elsewhere(rootfs, ours) == theirs.resolve()  # a shared cache
+    assert mounts.owner_elsewhere(rootfs, theirs) is None  # its own
+    theirs.rmdir()
+    assert mounts.owner_elsewhere(rootfs, ours) is None  # that harness is gone
+    mounts.claim(rootfs, ours)
+    assert mounts.owner_elsewhere(rootfs, ours) is None
