@@ -88,6 +88,7 @@ class GrpcPublisher:
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._unary_calls: set[asyncio.Task[None]] = set()
+        self._half_close: asyncio.Task[None] | None = None
         self.unary = False
         """True once the server refused PublishAsync: every message is a unary Publish."""
         self.streams_opened = 0
@@ -113,8 +114,8 @@ class GrpcPublisher:
         def done(future: asyncio.Future[Confirmation]) -> None:
             self._sent.pop(cid, None)
             on_done(future)
-            if self._closed and not self.acks.table:
-                self._finish()
+            if self._closed:
+                self._maybe_finish()
 
         future = self.acks.expect(cid, timeout, what, done)
         self._sent[cid] = request
@@ -139,6 +140,9 @@ class GrpcPublisher:
         queue = self._queue
         while True:
             while not queue:
+                if self._closed:
+                    self._maybe_finish()
+                    return
                 self._wake.clear()
                 await self._wake.wait()
             if self.unary:
@@ -249,7 +253,7 @@ class GrpcPublisher:
         self._queue.clear()
         self.acks.table.fail_all(error)
         if self._closed:
-            self._finish()
+            self._maybe_finish()
 
     # --- unary Publish ---------------------------------------------------------------------
 
@@ -274,34 +278,34 @@ class GrpcPublisher:
         return len(self.acks.table)
 
     async def close(self) -> None:
-        """Stop writing (queued, unwritten messages fail with ClosedError); the stream stays
-        open for the acks of what was written until they arrive or time out. Idempotent.
-
-        Cancellation: the writer is cancelled all the same.
+        """Take no more messages. What is queued is still written, and the stream stays
+        open for the acks of what was written until they arrive or time out; then it is
+        half-closed (the server ends it). Idempotent; returns at once (nothing to cancel).
         """
         if self._closed:
             return
         self._closed = True
-        writer, self._writer = self._writer, None
-        unwritten = [r.correlationId for r in self._queue if r.correlationId]
-        self._queue.clear()
-        for cid in unwritten:
-            self.acks.table.fail(cid, ClosedError(f"{self._what}: closed before it was sent"))
-        if writer is not None:
-            writer.cancel()
-            await asyncio.wait({writer})
-        if not self.acks.table:
+        self._wake.set()
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        writer = self._writer
+        writing = writer is not None and not writer.done() and writer is not asyncio.current_task()
+        if self._closed and not self.acks.table and not self._queue and not writing:
             self._finish()
 
     def _finish(self) -> None:
         """Everything is settled (or given up): cancel the stream, the reader and the unary
         calls, stop the deadline timer."""
         call, self._call = self._call, None
-        if call is not None:
+        reader, self._writer = self._reader, None
+        if call is not None and reader is not None and not reader.done():
+            # half-close: the server ends the stream and the reader returns on EOF
+            # (cancelling it leaves grpc.aio's call in a reference cycle holding its
+            # HTTP/2 connection open until the garbage collector runs)
+            self._half_close = asyncio.get_running_loop().create_task(call.done_writing())
+        elif call is not None:
             call.cancel()
-        reader, self._reader = self._reader, None
-        if reader is not None and reader is not asyncio.current_task():
-            reader.cancel()
         for task in list(self._unary_calls):
             task.cancel()
         self._client._publishers.discard(self)
