@@ -223,3 +223,19 @@ async def test_close_without_flush_still_writes_and_waits_for_acks(
     assert [c.offset for c in confirmations] == list(range(200))
     assert producer._grpc is not None
     assert producer._grpc.pending == 0
+
+
+async def test_grpc_transport_resumes_paused_and_refuses_readonly(
+    client: lb.Client, stream: str
+) -> None:
+    """Unlike NATS publishes (lost on a paused partition, unacked on a readonly one), the
+    gRPC path resumes a paused partition and is told about a readonly one."""
+    async with client.producer(stream, transport="grpc", ack_timeout=5) as producer:
+        assert (await producer.send_and_wait(b"a")).offset == 0
+        await client.pause_stream(stream)
+        assert (await producer.send_and_wait(b"b")).offset == 1
+        await client.set_stream_readonly(stream)
+        with pytest.raises(lb.FailedPrecondition, match="readonly partition"):
+            await producer.send_and_wait(b"c")
+        with pytest.raises(lb.FailedPrecondition):
+            await producer.flush()
