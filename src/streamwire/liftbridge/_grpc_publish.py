@@ -41,13 +41,15 @@ from streamwire.liftbridge.protocol.errors import (
     GRPC_ERRORS,
     AckErrorCode,
     GrpcStatus,
+    Internal,
     Unimplemented,
+    UnknownLiftbridgeError,
 )
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
 
-__all__ = ("GrpcPublisher", "async_error")
+__all__ = ("GrpcPublisher", "async_error", "stream_error")
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,21 @@ def async_error(error: pb.PublishAsyncError, what: str) -> StreamwireError:
     text = f"{what}: {error.message}" if error.message else what
     exc: StreamwireError = registry.from_code(code, text)
     return exc
+
+
+def stream_error(exc: grpc.aio.AioRpcError, what: str) -> StreamwireError:
+    """The error of a PublishAsync stream that ended with a status. The server refuses
+    single messages with ``asyncError`` responses, not with the stream's status: a status
+    of INTERNAL or UNKNOWN there is the transport's (grpc reports a reset connection as
+    INTERNAL "Internal error from Core"), so it is :class:`ConnectionClosed`, chained to
+    the translated status; other statuses translate as usual (UNAVAILABLE: ConnectError,
+    UNIMPLEMENTED, UNAUTHENTICATED, ...)."""
+    error = translate(exc, what)
+    if isinstance(error, Internal | UnknownLiftbridgeError):
+        closed = ConnectionClosed(f"{what}: the stream broke ({exc.details()})")
+        closed.__cause__ = error
+        return closed
+    return error
 
 
 class GrpcPublisher:
@@ -156,12 +173,15 @@ class GrpcPublisher:
             try:
                 await call.write(request)
             except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-                # the stream ended: its reader reports why (or this error, if first)
-                cause = exc if isinstance(exc, grpc.aio.AioRpcError) else None
+                # the stream ended: its reader reports why (it has the call's status), or
+                # this error if the reader does not end soon
+                reader = self._reader
+                if reader is not None and not reader.done():
+                    await asyncio.wait({reader}, timeout=1.0)
                 self._ended(
                     call,
-                    translate(cause, self._what)
-                    if cause is not None
+                    stream_error(exc, self._what)
+                    if isinstance(exc, grpc.aio.AioRpcError)
                     else ConnectionClosed(f"{self._what}: the stream ended ({exc!r})"),
                 )
                 continue
@@ -193,7 +213,8 @@ class GrpcPublisher:
                     break
                 self._on_response(response)
         except grpc.aio.AioRpcError as exc:
-            error = translate(exc, self._what)
+            logger.debug("%s ended: %s", self._what, exc.debug_error_string())
+            error = stream_error(exc, self._what)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

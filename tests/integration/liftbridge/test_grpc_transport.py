@@ -5,6 +5,7 @@ cut through the fault proxy), typed error acks, the unary Publish fallback, and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import socket
 from collections.abc import AsyncIterator
@@ -239,3 +240,44 @@ async def test_grpc_transport_resumes_paused_and_refuses_readonly(
             await producer.send_and_wait(b"c")
         with pytest.raises(lb.FailedPrecondition):
             await producer.flush()
+
+
+async def test_grpc_stream_cut_fails_typed_and_the_next_message_reopens(
+    client: lb.Client, stream: str, broker: BrokerInfo
+) -> None:
+    """The PublishAsync stream broken under load (gRPC cut through the fault proxy): what
+    waited on it fails with a typed error, what was confirmed is stored, and the next
+    message opens a new stream."""
+    async with FaultProxy(broker.host, broker.port) as grpc_proxy:
+        host, port = grpc_proxy.address
+        pc = await lb.connect(
+            f"liftbridge://{host}:{port}?nats=nats://127.0.0.1:{dead_port()}",
+            timeout=10,
+            require_nats=False,
+        )
+        try:
+            async with pc.producer(stream, transport="auto", ack_timeout=10) as producer:
+                futures = [await producer.send(b"p%d" % i) for i in range(3000)]
+                await asyncio.sleep(0.01)
+                assert grpc_proxy.cut() >= 1
+                results = await asyncio.gather(*futures, return_exceptions=True)
+                failed = [r for r in results if isinstance(r, BaseException)]
+                assert all(isinstance(r, ConnectionClosed | ConnectError) for r in failed), failed[
+                    :3
+                ]
+                confirmed = [r.offset for r in results if not isinstance(r, BaseException)]
+                assert producer._grpc is not None
+                assert producer._grpc.streams_opened == 1
+                with contextlib.suppress(ConnectionClosed, ConnectError):
+                    await producer.flush()
+                after = await producer.send_and_wait(b"after")
+                assert producer._grpc.streams_opened == 2
+        finally:
+            await pc.close()
+    assert after.offset is not None
+    stored = await read(client, stream, after.offset + 1)
+    values = {m.offset: m.value for m in stored}
+    for offset in confirmed:
+        assert offset is not None
+        assert values[offset].startswith(b"p")
+    assert values[after.offset] == b"after"
