@@ -111,6 +111,33 @@ class GrpcPublisher:
         self.streams_opened = 0
         self._closed = False
 
+    async def start(self, timeout: float | None) -> None:
+        """Find out whether the server has PublishAsync: a stream with no request, half-closed
+        at once, ends with OK on Liftbridge >= 1.3 and UNIMPLEMENTED before. (Learning it
+        from the first real stream is unreliable: when the server refuses the call while
+        requests are being written, grpc.aio reports the failed write, INTERNAL "Internal
+        error from Core", instead of the server's UNIMPLEMENTED.) Other failures are left
+        to the first real stream.
+
+        Cancellation: the probe's call is cancelled.
+        """
+        m = METHODS["PublishAsync"]
+        call = self._client._broker_channel(None).stream_stream(
+            m.path,
+            request_serializer=m.request.SerializeToString,
+            response_deserializer=m.response.FromString,
+        )(timeout=timeout)
+        try:
+            await call.done_writing()
+            while await call.read() is not grpc.aio.EOF:
+                pass
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                logger.info("%s: the server has no PublishAsync, using unary Publish", self._what)
+                self.unary = True
+            else:
+                logger.debug("%s: probing PublishAsync failed: %s", self._what, exc)
+
     # --- sending -----------------------------------------------------------------------
 
     def next_id(self) -> str:

@@ -216,10 +216,10 @@ class Producer(AsyncStartable):
         self.partitions = max(1, info.partition_count)
         self._subjects = [partition_subject(subject, p) for p in range(self.partitions)]
         if self.options.transport != "nats" and self._grpc is None:
-            self._grpc = GrpcPublisher(
-                client, self.stream, request_timeout=self.options.ack_timeout
-            )
-            client._publishers.add(self._grpc)
+            publisher = GrpcPublisher(client, self.stream, request_timeout=self.options.ack_timeout)
+            await publisher.start(timeout)
+            self._grpc = publisher
+            client._publishers.add(publisher)
         self._started = True
         return self
 
