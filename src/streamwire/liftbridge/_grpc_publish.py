@@ -6,6 +6,9 @@ responses, matched by correlation id), so that many messages are in flight at on
 server without ``PublishAsync`` (it answers UNIMPLEMENTED) is then sent every message with
 the unary ``Publish`` RPC, concurrently (their order is then not kept).
 
+The stream goes to the URL's server; while it is unreachable (a stream ends with
+UNAVAILABLE), the next stream goes to the next broker known from metadata, in turn.
+
 One writer task writes the queued requests in order (a write cancelled half-way would cancel
 the whole gRPC call, so callers never write themselves: ``submit`` only queues); one reader
 task per stream routes the responses to the futures of an inbox-less :class:`AckRouter`
@@ -32,7 +35,7 @@ import grpc
 import grpc.aio
 
 from streamwire.codec.message import Confirmation
-from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
+from streamwire.errors import ClosedError, ConnectError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge._acks import AckRouter
 from streamwire.liftbridge._grpc import METHODS, translate
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
@@ -109,6 +112,9 @@ class GrpcPublisher:
         self.unary = False
         """True once the server refused PublishAsync: every message is a unary Publish."""
         self.streams_opened = 0
+        self.server: str | None = None
+        """The broker id the current (or last) stream went to; ``None``: the URL's server."""
+        self._server_index = 0
         self._closed = False
 
     async def start(self, timeout: float | None) -> None:
@@ -215,9 +221,19 @@ class GrpcPublisher:
             if queue and queue[0] is request:
                 queue.popleft()
 
+    def _servers(self) -> list[str | None]:
+        """Where a stream may go: the URL's server (``None``), then every other broker known
+        from metadata (any server accepts PublishAsync: it publishes on NATS itself)."""
+        client = self._client
+        seed = (client.host, client.port)
+        others = [bid for bid, b in client._brokers.items() if (b.host, b.port) != seed]
+        return [None, *sorted(others)]
+
     def _open(self) -> Any:
         m = METHODS["PublishAsync"]
-        channel = self._client._broker_channel(None)
+        servers = self._servers()
+        self.server = servers[self._server_index % len(servers)]
+        channel = self._client._broker_channel(self.server)
         call = channel.stream_stream(
             m.path,
             request_serializer=m.request.SerializeToString,
@@ -298,6 +314,8 @@ class GrpcPublisher:
             self._wake.set()
             return
         logger.debug("%s ended: %s", self._what, error)
+        if isinstance(error, ConnectError):  # that server is unreachable: the next one
+            self._server_index += 1
         self._queue.clear()
         self.acks.table.fail_all(error)
         if self._closed:

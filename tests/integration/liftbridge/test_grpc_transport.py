@@ -41,6 +41,12 @@ def dead_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stream_server(producer: lb.Producer) -> str | None:
+    """The broker id the producer's PublishAsync stream went to (``None``: the URL's)."""
+    assert producer._grpc is not None
+    return producer._grpc.server
+
+
 @pytest.fixture
 async def no_nats(broker: BrokerInfo) -> AsyncIterator[lb.Client]:
     """A client whose NATS URL points at a dead port (``require_nats=False``)."""
@@ -281,3 +287,39 @@ async def test_grpc_stream_cut_fails_typed_and_the_next_message_reopens(
         assert offset is not None
         assert values[offset].startswith(b"p")
     assert values[after.offset] == b"after"
+
+
+async def test_grpc_stream_moves_to_another_broker_while_the_seed_is_unreachable(
+    client: lb.Client, stream: str, broker: BrokerInfo
+) -> None:
+    """The URL's server is a fault proxy in front of the broker; once it refuses, the next
+    stream goes to the broker's advertised address from metadata."""
+    async with FaultProxy(broker.host, broker.port) as seed:
+        host, port = seed.address
+        pc = await lb.connect(
+            f"liftbridge://{host}:{port}?nats=nats://127.0.0.1:{dead_port()}",
+            timeout=10,
+            require_nats=False,
+        )
+        try:
+            async with pc.producer(stream, transport="grpc") as producer:
+                assert (await producer.send_and_wait(b"via-seed")).offset == 0
+                assert stream_server(producer) is None
+                seed.refuse(True)
+                seed.cut()
+                failures: list[BaseException] = []
+                for _ in range(5):
+                    try:
+                        confirmation = await producer.send_and_wait(b"elsewhere")
+                        break
+                    except (ConnectError, ConnectionClosed) as exc:
+                        failures.append(exc)
+                else:
+                    pytest.fail(f"never published elsewhere: {failures}")
+                assert len(failures) <= 2, failures
+                assert stream_server(producer) is not None  # a broker id from metadata
+                assert confirmation.offset == 1
+        finally:
+            await pc.close()
+    got = await read(client, stream, 2)
+    assert [m.value for m in got] == [b"via-seed", b"elsewhere"]
