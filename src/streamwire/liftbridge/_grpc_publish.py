@@ -109,6 +109,8 @@ class GrpcPublisher:
         self._writer: asyncio.Task[None] | None = None
         self._unary_calls: set[asyncio.Task[None]] = set()
         self._half_close: asyncio.Task[None] | None = None
+        self._writer_idle = False
+        """The writer waits for messages (cancelling it then touches no gRPC call)."""
         self.unary = False
         """True once the server refused PublishAsync: every message is a unary Publish."""
         self.streams_opened = 0
@@ -194,7 +196,11 @@ class GrpcPublisher:
                     self._maybe_finish()
                     return
                 self._wake.clear()
-                await self._wake.wait()
+                self._writer_idle = True
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._writer_idle = False
             if self.unary:
                 request = queue.popleft()
                 task = asyncio.get_running_loop().create_task(self._publish_unary(request))
@@ -266,6 +272,9 @@ class GrpcPublisher:
             # (the channel closed under it)
             error = ConnectionClosed(f"{self._what}: the gRPC call was cancelled")
         self._ended(call, error)
+        if self._closed and self._reader is asyncio.current_task():
+            self._reader = None
+            self._client._publishers.discard(self)  # nothing of it runs any more
 
     def _on_response(self, response: pb.PublishResponse) -> None:
         cid = response.correlationId
@@ -351,6 +360,10 @@ class GrpcPublisher:
         if self._closed:
             return
         self._closed = True
+        writer = self._writer
+        if writer is not None and self._writer_idle and not self._queue:
+            writer.cancel()  # nothing to write: end it now rather than on its next turn
+            self._writer = None
         self._wake.set()
         self._maybe_finish()
 
@@ -374,7 +387,8 @@ class GrpcPublisher:
             call.cancel()
         for task in list(self._unary_calls):
             task.cancel()
-        self._client._publishers.discard(self)
+        if self._reader is None or self._reader.done():
+            self._client._publishers.discard(self)  # else once the reader returns
         self.acks.close(ClosedError(f"{self._what}: the producer closed before the ack"))
 
     async def abort(self, error: StreamwireError) -> None:
@@ -383,7 +397,12 @@ class GrpcPublisher:
 
         Cancellation: everything is cancelled all the same; only the wait stops.
         """
-        self._closed = True
+        await self.close()
+        reader = self._reader
+        if not self.acks.table and not self._queue and reader is not None and not reader.done():
+            # nothing waits: the stream was half-closed, let the server end it (a reader
+            # cancelled mid-read keeps its connection open until the collector runs)
+            await asyncio.wait({reader}, timeout=1.0)
         tasks = {t for t in (self._writer, self._reader, *self._unary_calls) if t is not None}
         self._writer = None
         self._queue.clear()

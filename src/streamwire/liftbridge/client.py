@@ -72,6 +72,7 @@ from streamwire.liftbridge.protocol.metadata import (
     partition_from_pb,
 )
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
+from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
@@ -128,8 +129,10 @@ class Client(AsyncClosing):
         self._nats_options = nats_options
         self.require_nats = require_nats
         self.nats_error: StreamwireError | None = None
-        """Why the client has no NATS connection (``require_nats=False`` only)."""
+        """Why the client has no NATS connection (``require_nats=False`` only; it tries
+        again in the background until it has one)."""
         self._publishers: set[GrpcPublisher] = set()
+        self._redial: asyncio.Task[None] | None = None
         self._channels: Channels | None = Channels(
             credentials=grpc_credentials,
             server_hostname=grpc_server_hostname,
@@ -167,6 +170,7 @@ class Client(AsyncClosing):
                 logger.warning(
                     "Liftbridge client without NATS (producers publish over gRPC): %s", exc
                 )
+                self._redial = self._loop.create_task(self._redial_nats())
         except BaseException as exc:
             if isinstance(exc, StreamwireError):
                 self._meter.failed()
@@ -211,6 +215,26 @@ class Client(AsyncClosing):
         self._acks, self._acks_inbox = None, ""
         if link is not None:
             await link.close()
+
+    async def _redial_nats(self) -> None:
+        """A client opened without NATS tries again, with backoff (0.5 s to 5 s), until it
+        connects or closes; ``"auto"`` producers then publish on NATS again."""
+        for delay in Backoff(initial=0.5, maximum=5.0, jitter="equal"):
+            await asyncio.sleep(delay)
+            if self._closed:
+                return
+            what = "connecting to NATS again"
+            try:
+                await self._open_nats(Deadline(self.timeout, exc_type=ConnectTimeout, what=what))
+            except StreamwireError as exc:
+                await self._drop_nats()
+                self.nats_error = exc
+                logger.debug("Liftbridge client still without NATS: %s", exc)
+                continue
+            self.nats_error = None
+            self._meter.connected(again=True)
+            logger.info("Liftbridge client: NATS connected (%s)", ", ".join(self.nats_servers))
+            return
 
     @property
     def nats_connected(self) -> bool:
@@ -812,16 +836,23 @@ class Client(AsyncClosing):
     async def _shutdown(self) -> None:
         self._closed = True
         self._children.clear()
-        if self._acks is not None:
-            self._acks.close()
-        link, self._link = self._link, None
+        redial, self._redial = self._redial, None
+        if redial is not None:
+            redial.cancel()
         channels, self._channels = self._channels, None
         publishers, self._publishers = self._publishers, set()
         try:
+            if redial is not None:
+                await asyncio.wait({redial})  # it closes what it was opening
             for publisher in publishers:
                 await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
-            if link is not None:
-                await link.close()
         finally:
-            if channels is not None:
-                await channels.close()
+            if self._acks is not None:
+                self._acks.close()
+            link, self._link = self._link, None  # after the redial: it may have set one
+            try:
+                if link is not None:
+                    await link.close()
+            finally:
+                if channels is not None:
+                    await channels.close()

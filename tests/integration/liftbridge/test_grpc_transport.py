@@ -323,3 +323,37 @@ async def test_grpc_stream_moves_to_another_broker_while_the_seed_is_unreachable
             await pc.close()
     got = await read(client, stream, 2)
     assert [m.value for m in got] == [b"via-seed", b"elsewhere"]
+
+
+async def test_client_opened_without_nats_connects_it_later(
+    stream: str, broker: BrokerInfo, nats_proxy: FaultProxy, client: lb.Client
+) -> None:
+    """NATS refused at connect: the client opens without it and ``"auto"`` publishes over
+    gRPC; once NATS accepts again, the client connects it in the background and the producer
+    is back on NATS."""
+    check = LeakCheck()
+    nats_proxy.refuse(True)
+    pc = await lb.connect(url_via(broker, nats=nats_proxy), timeout=10, require_nats=False)
+    try:
+        assert not pc.nats_connected
+        async with pc.producer(stream, transport="auto") as producer:
+            assert (await producer.send_and_wait(b"grpc")).offset == 0
+            nats_proxy.refuse(False)
+            await wait_until(lambda: pc.nats_connected, 20, "NATS connected later")
+            assert pc.nats_error is None
+            assert (await producer.send_and_wait(b"nats")).offset == 1
+            assert pc.stats.acks.acks == 1  # acked on the NATS inbox
+    finally:
+        await pc.close()
+    await check.verify(10)
+    got = await read(client, stream, 2)
+    assert [m.value for m in got] == [b"grpc", b"nats"]
+
+
+async def test_closing_a_client_while_it_redials_nats(broker: BrokerInfo) -> None:
+    check = LeakCheck()
+    url = f"liftbridge://{broker.host}:{broker.port}?nats=nats://127.0.0.1:{dead_port()}"
+    pc = await lb.connect(url, timeout=10, require_nats=False)
+    await asyncio.sleep(1.2)  # a redial or two
+    await pc.close()
+    await check.verify(10)
