@@ -121,7 +121,8 @@ class GrpcPublisher:
 
     async def start(self, timeout: float | None) -> None:
         """Find out whether the server has PublishAsync: a stream with no request, half-closed
-        at once, ends with OK on Liftbridge >= 1.3 and UNIMPLEMENTED before. (Learning it
+        at once, ends with OK on a server that has it (v1.9.0) and UNIMPLEMENTED on one that
+        has not. (Learning it
         from the first real stream is unreliable: when the server refuses the call while
         requests are being written, grpc.aio reports the failed write, INTERNAL "Internal
         error from Core", instead of the server's UNIMPLEMENTED.) Other failures are left
