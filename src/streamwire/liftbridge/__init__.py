@@ -139,6 +139,7 @@ async def connect(
     address_resolver: AddressResolver | None = None,
     name: str | None = None,
     nats_options: Mapping[str, object] | None = None,
+    require_nats: bool = True,
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 
@@ -150,6 +151,11 @@ async def connect(
     ``reconnect`` (default :class:`ReconnectPolicy` ``()``; ``None``: off) governs consumers
     resubscribing; nats-py reconnects NATS on its own (``nats_options`` go to
     ``nats.connect``).
+
+    ``require_nats=False``: a NATS connection that cannot be made is not an error; the
+    client then has none (``Client.nats_error`` says why) and its producers need
+    ``transport="grpc"`` or ``"auto"`` (they publish through the gRPC API). Consumers never
+    need NATS.
 
     Cancellation: nothing is left open.
     """
@@ -194,5 +200,6 @@ async def connect(
         address_resolver=address_resolver,
         name=name,
         nats_options=nats_options,
+        require_nats=require_nats,
     )
     return await client._open()

@@ -72,12 +72,16 @@ class AckStats:
 
 
 class AckRouter:
-    """Routes acks to the futures of the messages waiting for them."""
+    """Routes acks to the futures of the messages waiting for them.
 
-    def __init__(self, link: InboxLink) -> None:
+    Without a ``link`` it has no inbox: only correlation ids, futures and their deadlines
+    (the gRPC publish path, whose acks arrive on its PublishAsync stream).
+    """
+
+    def __init__(self, link: InboxLink | None) -> None:
         self._link = link
-        base = link.new_inbox()
-        self.ack_inbox = f"{base}.a"
+        base = link.new_inbox() if link is not None else ""
+        self.ack_inbox = f"{base}.a" if base else ""
         self._subject = f"{base}.>"
         self._reply_prefix = f"{base}.n."
         self._ids = itertools.count(1)
@@ -93,6 +97,8 @@ class AckRouter:
 
     async def start(self) -> None:
         """Subscribe to the inbox (before anything is published on this connection)."""
+        if self._link is None:
+            return
         await self._link.subscribe(self._subject, self._on_message)
 
     def next_id(self) -> str:

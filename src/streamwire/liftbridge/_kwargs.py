@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from streamwire import _api
-from streamwire.liftbridge.producer import Partitioner
+from streamwire.liftbridge.producer import Partitioner, Transport
 from streamwire.liftbridge.protocol.messages import AckPolicy
 
 __all__ = ("ConsumerKwargs", "ProducerKwargs", "StreamKwargs")
@@ -39,6 +39,7 @@ class ProducerKwargs(_api.ProducerKwargs, total=False):
     max_message_bytes: int | None
     detect_no_responders: bool
     subject: str | None
+    transport: Transport
 
 
 class ConsumerKwargs(_api.ConsumerKwargs, total=False):

@@ -28,12 +28,14 @@ from streamwire.errors import (
     ClosedError,
     ConfigurationError,
     ConnectError,
+    ConnectionClosed,
     ConnectTimeout,
     RequestTimeout,
     StreamwireError,
 )
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._grpc import AddressResolver, Channels
+from streamwire.liftbridge._grpc_publish import GrpcPublisher
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
@@ -70,6 +72,7 @@ from streamwire.liftbridge.protocol.metadata import (
     partition_from_pb,
 )
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
+from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
@@ -111,6 +114,7 @@ class Client(AsyncClosing):
         address_resolver: AddressResolver | None = None,
         name: str | None = None,
         nats_options: Mapping[str, object] | None = None,
+        require_nats: bool = True,
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -123,6 +127,12 @@ class Client(AsyncClosing):
         self.name = name
         self._nats_tls = nats_tls
         self._nats_options = nats_options
+        self.require_nats = require_nats
+        self.nats_error: StreamwireError | None = None
+        """Why the client has no NATS connection (``require_nats=False`` only; it tries
+        again in the background until it has one)."""
+        self._publishers: set[GrpcPublisher] = set()
+        self._redial: asyncio.Task[None] | None = None
         self._channels: Channels | None = Channels(
             credentials=grpc_credentials,
             server_hostname=grpc_server_hostname,
@@ -150,7 +160,17 @@ class Client(AsyncClosing):
         deadline = Deadline(self.timeout, exc_type=ConnectTimeout, what=f"connecting to {target}")
         try:
             await self._open_grpc(deadline)
-            await self._open_nats(deadline)
+            try:
+                await self._open_nats(deadline)
+            except StreamwireError as exc:
+                if self.require_nats:
+                    raise
+                await self._drop_nats()
+                self.nats_error = exc
+                logger.warning(
+                    "Liftbridge client without NATS (producers publish over gRPC): %s", exc
+                )
+                self._redial = self._loop.create_task(self._redial_nats())
         except BaseException as exc:
             if isinstance(exc, StreamwireError):
                 self._meter.failed()
@@ -188,6 +208,40 @@ class Client(AsyncClosing):
             await link.flush(deadline.remaining())
         self._acks = acks
         self._acks_inbox = acks.ack_inbox
+
+    async def _drop_nats(self) -> None:
+        """Undo a NATS connection that failed half-way (``require_nats=False``)."""
+        link, self._link = self._link, None
+        self._acks, self._acks_inbox = None, ""
+        if link is not None:
+            await link.close()
+
+    async def _redial_nats(self) -> None:
+        """A client opened without NATS tries again, with backoff (0.5 s to 5 s), until it
+        connects or closes; ``"auto"`` producers then publish on NATS again."""
+        for delay in Backoff(initial=0.5, maximum=5.0, jitter="equal"):
+            await asyncio.sleep(delay)
+            if self._closed:
+                return
+            what = "connecting to NATS again"
+            try:
+                await self._open_nats(Deadline(self.timeout, exc_type=ConnectTimeout, what=what))
+            except StreamwireError as exc:
+                await self._drop_nats()
+                self.nats_error = exc
+                logger.debug("Liftbridge client still without NATS: %s", exc)
+                continue
+            self.nats_error = None
+            self._meter.connected(again=True)
+            logger.info("Liftbridge client: NATS connected (%s)", ", ".join(self.nats_servers))
+            return
+
+    @property
+    def nats_connected(self) -> bool:
+        """Whether the client's NATS connection is up now (producers with
+        ``transport="auto"`` publish over gRPC while it is not)."""
+        link = self._link
+        return link is not None and not self._closed and link.is_connected
 
     def _nats_closed(self, exc: StreamwireError) -> None:
         if self._acks is not None:
@@ -580,16 +634,20 @@ class Client(AsyncClosing):
             expectedOffset=expected_offset,
         )
         what = f"Publish to {stream}/{partition}"
+        response = await self._publish_request(request, timeout=self._timeout(timeout), what=what)
+        return self._ack_of(response, what)
+
+    async def _publish_request(
+        self, request: pb.PublishRequest, *, timeout: float | None, what: str
+    ) -> Any:
+        """One unary Publish; a wrong expected offset raises IncorrectOffset."""
         try:
-            response = await self._call(
-                "Publish", request, timeout=self._timeout(timeout), what=what
-            )
+            return await self._call("Publish", request, timeout=timeout, what=what)
         except UnknownLiftbridgeError as exc:
             # v1.9.0 answers a wrong expected offset with status UNKNOWN, not an error ack
             if "incorrect expected offset" in str(exc):
                 raise ACK_ERRORS.from_code(AckErrorCode.INCORRECT_OFFSET, what) from exc
             raise
-        return self._ack_of(response, what)
 
     async def publish_to_subject(
         self,
@@ -778,13 +836,23 @@ class Client(AsyncClosing):
     async def _shutdown(self) -> None:
         self._closed = True
         self._children.clear()
-        if self._acks is not None:
-            self._acks.close()
-        link, self._link = self._link, None
+        redial, self._redial = self._redial, None
+        if redial is not None:
+            redial.cancel()
         channels, self._channels = self._channels, None
+        publishers, self._publishers = self._publishers, set()
         try:
-            if link is not None:
-                await link.close()
+            if redial is not None:
+                await asyncio.wait({redial})  # it closes what it was opening
+            for publisher in publishers:
+                await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
         finally:
-            if channels is not None:
-                await channels.close()
+            if self._acks is not None:
+                self._acks.close()
+            link, self._link = self._link, None  # after the redial: it may have set one
+            try:
+                if link is not None:
+                    await link.close()
+            finally:
+                if channels is not None:
+                    await channels.close()

@@ -11,6 +11,11 @@ Delivery is at-least-once at best: core NATS may drop a publish (no leader subsc
 disconnect), and Liftbridge does not deduplicate, so retrying after a timeout can store a
 message twice. With ``ack_policy=NONE`` or ``envelope=False`` nothing is acknowledged; the
 future resolves once the message is handed to NATS (``offset`` is ``None``).
+
+``transport="grpc"`` publishes through the server's gRPC API instead (PublishAsync, see
+``_grpc_publish``), ``"auto"`` does so only while the client's NATS connection is down or
+was never made (``connect(require_nats=False)``): same futures, acks, errors, ``flush`` and
+``close``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
+    ConnectError,
     ProducerBufferFull,
     StreamwireError,
 )
+from streamwire.liftbridge._grpc_publish import GrpcPublisher
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import (
     NO_EXPECTED_OFFSET,
     AckPolicy,
@@ -52,13 +60,16 @@ from streamwire.transport.resources import (
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
 
-__all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions")
+__all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions", "Transport")
 
 logger = logging.getLogger(__name__)
 
 #: ``(key, partition count) -> partition``
 PartitionFunction = Callable[[bytes | None, int], int]
 Partitioner = Literal["auto", "key", "round_robin"] | PartitionFunction
+#: How a producer publishes: straight onto NATS, through the gRPC API, or NATS while the
+#: client's NATS connection is up and gRPC while it is not.
+Transport = Literal["nats", "grpc", "auto"]
 
 
 class MessageTooLarge(ConfigurationError):
@@ -94,8 +105,23 @@ class ProducerOptions:
     timeout). The server stores that reply subject in the message's ``reply`` header."""
     subject: str | None = None
     """Publish to this literal subject instead of the stream's (for wildcard streams)."""
+    transport: Transport = "nats"
+    """``"nats"``: envelopes straight onto NATS; ``"grpc"``: through the server's gRPC API
+    (a PublishAsync stream; unary Publish calls on servers without it), which needs no NATS
+    connection of the client's own; ``"auto"``: NATS while the client's NATS connection is
+    up, gRPC while it is down or was never made. ``crc`` and ``detect_no_responders`` apply
+    to NATS publishes only; ``envelope=False`` and ``subject`` need ``"nats"``."""
 
     def __post_init__(self) -> None:
+        if self.transport not in ("nats", "grpc", "auto"):
+            raise ConfigurationError(
+                f"unknown transport {self.transport!r} (expected 'nats', 'grpc' or 'auto')"
+            )
+        if self.transport != "nats" and (not self.envelope or self.subject is not None):
+            raise ConfigurationError(
+                f"transport={self.transport!r} publishes by stream name: envelope=False "
+                "and subject= need transport='nats'"
+            )
         if self.max_in_flight < 1:
             raise ConfigurationError("max_in_flight must be >= 1")
         if not isinstance(self.ack_policy, int) or self.ack_policy not in tuple(AckPolicy):
@@ -163,6 +189,7 @@ class Producer(AsyncStartable):
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
         self._template: PublishTemplate | None = None
+        self._grpc: GrpcPublisher | None = None
         self._meter = ProducerMeter(
             Destination("liftbridge", stream, f"{client.host}:{client.port}")
         )
@@ -179,11 +206,27 @@ class Producer(AsyncStartable):
                 f"stream {self.stream!r} listens on {subject!r}, which is not a literal "
                 "subject: give the producer subject= to publish on a matching one"
             )
+        client = self._client
+        if self.options.transport == "nats" and client._link is None:
+            raise ConnectError(
+                f"producer for {self.stream!r}: the client has no NATS connection "
+                f"({client.nats_error}); use transport='grpc' or 'auto'"
+            )
         self.subject = subject
         self.partitions = max(1, info.partition_count)
         self._subjects = [partition_subject(subject, p) for p in range(self.partitions)]
+        if self.options.transport != "nats" and self._grpc is None:
+            publisher = GrpcPublisher(client, self.stream, request_timeout=self.options.ack_timeout)
+            await publisher.start(timeout)
+            self._grpc = publisher
+            client._publishers.add(publisher)
         self._started = True
         return self
+
+    def _over_grpc(self) -> bool:
+        """Whether the next message goes through the gRPC API."""
+        how = self.options.transport
+        return how == "grpc" or (how == "auto" and not self._client.nats_connected)
 
     def _is_started(self) -> bool:
         return bool(self._started)
@@ -233,14 +276,11 @@ class Producer(AsyncStartable):
             raise ConfigurationError(f"the partitioner returned {chosen!r} for {count} partitions")
         return chosen
 
-    def _encode(
-        self,
-        value: bytes | Message,
-        key: bytes | None,
-        headers: Mapping[str, HeaderInput] | None,
-        cid: str,
-        expected_offset: int | None,
-    ) -> tuple[bytes, bytes | None]:
+    @staticmethod
+    def _fields(
+        value: bytes | Message, key: bytes | None, headers: Mapping[str, HeaderInput] | None
+    ) -> tuple[bytes, bytes | None, dict[str, bytes] | None]:
+        """Payload, key and wire headers of a message (checked)."""
         if isinstance(value, Message):
             msg = outgoing(value, key, headers)
             payload, key = msg.value, msg.key
@@ -252,6 +292,56 @@ class Producer(AsyncStartable):
             wire = headers_to_wire(normalize_headers(headers)) if headers else None
         if key is not None and not isinstance(key, bytes | bytearray | memoryview):
             raise ConfigurationError(f"message key must be bytes, got {type(key).__name__}")
+        return payload, key, wire
+
+    def _limit(self) -> int:
+        limit = self._client._max_payload
+        if self.options.max_message_bytes is not None:
+            limit = min(limit, self.options.max_message_bytes)
+        return limit
+
+    def _request(
+        self,
+        value: bytes | Message,
+        key: bytes | None,
+        headers: Mapping[str, HeaderInput] | None,
+        expected_offset: int | None,
+        partition: int | None,
+    ) -> pb.PublishRequest:
+        """The PublishRequest of a message on the gRPC path (correlation id set when it is
+        acked)."""
+        publisher = self._grpc
+        if publisher is None:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+        payload, key, wire = self._fields(value, key, headers)
+        key_bytes = None if key is None else bytes(key)
+        opts = self.options
+        request = pb.PublishRequest(
+            key=key_bytes or b"",
+            value=payload,
+            stream=self.stream,
+            partition=self._partition(key_bytes, partition),
+            headers=wire,
+            ackPolicy=pb.AckPolicy.ValueType(opts.ack_policy),
+            expectedOffset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
+            correlationId=publisher.next_id() if self._acked else "",
+        )
+        size, limit = request.ByteSize(), self._limit()
+        if size > limit:
+            raise MessageTooLarge(
+                f"a {size}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
+            )
+        return request
+
+    def _encode(
+        self,
+        value: bytes | Message,
+        key: bytes | None,
+        headers: Mapping[str, HeaderInput] | None,
+        cid: str,
+        expected_offset: int | None,
+    ) -> tuple[bytes, bytes | None]:
+        payload, key, wire = self._fields(value, key, headers)
         opts = self.options
         if not opts.envelope:
             if key is not None or wire or expected_offset is not None:
@@ -277,9 +367,7 @@ class Producer(AsyncStartable):
                 expected_offset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
                 crc=opts.crc,
             )
-        limit = self._client._max_payload
-        if opts.max_message_bytes is not None:
-            limit = min(limit, opts.max_message_bytes)
+        limit = self._limit()
         if len(data) > limit:
             raise MessageTooLarge(
                 f"a {len(data)}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
@@ -310,6 +398,11 @@ class Producer(AsyncStartable):
         cancelled. Cancelling the returned future does not unpublish anything.
         """
         self._check()
+        if self._over_grpc():
+            request = self._request(value, key, headers, expected_offset, partition)
+            if len(self._pending) >= self.options.max_in_flight:
+                await self._wait_for_room(timeout)
+            return self._publish_grpc(request)
         client = self._client
         cid = client._next_correlation_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
@@ -335,6 +428,34 @@ class Producer(AsyncStartable):
             await client._publish(subject, data, reply, block)
         except BaseException:
             self._unexpect([cid], [future])
+            raise
+        return future
+
+    def _publish_grpc(self, request: pb.PublishRequest) -> asyncio.Future[Confirmation]:
+        """Queue one request on the gRPC path; its future settles with its response (or at
+        once, unacked)."""
+        publisher = self._grpc
+        if publisher is None:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+        self._check()
+        nbytes = len(request.value)
+        p = request.partition
+        if not self._acked:
+            publisher.submit(request)
+            future: asyncio.Future[Confirmation] = self._client._loop.create_future()
+            future.set_result(Confirmation(None, None, self.stream, p))
+            self._meter.settled(self._meter.sent(1, nbytes), 1, 0)
+            return future
+        settle = _Settlement(self._meter, 1, nbytes, self._done)
+        what = f"a message to {self.stream}/{p} over gRPC"
+        future = publisher.expect(request, self.options.ack_timeout, what, settle)
+        self._pending.add(future)
+        self._idle.clear()
+        try:
+            publisher.submit(request)
+        except BaseException:
+            publisher.forget(request)
+            self._pending.discard(future)
             raise
         return future
 
@@ -406,6 +527,8 @@ class Producer(AsyncStartable):
         Cancellation: the messages published before the cancellation stay published.
         """
         self._check()
+        if self._over_grpc():
+            return await self._send_batch_grpc(values, timeout)
         encoded: list[tuple[str, bytes, int]] = []
         for value in values:  # a message that cannot be encoded fails the call: none sent
             cid = self._client._next_correlation_id()
@@ -420,6 +543,17 @@ class Producer(AsyncStartable):
             end = start + max(limit - len(self._pending), 1)
             futures += await self._publish_many(encoded[start:end])
             start = end
+        return futures
+
+    async def _send_batch_grpc(
+        self, values: Iterable[bytes | Message], timeout: float | None
+    ) -> list[asyncio.Future[Confirmation]]:
+        requests = [self._request(value, None, None, None, None) for value in values]
+        futures: list[asyncio.Future[Confirmation]] = []
+        for request in requests:
+            if len(self._pending) >= self.options.max_in_flight:
+                await self._wait_for_room(timeout)
+            futures.append(self._publish_grpc(request))
         return futures
 
     async def _publish_many(
@@ -465,8 +599,13 @@ class Producer(AsyncStartable):
             self.options.confirm_timeout if timeout is None else timeout,
             pending=lambda: self.pending,
             take_failure=self._take_failure,
-            first=lambda: self._client._flush_nats(None),
+            first=self._flush_nats,
         )
+
+    async def _flush_nats(self) -> None:
+        """NATS's part of a flush: nothing when this producer publishes over gRPC now."""
+        if self.options.transport == "nats" or self._client.nats_connected:
+            await self._client._flush_nats(None)
 
     def _take_failure(self) -> BaseException | None:
         failure, self._first_failure = self._first_failure, None
@@ -490,3 +629,5 @@ class Producer(AsyncStartable):
             self._closed = True
             self._room.set()
             self._client._children.discard(self)
+            if self._grpc is not None:
+                await self._grpc.close()

@@ -60,6 +60,10 @@ def test_grpc_credentials_from_tls_options() -> None:
         {"partitioner": "random"},
         {"max_message_bytes": 0},
         {"ack_timeout": -1.0},
+        {"transport": "http"},
+        {"transport": None},
+        {"transport": "grpc", "envelope": False},
+        {"transport": "auto", "subject": "a.b"},
     ],
 )
 def test_producer_options_are_checked(kwargs: dict[str, object]) -> None:

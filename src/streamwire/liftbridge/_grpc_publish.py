@@ -1,0 +1,415 @@
+"""The producer's gRPC publish path (``transport="grpc"``, or ``"auto"`` while NATS is down).
+
+Messages go through the Liftbridge server rather than straight onto NATS: on one
+``PublishAsync`` stream per producer (client-streaming requests, server-streaming
+responses, matched by correlation id), so that many messages are in flight at once. A
+server without ``PublishAsync`` (it answers UNIMPLEMENTED) is then sent every message with
+the unary ``Publish`` RPC, concurrently (their order is then not kept).
+
+The stream goes to the URL's server; while it is unreachable (a stream ends with
+UNAVAILABLE), the next stream goes to the next broker known from metadata, in turn.
+
+One writer task writes the queued requests in order (a write cancelled half-way would cancel
+the whole gRPC call, so callers never write themselves: ``submit`` only queues); one reader
+task per stream routes the responses to the futures of an inbox-less :class:`AckRouter`
+(correlation ids, futures, ack deadlines). When the stream ends (the server went away, the
+channel closed), every message still waiting fails with the translated gRPC error and the
+next message opens a new stream. With ``AckPolicy.NONE`` the server sends nothing back: the
+message is confirmed once queued.
+
+What v1.9.0 answers on ``PublishAsync`` (docs/liftbridge.md): error responses carry
+``asyncError`` (``INCORRECT_OFFSET`` for a wrong expected offset, ``NOT_FOUND`` for a
+missing stream or partition, ``BAD_REQUEST`` for ``AckPolicy.NONE`` on a stream with
+optimistic concurrency control) next to an empty ``ack``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import grpc.aio
+
+from streamwire.codec.message import Confirmation
+from streamwire.errors import ClosedError, ConnectError, ConnectionClosed, StreamwireError
+from streamwire.liftbridge._acks import AckRouter
+from streamwire.liftbridge._grpc import METHODS, translate
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol.errors import (
+    ACK_ERRORS,
+    GRPC_ERRORS,
+    AckErrorCode,
+    GrpcStatus,
+    Internal,
+    Unimplemented,
+    UnknownLiftbridgeError,
+)
+
+if TYPE_CHECKING:
+    from streamwire.liftbridge.client import Client
+
+__all__ = ("GrpcPublisher", "async_error", "stream_error")
+
+logger = logging.getLogger(__name__)
+
+_E = pb.PublishAsyncError
+#: ``PublishAsyncError.Code`` to (registry, code) of the error raised.
+_ASYNC_ERRORS: dict[int, tuple[Any, int]] = {
+    _E.BAD_REQUEST: (GRPC_ERRORS, GrpcStatus.INVALID_ARGUMENT),
+    _E.NOT_FOUND: (GRPC_ERRORS, GrpcStatus.NOT_FOUND),
+    _E.INTERNAL: (GRPC_ERRORS, GrpcStatus.INTERNAL),
+    _E.READONLY: (GRPC_ERRORS, GrpcStatus.FAILED_PRECONDITION),
+    _E.INCORRECT_OFFSET: (ACK_ERRORS, AckErrorCode.INCORRECT_OFFSET),
+    _E.ENCRYPTION_FAILED: (ACK_ERRORS, AckErrorCode.ENCRYPTION),
+    _E.PERMISSION_DENIED: (GRPC_ERRORS, GrpcStatus.PERMISSION_DENIED),
+}
+
+
+def async_error(error: pb.PublishAsyncError, what: str) -> StreamwireError:
+    """The typed error of a ``PublishAsyncError`` (IncorrectOffset, StreamNotFound, ...)."""
+    registry, code = _ASYNC_ERRORS.get(int(error.code), (GRPC_ERRORS, GrpcStatus.UNKNOWN))
+    text = f"{what}: {error.message}" if error.message else what
+    exc: StreamwireError = registry.from_code(code, text)
+    return exc
+
+
+def stream_error(exc: grpc.aio.AioRpcError, what: str) -> StreamwireError:
+    """The error of a PublishAsync stream that ended with a status. The server refuses
+    single messages with ``asyncError`` responses, not with the stream's status: a status
+    of INTERNAL or UNKNOWN there is the transport's (grpc reports a reset connection as
+    INTERNAL "Internal error from Core"), so it is :class:`ConnectionClosed`, chained to
+    the translated status; other statuses translate as usual (UNAVAILABLE: ConnectError,
+    UNIMPLEMENTED, UNAUTHENTICATED, ...)."""
+    error = translate(exc, what)
+    if isinstance(error, Internal | UnknownLiftbridgeError):
+        closed = ConnectionClosed(f"{what}: the stream broke ({exc.details()})")
+        closed.__cause__ = error
+        return closed
+    return error
+
+
+class GrpcPublisher:
+    """A producer's PublishAsync stream (or unary Publish calls), opened on first use."""
+
+    def __init__(self, client: Client, stream: str, *, request_timeout: float | None) -> None:
+        self._client = client
+        self._what = f"PublishAsync to {stream!r}"
+        self._request_timeout = request_timeout
+        self.acks = AckRouter(None)
+        self._queue: deque[pb.PublishRequest] = deque()
+        self._wake = asyncio.Event()
+        self._sent: dict[str, pb.PublishRequest] = {}
+        """Requests awaiting their response, in the order queued."""
+        self._call: Any = None  # grpc.aio.StreamStreamCall
+        self._reader: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._unary_calls: set[asyncio.Task[None]] = set()
+        self._half_close: asyncio.Task[None] | None = None
+        self._writer_idle = False
+        """The writer waits for messages (cancelling it then touches no gRPC call)."""
+        self.unary = False
+        """True once the server refused PublishAsync: every message is a unary Publish."""
+        self.streams_opened = 0
+        self.server: str | None = None
+        """The broker id the current (or last) stream went to; ``None``: the URL's server."""
+        self._server_index = 0
+        self._closed = False
+
+    async def start(self, timeout: float | None) -> None:
+        """Find out whether the server has PublishAsync: a stream with no request, half-closed
+        at once, ends with OK on a server that has it (v1.9.0) and UNIMPLEMENTED on one that
+        has not. (Learning it
+        from the first real stream is unreliable: when the server refuses the call while
+        requests are being written, grpc.aio reports the failed write, INTERNAL "Internal
+        error from Core", instead of the server's UNIMPLEMENTED.) Other failures are left
+        to the first real stream.
+
+        Cancellation: the probe's call is cancelled.
+        """
+        m = METHODS["PublishAsync"]
+        call = self._client._broker_channel(None).stream_stream(
+            m.path,
+            request_serializer=m.request.SerializeToString,
+            response_deserializer=m.response.FromString,
+        )(timeout=timeout)
+        try:
+            await call.done_writing()
+            while await call.read() is not grpc.aio.EOF:
+                pass
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                logger.info("%s: the server has no PublishAsync, using unary Publish", self._what)
+                self.unary = True
+            else:
+                logger.debug("%s: probing PublishAsync failed: %s", self._what, exc)
+
+    # --- sending -----------------------------------------------------------------------
+
+    def next_id(self) -> str:
+        return self.acks.next_id()
+
+    def expect(
+        self,
+        request: pb.PublishRequest,
+        timeout: float | None,
+        what: str,
+        on_done: Callable[[asyncio.Future[Confirmation]], object],
+    ) -> asyncio.Future[Confirmation]:
+        """Register the response future of ``request`` (its correlation id is set)."""
+        if self._closed:
+            raise ClosedError(f"{self._what}: the producer is closed")
+        cid = request.correlationId
+
+        def done(future: asyncio.Future[Confirmation]) -> None:
+            self._sent.pop(cid, None)
+            on_done(future)
+            if self._closed:
+                self._maybe_finish()
+
+        future = self.acks.expect(cid, timeout, what, done)
+        self._sent[cid] = request
+        return future
+
+    def forget(self, request: pb.PublishRequest) -> None:
+        self._sent.pop(request.correlationId, None)
+        self.acks.forget(request.correlationId)
+
+    def submit(self, request: pb.PublishRequest) -> None:
+        """Queue ``request`` for the writer (after :meth:`expect` when it is acked)."""
+        if self._closed:
+            raise ClosedError(f"{self._what}: the producer is closed")
+        self._queue.append(request)
+        self._wake.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    # --- the writer ----------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        queue = self._queue
+        while True:
+            while not queue:
+                if self._closed:
+                    self._maybe_finish()
+                    return
+                self._wake.clear()
+                self._writer_idle = True
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._writer_idle = False
+            if self.unary:
+                request = queue.popleft()
+                task = asyncio.get_running_loop().create_task(self._publish_unary(request))
+                self._unary_calls.add(task)
+                task.add_done_callback(self._unary_calls.discard)
+                continue
+            call = self._call if self._call is not None else self._open()
+            request = queue[0]
+            try:
+                await call.write(request)
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                # the stream ended: its reader reports why (it has the call's status), or
+                # this error if the reader does not end soon
+                reader = self._reader
+                if reader is not None and not reader.done():
+                    await asyncio.wait({reader}, timeout=1.0)
+                self._ended(
+                    call,
+                    stream_error(exc, self._what)
+                    if isinstance(exc, grpc.aio.AioRpcError)
+                    else ConnectionClosed(f"{self._what}: the stream ended ({exc!r})"),
+                )
+                continue
+            if queue and queue[0] is request:
+                queue.popleft()
+
+    def _servers(self) -> list[str | None]:
+        """Where a stream may go: the URL's server (``None``), then every other broker known
+        from metadata (any server accepts PublishAsync: it publishes on NATS itself)."""
+        client = self._client
+        seed = (client.host, client.port)
+        others = [bid for bid, b in client._brokers.items() if (b.host, b.port) != seed]
+        return [None, *sorted(others)]
+
+    def _open(self) -> Any:
+        m = METHODS["PublishAsync"]
+        servers = self._servers()
+        self.server = servers[self._server_index % len(servers)]
+        channel = self._client._broker_channel(self.server)
+        call = channel.stream_stream(
+            m.path,
+            request_serializer=m.request.SerializeToString,
+            response_deserializer=m.response.FromString,
+        )()
+        self._call = call
+        self.streams_opened += 1
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop(call))
+        return call
+
+    # --- the reader ----------------------------------------------------------------------
+
+    async def _read_loop(self, call: Any) -> None:
+        error: StreamwireError
+        try:
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    error = ConnectionClosed(f"{self._what}: the server ended the stream")
+                    break
+                self._on_response(response)
+        except grpc.aio.AioRpcError as exc:
+            logger.debug("%s ended: %s", self._what, exc.debug_error_string())
+            error = stream_error(exc, self._what)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            # grpc.aio raises CancelledError from read() when the call itself was cancelled
+            # (the channel closed under it)
+            error = ConnectionClosed(f"{self._what}: the gRPC call was cancelled")
+        self._ended(call, error)
+        if self._closed and self._reader is asyncio.current_task():
+            self._reader = None
+            self._client._publishers.discard(self)  # nothing of it runs any more
+
+    def _on_response(self, response: pb.PublishResponse) -> None:
+        cid = response.correlationId
+        request = self._sent.get(cid)
+        if request is None or cid not in self.acks.table:
+            self.acks.stats.unmatched += 1
+            return
+        self._settle(request, response)
+
+    def _settle(self, request: pb.PublishRequest, response: pb.PublishResponse) -> None:
+        cid, table, stats = request.correlationId, self.acks.table, self.acks.stats
+        stats.acks += 1
+        where = f"message {cid} to {request.stream}/{request.partition}"
+        if response.HasField("asyncError"):
+            stats.error_acks += 1
+            table.fail(cid, async_error(response.asyncError, where))
+            return
+        if not response.HasField("ack"):
+            table.resolve(cid, Confirmation(None, None, request.stream, request.partition))
+            return
+        ack = response.ack
+        if ack.ackError:
+            stats.error_acks += 1
+            table.fail(cid, ACK_ERRORS.from_code(int(ack.ackError), where))
+            return
+        table.resolve(cid, Confirmation(None, ack.offset, ack.stream, request.partition))
+
+    def _ended(self, call: Any, error: StreamwireError) -> None:
+        """The stream ``call`` is over: fail what waits on it (or, when the server has no
+        PublishAsync, send it all again as unary Publish calls)."""
+        if self._call is not call:
+            return
+        self._call = None
+        call.cancel()
+        reader, self._reader = self._reader, None
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
+        if isinstance(error, Unimplemented) and not self.unary:
+            logger.info("%s: the server has no PublishAsync, using unary Publish", self._what)
+            self.unary = True
+            queued = {id(r) for r in self._queue}
+            written = [
+                r for cid, r in self._sent.items() if cid in self.acks.table and id(r) not in queued
+            ]
+            self._queue.extendleft(reversed(written))
+            self._wake.set()
+            return
+        logger.debug("%s ended: %s", self._what, error)
+        if isinstance(error, ConnectError):  # that server is unreachable: the next one
+            self._server_index += 1
+        self._queue.clear()
+        self.acks.table.fail_all(error)
+        if self._closed:
+            self._maybe_finish()
+
+    # --- unary Publish ---------------------------------------------------------------------
+
+    async def _publish_unary(self, request: pb.PublishRequest) -> None:
+        cid = request.correlationId
+        what = f"Publish to {request.stream}/{request.partition}"
+        try:
+            response = await self._client._publish_request(
+                request, timeout=self._request_timeout, what=what
+            )
+        except StreamwireError as exc:
+            if cid:
+                self.acks.table.fail(cid, exc)
+            return
+        if cid and cid in self.acks.table:
+            self._settle(request, response)
+
+    # --- closing -------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        return len(self.acks.table)
+
+    async def close(self) -> None:
+        """Take no more messages. What is queued is still written, and the stream stays
+        open for the acks of what was written until they arrive or time out; then it is
+        half-closed (the server ends it). Idempotent; returns at once (nothing to cancel).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        writer = self._writer
+        if writer is not None and self._writer_idle and not self._queue:
+            writer.cancel()  # nothing to write: end it now rather than on its next turn
+            self._writer = None
+        self._wake.set()
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        writer = self._writer
+        writing = writer is not None and not writer.done() and writer is not asyncio.current_task()
+        if self._closed and not self.acks.table and not self._queue and not writing:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Everything is settled (or given up): cancel the stream, the reader and the unary
+        calls, stop the deadline timer."""
+        call, self._call = self._call, None
+        reader, self._writer = self._reader, None
+        if call is not None and reader is not None and not reader.done():
+            # half-close: the server ends the stream and the reader returns on EOF
+            # (cancelling it leaves grpc.aio's call in a reference cycle holding its
+            # HTTP/2 connection open until the garbage collector runs)
+            self._half_close = asyncio.get_running_loop().create_task(call.done_writing())
+        elif call is not None:
+            call.cancel()
+        for task in list(self._unary_calls):
+            task.cancel()
+        if self._reader is None or self._reader.done():
+            self._client._publishers.discard(self)  # else once the reader returns
+        self.acks.close(ClosedError(f"{self._what}: the producer closed before the ack"))
+
+    async def abort(self, error: StreamwireError) -> None:
+        """The client is shutting down: fail what still waits, cancel every task and wait
+        for them to end.
+
+        Cancellation: everything is cancelled all the same; only the wait stops.
+        """
+        await self.close()
+        reader = self._reader
+        if not self.acks.table and not self._queue and reader is not None and not reader.done():
+            # nothing waits: the stream was half-closed, let the server end it (a reader
+            # cancelled mid-read keeps its connection open until the collector runs)
+            await asyncio.wait({reader}, timeout=1.0)
+        tasks = {t for t in (self._writer, self._reader, *self._unary_calls) if t is not None}
+        self._writer = None
+        self._queue.clear()
+        self.acks.table.fail_all(error)
+        self._finish()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)

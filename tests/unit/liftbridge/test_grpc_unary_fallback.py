@@ -1,0 +1,97 @@
+"""A server without PublishAsync (an in-process grpc.aio server that implements only
+FetchMetadata and Publish): the producer's gRPC transport finds out at start and sends every
+message as a unary Publish call."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+
+import streamwire.liftbridge as lb
+from streamwire.liftbridge._grpc import METHODS
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+
+
+class OldServer:
+    """FetchMetadata (one stream, one partition on this server) and Publish only."""
+
+    def __init__(self) -> None:
+        self.published: list[pb.PublishRequest] = []
+        self.server = grpc.aio.server()
+        self.port = 0
+
+    def metadata(self, request: pb.FetchMetadataRequest, context: Any) -> Any:
+        response = pb.FetchMetadataResponse(
+            brokers=[pb.Broker(id="b1", host="127.0.0.1", port=self.port)]
+        )
+        for name in request.streams or ["orders"]:
+            meta = response.streamMetadata.add(name=name, subject=name)
+            meta.partitions[0].CopyFrom(pb.PartitionMetadata(id=0, leader="b1"))
+        return response
+
+    async def publish(self, request: pb.PublishRequest, context: Any) -> Any:
+        if request.expectedOffset not in (-1, len(self.published)):
+            await context.abort(grpc.StatusCode.UNKNOWN, "incorrect expected offset")
+        self.published.append(request)
+        ack = pb.Ack(
+            stream=request.stream, offset=len(self.published) - 1, ackPolicy=request.ackPolicy
+        )
+        return pb.PublishResponse(ack=ack)
+
+    async def start(self) -> None:
+        handlers = {}
+        for name, fn in (("FetchMetadata", self.metadata), ("Publish", self.publish)):
+            m = METHODS[name]
+            handlers[name] = grpc.unary_unary_rpc_method_handler(
+                fn,
+                request_deserializer=m.request.FromString,
+                response_serializer=m.response.SerializeToString,
+            )
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("proto.API", handlers),)
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def old_server() -> AsyncIterator[OldServer]:
+    server = OldServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.server.stop(None)
+
+
+async def test_unimplemented_publish_async_moves_to_unary_publish(old_server: OldServer) -> None:
+    url = f"liftbridge://127.0.0.1:{old_server.port}?nats=nats://127.0.0.1:{dead_port()}"
+    client = await lb.connect(url, timeout=5, require_nats=False)
+    try:
+        async with client.producer("orders", transport="grpc") as producer:
+            futures = [await producer.send(b"m%d" % i, key=b"k") for i in range(50)]
+            confirmations = await asyncio.wait_for(asyncio.gather(*futures), 10)
+            assert producer._grpc is not None
+            assert producer._grpc.unary
+            assert producer._grpc.streams_opened == 0  # known at start: no stream opened
+            assert sorted(c.offset for c in confirmations) == list(range(50))  # type: ignore[type-var]
+            with pytest.raises(lb.IncorrectOffset):
+                await producer.send_and_wait(b"x", expected_offset=3)
+        assert sorted(r.value for r in old_server.published) == sorted(
+            b"m%d" % i for i in range(50)
+        )
+        assert all(r.key == b"k" for r in old_server.published)
+    finally:
+        await client.close()
