@@ -31,6 +31,7 @@ __all__ = [
     "ensure_up",
     "read_env",
     "require",
+    "require_tls",
     "restart",
     "restart_blocker",
 ]
@@ -136,6 +137,25 @@ def require(name: str) -> BrokerInfo:
             reason = reason[:_MAX_REASON_CHARS] + " [...]"
         pytest.skip(f"broker {name} is unavailable: {reason}")
     pytest.skip(_not_running(name))
+
+
+def require_tls(name: str, url_key: str, why_missing: str) -> tuple[str, str, int]:
+    """``(URL, CA file, port)`` of ``name``'s TLS listener as the harness recorded it
+    (``url_key``, ``TLS_CA``, ``TLS_PORT`` in its env file), or skips saying why:
+    ``why_missing`` tells where to look when the keys are missing."""
+    info = require(name)
+    missing = [k for k in (url_key, "TLS_CA", "TLS_PORT") if not info.extra.get(k)]
+    if missing:
+        pytest.skip(
+            f"broker {name} records no TLS facts ({', '.join(missing)} missing from "
+            f".brokers/{name}.env): {why_missing}; run integration/brokers.sh up {name}"
+        )
+    url, ca, port = info.extra[url_key], info.extra["TLS_CA"], int(info.extra["TLS_PORT"])
+    if not Path(ca).is_file():
+        pytest.skip(f"TLS_CA={ca} recorded by the harness does not exist")
+    if not _answers(info.host, port):
+        pytest.skip(f"nothing answers on the recorded {name} TLS port {info.host}:{port}")
+    return url, ca, port
 
 
 # --- restarting a harness broker ---------------------------------------------------------

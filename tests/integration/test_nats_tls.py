@@ -7,15 +7,13 @@ throwaway CA (``TLS_CA``). Without those facts (docker backend, TLS server down)
 
 from __future__ import annotations
 
-import socket
 import ssl
 import uuid
-from pathlib import Path
 
 import nats
 import pytest
 
-from tests.brokers import require
+from tests.brokers import require_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.nats]
 
@@ -24,23 +22,12 @@ _TIMEOUT = 10.0
 
 def _tls_facts() -> tuple[str, str, int]:
     """(NATS_TLS_URL, TLS_CA, TLS_PORT) of the harness's nats broker, or skip."""
-    info = require("nats")
-    missing = [k for k in ("NATS_TLS_URL", "TLS_CA", "TLS_PORT") if not info.extra.get(k)]
-    if missing:
-        pytest.skip(
-            f"broker nats records no TLS facts ({', '.join(missing)} missing from "
-            ".brokers/nats.env): the docker backend has no TLS nats-server, or the native one "
-            "did not start (see .brokers/nats/nats-tls.log); run integration/brokers.sh up nats"
-        )
-    url, ca, port = info.extra["NATS_TLS_URL"], info.extra["TLS_CA"], int(info.extra["TLS_PORT"])
-    if not Path(ca).is_file():
-        pytest.skip(f"TLS_CA={ca} recorded by the harness does not exist")
-    try:
-        with socket.create_connection((info.host, port), timeout=2.0):
-            pass
-    except OSError:
-        pytest.skip(f"nothing answers on the recorded NATS TLS port {info.host}:{port}")
-    return url, ca, port
+    return require_tls(
+        "nats",
+        "NATS_TLS_URL",
+        "the docker backend has no TLS nats-server, or the native one did not start (see "
+        ".brokers/nats/nats-tls.log)",
+    )
 
 
 async def test_nats_tls_round_trip_with_the_harness_ca() -> None:

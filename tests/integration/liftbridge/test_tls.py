@@ -9,16 +9,14 @@ backend, no openssl, the TLS server did not start) the tests skip, naming the mi
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
-from pathlib import Path
 
 import pytest
 
 import streamwire.liftbridge as lb
 from streamwire import Message
 from streamwire.errors import ConnectError
-from tests.brokers import require
+from tests.brokers import require_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
 
@@ -27,24 +25,12 @@ _TIMEOUT = 10.0
 
 def _tls_facts() -> tuple[str, str, int]:
     """(TLS_URL, TLS_CA, TLS_PORT) of the harness's liftbridge broker, or skip."""
-    info = require("liftbridge")
-    missing = [k for k in ("TLS_URL", "TLS_CA", "TLS_PORT") if not info.extra.get(k)]
-    if missing:
-        pytest.skip(
-            f"broker liftbridge records no TLS facts ({', '.join(missing)} missing from "
-            ".brokers/liftbridge.env): the docker backend has no TLS Liftbridge, or the native "
-            "one did not start (see .brokers/liftbridge/liftbridge-tls.log and the [brokers] "
-            "warning); run integration/brokers.sh up liftbridge"
-        )
-    url, ca, port = info.extra["TLS_URL"], info.extra["TLS_CA"], int(info.extra["TLS_PORT"])
-    if not Path(ca).is_file():
-        pytest.skip(f"TLS_CA={ca} recorded by the harness does not exist")
-    try:
-        with socket.create_connection((info.host, port), timeout=2.0):
-            pass
-    except OSError:
-        pytest.skip(f"nothing answers on the recorded Liftbridge TLS port {info.host}:{port}")
-    return url, ca, port
+    return require_tls(
+        "liftbridge",
+        "TLS_URL",
+        "the docker backend has no TLS Liftbridge, or the native one did not start (see "
+        ".brokers/liftbridge/liftbridge-tls.log and the [brokers] warning)",
+    )
 
 
 async def _read(consumer: lb.Consumer, count: int) -> list[Message]:
