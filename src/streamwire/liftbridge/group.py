@@ -97,6 +97,8 @@ _HEARTBEAT_SHARE: Final = 0.7
 #: Seconds after a join during which the coordinator's "no such group" or "not a member"
 #: means it has not applied the join yet (at most half the consumer timeout).
 _JOIN_GRACE: Final = 5.0
+#: Metadata reads while the server answering them catches up with the latest join.
+_EPOCH_RETRIES: Final = 10
 #: How often starting asks the coordinator again meanwhile.
 _EARLY_RETRY: Final = 0.1
 #: Waits after a broken subscription before subscribing again without a reconnect policy.
@@ -398,13 +400,7 @@ class GroupConsumer(AsyncStartable):
             except FailedPrecondition as exc:
                 if _NOT_MEMBER in str(exc):
                     raise
-                info = await self._group_info()
-                if not info.exists:
-                    raise GRPC_ERRORS.from_code(
-                        GrpcStatus.NOT_FOUND, f"group {self.group!r} is gone"
-                    ) from exc
-                self._coordinator, self._epoch = info.coordinator, info.epoch
-                resp = await self._fetch_assignments()
+                resp = await self._refetch(exc)
         except (FailedPrecondition, StreamNotFound) as exc:
             if not (_NOT_MEMBER in str(exc) or isinstance(exc, StreamNotFound)):
                 raise
@@ -427,6 +423,28 @@ class GroupConsumer(AsyncStartable):
         self._last_heartbeat = loop.time()
         self._epoch = int(resp.epoch)
         await self._reconcile(assignments_from_pb(resp), initial=initial)
+
+    async def _refetch(self, stale: StreamwireError) -> pb.FetchConsumerGroupAssignmentsResponse:
+        """The coordinator refused our epoch: read epoch and coordinator from metadata and
+        fetch again. In a cluster the server answering metadata may not have applied the
+        latest join yet (seen on v1.9.0: the same stale epoch again), so this is tried a few
+        times, 0.2 s apart, before the refusal stands."""
+        last: StreamwireError = stale
+        for _attempt in range(_EPOCH_RETRIES):
+            info = await self._group_info()
+            if not info.exists:
+                raise GRPC_ERRORS.from_code(
+                    GrpcStatus.NOT_FOUND, f"group {self.group!r} is gone"
+                ) from last
+            self._coordinator, self._epoch = info.coordinator, info.epoch
+            try:
+                return await self._fetch_assignments()
+            except FailedPrecondition as exc:
+                if _NOT_MEMBER in str(exc):
+                    raise
+                last = exc
+            await asyncio.sleep(0.2)
+        raise last
 
     def _settling(self) -> bool:
         """Whether the last join is recent enough that the coordinator may not know it."""
