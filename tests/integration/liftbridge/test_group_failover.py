@@ -152,9 +152,7 @@ async def test_members_survive_coordinator_failover_and_rebalance(cluster: Group
         assert old in cluster.nodes
         # only an in-sync replica can take a partition over (see test_failover)
         await full_isr(client_b, stream)
-        loop = asyncio.get_running_loop()
         cluster.nodes[old].kill()
-        killed = loop.time()
 
         # publishing goes on while the cluster fails over; both members keep reading theirs
         for p in range(PARTITIONS):
@@ -172,8 +170,6 @@ async def test_members_survive_coordinator_failover_and_rebalance(cluster: Group
         # the group having reported it, the controller names another
         await wait_until(lambda: a.coordinator not in ("", old), 60, "a: new coordinator")
         await wait_until(lambda: b.coordinator not in ("", old), 60, "b: new coordinator")
-        moved_after = loop.time() - killed
-        assert moved_after >= COORDINATOR_TIMEOUT - 0.5, moved_after
         assert a.coordinator == b.coordinator
         await checkpointed(a, got_a, stream)  # at the __cursors partition's new leader
         assert (a.rejoins, b.rejoins) == (0, 0)
