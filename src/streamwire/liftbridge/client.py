@@ -14,7 +14,7 @@ import random
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self, TypeVar, Unpack
+from typing import Any, Final, Self, TypeVar, Unpack
 
 import grpc
 import grpc.aio
@@ -84,6 +84,12 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _DEFAULT: Any = object()
+
+
+#: How often a missing ``__cursors`` stream is looked up again, and the pause between lookups,
+#: before cursors are reported disabled (about 2 s in all).
+_CURSORS_LOOKUPS: Final = 5
+_CURSORS_LOOKUP_PAUSE: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,7 +573,14 @@ class Client(AsyncClosing):
     async def _cursor_leader(self, cursor_id: str, stream: str, partition: int) -> tuple[int, str]:
         md = self._metadata
         info = md.streams.get(CURSORS_STREAM) if md is not None else None
-        if info is None:
+        # A new cluster's metadata leader creates __cursors shortly after it is elected, and
+        # the server answering metadata may not know it yet (seen on a fresh 3-node v1.9.0
+        # cluster): ask again a few times before calling cursors disabled.
+        for attempt in range(_CURSORS_LOOKUPS):
+            if info is not None:
+                break
+            if attempt:
+                await asyncio.sleep(_CURSORS_LOOKUP_PAUSE)
             md = await self.fetch_metadata(CURSORS_STREAM)
             info = md.streams.get(CURSORS_STREAM)
         if info is None:
