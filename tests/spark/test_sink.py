@@ -210,8 +210,10 @@ def test_a_replayed_batch_stores_every_row_exactly_once(
         if sink is not None:
             replay, fresh = sink.metrics.batches
             assert (replay.batch_id, fresh.batch_id) == (0, 1)
-            assert replay.skipped == len(partial)  # exactly what the failed run had stored
-            assert replay.published == 2 * ROWS_PER_FILE - len(partial)
+            # at least what the failed run had stored when read back (more if the broker stored
+            # some of its in-flight rows later); every row of batch 0 either way
+            assert replay.skipped >= len(partial)
+            assert replay.published + replay.skipped == 2 * ROWS_PER_FILE
             assert (fresh.published, fresh.skipped) == (500, 0)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -258,9 +260,14 @@ def test_a_replayed_batch_loses_no_row_at_least_once(
         stored = read_back(t, stream, expect=total + len(partial))
         counts = Counter(int(m.value) for m in stored)
         assert sorted(counts) == list(range(total)), "rows were lost"
-        twice = sorted(v for v, n in counts.items() if n == 2)
-        assert twice == sorted(int(m.value) for m in partial)
-        assert len(stored) == total + len(partial)
+        twice = {v for v, n in counts.items() if n == 2}
+        # The failed run's rows are there twice: those read back after the failure, and any
+        # it had sent that the broker stored only later (a loaded CI machine showed 200 rows
+        # arriving after the 2 s read), all from batch 0, none more than twice.
+        assert {int(m.value) for m in partial} <= twice
+        assert all(v < 2 * ROWS_PER_FILE for v in twice), "only batch 0 is replayed"
+        assert max(counts.values()) <= 2
+        assert len(stored) == total + len(twice)
         assert all(m.key == m.value for m in stored)
         if sink is not None:
             replay, fresh = sink.metrics.batches

@@ -245,9 +245,12 @@ class Client(AsyncClosing):
     @property
     def nats_connected(self) -> bool:
         """Whether the client's NATS connection is up now (producers with
-        ``transport="auto"`` publish over gRPC while it is not)."""
+        ``transport="auto"`` publish over gRPC while it is not). Up means set up: connected,
+        with the ack inbox subscribed and flushed (a redial half-way through is not up yet)."""
         link = self._link
-        return link is not None and not self._closed and link.is_connected
+        return (
+            link is not None and self._acks is not None and not self._closed and link.is_connected
+        )
 
     def _nats_closed(self, exc: StreamwireError) -> None:
         if self._acks is not None:
