@@ -11,6 +11,24 @@ use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, Owned};
 
 /// An AMQP 1.0 message that is one data section with a 1-byte length (`vbin8`).
 const DATA8: [u8; 4] = [0x00, 0x53, 0x75, 0xa0];
+/// The same with a 4-byte big-endian length (`vbin32`: bodies above 255 bytes).
+const DATA32: [u8; 4] = [0x00, 0x53, 0x75, 0xb0];
+
+/// The body of an entry that is exactly one data section (`decode_data_body`), if it is.
+#[inline]
+fn data_body(entry: &[u8]) -> Option<&[u8]> {
+    let n = entry.len();
+    if n >= 5 && entry[..4] == DATA8 && entry[4] as usize == n - 5 {
+        return Some(&entry[5..]);
+    }
+    if n >= 8
+        && entry[..4] == DATA32
+        && u32::from_be_bytes(entry[4..8].try_into().unwrap()) as usize == n - 8
+    {
+        return Some(&entry[8..]);
+    }
+    None
+}
 
 /// The messages of a chunk whose entries are `buf[start:end]` and whose first record has
 /// offset `first_offset`: records below `skip_below` are skipped. With `crc`, the entries'
@@ -88,10 +106,8 @@ pub fn rmq_decode_records(
         if offset as i128 >= skip_below {
             let value = if !amqp {
                 Some(&data[pos..stop])
-            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8 {
-                Some(&data[pos + 5..stop])
             } else {
-                None
+                data_body(&data[pos..stop])
             };
             match value {
                 Some(value) => {

@@ -137,6 +137,12 @@ RECORDS = st.one_of(
     # near-misses of the fast path: wrong length byte, wrong descriptor
     st.binary(min_size=1, max_size=20).map(lambda b: b"\x00\x53\x75\xa0" + bytes([len(b)]) + b),
     st.binary(max_size=20).map(lambda b: b"\x00\x53\x76\xa0" + bytes([len(b)]) + b),
+    # vbin32 data sections (bodies above 255 bytes, built natively too), any length field:
+    # right, one off either way, or huge; and entries too short to hold the length
+    st.tuples(st.binary(max_size=300), st.sampled_from((0, 1, -1, 1 << 31))).map(
+        lambda bd: b"\x00\x53\x75\xb0" + struct.pack(">I", (len(bd[0]) + bd[1]) % (1 << 32)) + bd[0]
+    ),
+    st.binary(max_size=3).map(lambda b: b"\x00\x53\x75\xb0" + b),
 )
 ENTRIES = st.lists(
     st.one_of(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from streamwire.codec._structs import U32, U32LE, BytesLike
 from streamwire.errors import ConfigurationError, DecodeError, FrameTooLargeError
 
-__all__ = ("IGGY_HEADER", "LENGTH_PREFIX_U32", "FrameAccumulator", "FrameSpec")
+__all__ = ("GATHER_ABOVE", "IGGY_HEADER", "LENGTH_PREFIX_U32", "FrameAccumulator", "FrameSpec")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +59,41 @@ IGGY_HEADER = FrameSpec(
 """Iggy 0.9: 256-byte header, total size (header included) as uint32 LE at offset 48."""
 
 
+GATHER_ABOVE = 65536
+"""Frames of at least this many bytes are gathered from the pieces fed (see
+:class:`FrameAccumulator`)."""
+
+
 class FrameAccumulator:
-    """Accumulate bytes; hand out complete frames as ``bytes``."""
+    """Accumulate bytes; hand out complete frames as ``bytes``.
 
-    __slots__ = ("_buf", "_max", "_pos", "_spec")
+    A frame that is still incomplete once its header arrived and that announces at least
+    ``gather_above`` bytes (RabbitMQ chunks, Iggy poll replies) is not grown in the buffer:
+    the pieces fed are kept as they are (``bytes`` are not copied) and joined once, when the
+    last one arrives, so that each byte of a large frame is copied about once on its way
+    from the socket to the decoder instead of three times (the buffer, its reallocations and
+    the frame's slice).
+    """
 
-    def __init__(self, spec: FrameSpec, *, max_frame_size: int) -> None:
+    __slots__ = ("_buf", "_gather", "_have", "_max", "_pieces", "_pos", "_spec", "_want")
+
+    def __init__(
+        self, spec: FrameSpec, *, max_frame_size: int, gather_above: int = GATHER_ABOVE
+    ) -> None:
         if max_frame_size < spec.header_size:
             raise ConfigurationError(
                 f"max_frame_size {max_frame_size} is below the header size {spec.header_size}"
             )
+        if gather_above < 1:
+            raise ConfigurationError(f"gather_above must be positive, not {gather_above}")
         self._spec = spec
         self._max = max_frame_size
+        self._gather = gather_above
         self._buf = bytearray()
         self._pos = 0
+        self._pieces: list[BytesLike] = []  # a large frame's pieces while it arrives
+        self._want = 0  # that frame's total size (0: not gathering)
+        self._have = 0  # bytes in _pieces
 
     @property
     def max_frame_size(self) -> int:
@@ -87,10 +108,15 @@ class FrameAccumulator:
     @property
     def buffered(self) -> int:
         """Bytes held that are not yet part of a frame handed out."""
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + self._have
 
     def feed(self, data: BytesLike) -> None:
         """Add bytes read from the stream."""
+        if self._want:
+            if data:  # kept as given if immutable, else copied (the caller may reuse it)
+                self._pieces.append(data if type(data) is bytes else bytes(data))
+                self._have += len(data)
+            return
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
@@ -107,6 +133,8 @@ class FrameAccumulator:
         Raises :class:`FrameTooLargeError` or :class:`DecodeError` for a frame that can
         never be valid; the accumulator is then unusable (the stream is out of sync).
         """
+        if self._want:
+            return self._gathered()
         spec = self._spec
         buf = self._buf
         pos = self._pos
@@ -121,12 +149,41 @@ class FrameAccumulator:
         if total < max(spec.min_frame_size, spec.header_size):
             raise DecodeError(f"{spec.name} size {length} (below the minimum)")
         if avail < total:
-            self._compact()
+            if total >= self._gather:  # gather the rest from the pieces to come
+                with memoryview(buf) as view:
+                    self._pieces = [bytes(view[pos:])]
+                self._have = avail
+                self._want = total
+                buf.clear()
+                self._pos = 0
+            else:
+                self._compact()
             return None
         start = pos + spec.header_size if spec.strip_header else pos
         with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
             frame = bytes(view[start : pos + total])
         self._pos = pos + total
+        return frame
+
+    def _gathered(self) -> bytes | None:
+        """The large frame being gathered, once every byte of it arrived (one join); what
+        follows it in the last piece goes back to the buffer."""
+        want = self._want
+        extra = self._have - want
+        if extra < 0:
+            return None
+        pieces = self._pieces
+        rest: BytesLike = b""
+        if extra:
+            last = memoryview(pieces[-1])
+            pieces[-1] = last[: len(last) - extra]
+            rest = last[len(last) - extra :]
+        if self._spec.strip_header:  # the first piece holds the whole header
+            pieces[0] = memoryview(pieces[0])[self._spec.header_size :]
+        frame = b"".join(pieces)
+        self._pieces = []
+        self._want = self._have = 0
+        self._buf += rest  # the buffer is empty while gathering
         return frame
 
     def _compact(self) -> None:

@@ -155,6 +155,7 @@ def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: st
 
 
 _DATA8: Final = b"\x00\x53\x75\xa0"
+_DATA32: Final = b"\x00\x53\x75\xb0"
 _SIZE: Final = struct.Struct(">I")
 
 
@@ -278,6 +279,13 @@ def decode_entries_py(
         if offset >= skip_below:
             if amqp and size >= 5 and chunk[pos + 4] == size - 5 and chunk[pos : pos + 4] == _DATA8:
                 append(new(chunk[pos + 5 : stop], None, {}, ts, offset, stream, None, None))
+            elif (  # the same with a vbin32 length (bodies above 255 bytes)
+                amqp
+                and size >= 8
+                and chunk[pos : pos + 4] == _DATA32
+                and unpack(chunk, pos + 4)[0] == size - 8
+            ):
+                append(new(chunk[pos + 8 : stop], None, {}, ts, offset, stream, None, None))
             elif amqp:
                 append(decode_record(memoryview(chunk)[pos:stop], offset, ts, stream))
             else:

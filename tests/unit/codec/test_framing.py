@@ -102,3 +102,33 @@ def test_memory_stays_bounded_over_many_frames() -> None:
         list(acc.frames())
     assert acc.buffered == 0
     assert len(acc._buf) <= len(chunk)
+
+
+def test_large_frame_is_gathered_and_what_follows_it_kept() -> None:
+    big = iggy_frame(bytes(range(256)) * 400)  # 102 656 bytes: above the default threshold
+    small = iggy_frame(b"tail")
+    stream = big + small + small[:100]
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=1 << 20)
+    got: list[bytes] = []
+    for pos in range(0, len(stream), 65536):
+        piece = stream[pos : pos + 65536]
+        acc.feed(piece)
+        got.extend(acc.frames())
+        assert acc.buffered == min(pos + len(piece), len(stream)) - sum(len(f) for f in got)
+    assert got == [big, small]
+    assert acc.buffered == 100  # the start of the next frame waits in the buffer
+    acc.feed(small[100:])
+    assert acc.next_frame() == small
+    assert acc.buffered == 0
+
+
+def test_gathered_frame_is_refused_from_its_header_when_too_large() -> None:
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=100_000, gather_above=1)
+    acc.feed(iggy_frame(bytes(100_000))[:300])
+    with pytest.raises(FrameTooLargeError):
+        acc.next_frame()
+
+
+def test_gather_threshold_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="gather_above"):
+        FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1024, gather_above=0)

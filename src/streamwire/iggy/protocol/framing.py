@@ -83,7 +83,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
-    """A decoded reply frame. ``body`` is the raw body (result section not stripped)."""
+    """A decoded reply frame. ``body`` is the raw body (result section not stripped); from
+    :func:`decode_server_frame` it is a read-only view of the frame, not a copy."""
 
     client: int
     request: int
@@ -96,7 +97,7 @@ class Reply:
     context: int = 0
     view: int = 0
     replica: int = 0
-    body: bytes = field(default=b"", repr=False)
+    body: bytes | memoryview = field(default=b"", repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,7 +228,8 @@ def decode_server_frame(frame: BytesLike) -> Reply | Eviction:
         context=ctx_lo | (ctx_hi << 64),
         view=_U32.unpack_from(view, 52)[0],
         replica=view[61],
-        body=bytes(view[HEADER_SIZE:]),
+        # a view of an immutable frame, not a copy (a poll reply's records are copied later)
+        body=view[HEADER_SIZE:] if type(frame) is bytes else bytes(view[HEADER_SIZE:]),
     )
 
 
