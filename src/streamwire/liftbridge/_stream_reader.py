@@ -32,12 +32,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from streamwire.errors import ClosedError, ConnectionClosed, DecodeError, RequestTimeout
 from streamwire.liftbridge._grpc import RpcFailed, translate
-from streamwire.liftbridge.protocol._pb import api_pb2 as pb
-from streamwire.liftbridge.protocol.messages import to_message
+from streamwire.liftbridge.protocol.messages import decode_message
 
 __all__ = (
     "ENDED",
@@ -380,25 +378,25 @@ class Subscription:
 
     def _pump(self, call: Any) -> Outcome:
         handover, stop = self._handover, self._stop
-        decode = pb.Message.FromString
         skip_below, server_headers = self._skip_below, self._server_headers
         handshake = True
         for raw in call:
             if stop.is_set():
                 return STOPPED
             try:
-                msg = decode(raw)
-            except ProtobufDecodeError:
+                msg = decode_message(raw, server_headers=server_headers)
+            except DecodeError:
                 return UNDECODABLE
             if handshake:
                 handshake = False
                 self._post(self.ready, None)
                 continue
-            if msg.offset < skip_below:
+            offset = msg.offset or 0  # always set: a subscribed message has its offset
+            if offset < skip_below:
                 continue
-            if not handover.put(to_message(msg, server_headers=server_headers), stop):
+            if not handover.put(msg, stop):
                 return STOPPED
-            self.next_offset = msg.offset + 1
+            self.next_offset = offset + 1
             self.delivered += 1
             handover.received_bytes += len(raw)
         return ENDED
