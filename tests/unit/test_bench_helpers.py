@@ -223,7 +223,7 @@ def test_go_verdict_over_both_transports_and_consuming() -> None:
 def test_the_go_peer_is_unavailable_without_go(monkeypatch: pytest.MonkeyPatch) -> None:
     from bench import liftbridge_go
 
-    monkeypatch.setattr(liftbridge_go.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     liftbridge_go.binary.cache_clear()
     try:
         with pytest.raises(liftbridge_go.GoUnavailable, match="go is not on PATH"):
