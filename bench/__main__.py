@@ -233,7 +233,8 @@ def main() -> int:
         "--liftbridge-window",
         type=int,
         default=10_000,
-        help="streamwire's in-flight window (messages awaiting their ack)",
+        help="the publishers' in-flight window (messages awaiting their ack): streamwire's"
+        " max_in_flight, go-liftbridge's",
     )
     parser.add_argument(
         "--iggy",

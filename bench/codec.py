@@ -11,6 +11,9 @@ without a broker, the loops the native core replaces (docs/benchmarks.md, "Nativ
 * Iggy poll decode: a poll reply's records of ``--messages`` × 256 B checked for structure
   and turned into ``Message`` objects with their checksums verified (``locate_frames`` +
   ``received_messages``, what ``PolledMessages.read`` and the consumer do per reply).
+* Liftbridge subscribed message → message: ``--messages`` Subscribe responses of 256 B (with
+  the server's ``subject``/``reply`` headers) decoded one by one (``decode_message``, what a
+  subscription's reading thread does per response).
 
 Each round times both implementations, alternating which goes first; the table gives the
 median CPU time per message (``time.process_time``) and the ratio. Without a built native
@@ -43,6 +46,8 @@ from streamwire.iggy.protocol.mapping import (
     received_messages_py,
 )
 from streamwire.iggy.protocol.messaging import PolledMessages
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol.messages import decode_message_native, decode_message_pure
 from streamwire.rabbitmq._amqp_map import decode_entries_native, decode_entries_py
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 
@@ -76,6 +81,21 @@ def iggy_records(count: int, size: int) -> bytes:
         base_timestamp=1_700_000_000_000_001,
         origin_timestamp=1_700_000_000_000_000,
     )
+
+
+def liftbridge_messages(count: int, size: int) -> list[bytes]:
+    """Subscribe responses as the server sends them: with its ``subject``/``reply`` headers."""
+    return [
+        pb.Message(
+            offset=i,
+            value=b"x" * size,
+            timestamp=1_764_000_000_000_000_000 + i,
+            stream="bench-lb-0123456789",
+            subject="bench-lb-0123456789",
+            headers={"subject": b"bench-lb-0123456789", "reply": b""},
+        ).SerializeToString()
+        for i in range(count)
+    ]
 
 
 def cases(count: int) -> list[Case]:
@@ -120,6 +140,14 @@ def cases(count: int) -> list[Case]:
         return core.iggy_received_messages(index, "s", "streamwire.key", True, _headers_and_key)
 
     out.append(("iggy poll decode, 256 B", poll_pure, poll_native if core else None))
+    subscribed = liftbridge_messages(count, 256)
+    out.append(
+        (
+            "liftbridge subscribed message → message, 256 B",
+            lambda: [decode_message_pure(raw) for raw in subscribed],
+            (lambda: [decode_message_native(core, raw) for raw in subscribed]) if core else None,
+        )
+    )
     return out
 
 

@@ -1,4 +1,4 @@
-"""Liftbridge throughput: streamwire against gufo-liftbridge on the same server.
+"""Liftbridge throughput: streamwire against go-liftbridge and gufo-liftbridge on one server.
 
 Every publisher sends ``count`` messages of ``size`` bytes to partition 0 of a fresh
 one-partition stream and returns once all are stored; every consumer reads ``count``
@@ -11,6 +11,12 @@ Liftbridge server and nats-server are not).
   most ``window`` messages await their ack (the producer's ``max_in_flight``), handed over
   with ``send_batch`` in chunks of up to 1 000, then ``flush`` waits for every ack. Consuming:
   ``next_batch`` over the gRPC Subscribe stream.
+* **streamwire grpc**: the same producer with ``transport="grpc"`` (the server's streaming
+  PublishAsync RPC, as go-liftbridge publishes).
+* **go-liftbridge** (``bench/liftbridge_go.py``): the Go client v2.3.0 in its own process,
+  PublishAsync with LEADER acks and the same window, and Subscribe from the earliest offset;
+  timed in Go, its CPU time is the Go process's. Skipped, with the reason logged, when Go is
+  missing or the program does not build.
 * **gufo publish_bulk**: gufo-liftbridge 0.2.0's streaming ``PublishAsync`` with LEADER acks
   (its only publishing mode that reports acks); requests are built lazily inside the timed
   region, as a caller would. Done when the last ack has arrived.
@@ -33,9 +39,10 @@ import contextlib
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import streamwire.liftbridge as lb
+from bench import liftbridge_go
 from bench._common import (
     Log,
     Measurement,
@@ -54,8 +61,10 @@ from streamwire import parse_url
 __all__ = (
     "CONSUMERS",
     "DEFAULT_URL",
+    "GO_TARGET_RATIO",
     "PUBLISHERS",
     "TARGET_RATIO",
+    "go_verdict",
     "publish_verdict",
     "run",
     "table",
@@ -68,6 +77,9 @@ CHUNK = 1_000
 GUFO_CONCURRENCY = 64
 TARGET_RATIO = 3.0
 """Publishing: streamwire should reach at least this multiple of gufo's fastest mode."""
+GO_TARGET_RATIO = 1.0
+"""Publishing (either transport) and consuming: streamwire ÷ go-liftbridge."""
+GO = "go-liftbridge"
 
 Publisher = Callable[[str, str, int, int, int], Awaitable[Measurement]]
 Consumer = Callable[[str, str, int], Awaitable[Measurement]]
@@ -88,12 +100,21 @@ async def _connect(url: str) -> lb.Client:
 
 
 async def streamwire_publish(
-    url: str, stream: str, count: int, size: int, window: int
+    url: str,
+    stream: str,
+    count: int,
+    size: int,
+    window: int,
+    transport: Literal["nats", "grpc"] = "nats",
 ) -> Measurement:
     async with (
         await _connect(url) as client,
         client.producer(
-            stream, ack_policy=lb.AckPolicy.LEADER, max_in_flight=window, ack_timeout=60.0
+            stream,
+            ack_policy=lb.AckPolicy.LEADER,
+            max_in_flight=window,
+            ack_timeout=60.0,
+            transport=transport,
         ) as producer,
     ):
         body = b"x" * size
@@ -116,6 +137,23 @@ async def streamwire_consume(url: str, stream: str, count: int) -> Measurement:
                         raise RuntimeError(f"streamwire stalled after {seen} messages")
                     seen += len(batch)
         return sw.result(seen)
+
+
+async def streamwire_publish_grpc(
+    url: str, stream: str, count: int, size: int, window: int
+) -> Measurement:
+    return await streamwire_publish(url, stream, count, size, window, transport="grpc")
+
+
+# --- go-liftbridge ----------------------------------------------------------------------
+
+
+async def go_publish(url: str, stream: str, count: int, size: int, window: int) -> Measurement:
+    return await liftbridge_go.go_publish(grpc_address(url), stream, count, size, window)
+
+
+async def go_consume(url: str, stream: str, count: int) -> Measurement:
+    return await liftbridge_go.go_consume(grpc_address(url), stream, count)
 
 
 # --- gufo-liftbridge --------------------------------------------------------------------
@@ -236,12 +274,15 @@ async def gufo_consume(url: str, stream: str, count: int) -> Measurement:
 
 PUBLISHERS: dict[str, Publisher] = {
     "streamwire": streamwire_publish,
+    "streamwire grpc": streamwire_publish_grpc,
+    GO: go_publish,
     "gufo publish_bulk": gufo_publish_bulk,
     f"gufo publish ×{GUFO_CONCURRENCY}": gufo_publish_concurrent,
     "gufo publish": gufo_publish,
 }
 CONSUMERS: dict[str, Consumer] = {
     "streamwire": streamwire_consume,
+    GO: go_consume,
     "gufo": gufo_consume,
 }
 
@@ -269,14 +310,19 @@ async def run(
     log: Log = _stderr,
 ) -> dict[str, Any]:
     """``rounds`` rounds of every publisher and consumer; medians, ratios and the verdict."""
-    pub: dict[str, list[Measurement]] = {name: [] for name in PUBLISHERS}
-    con: dict[str, list[Measurement]] = {name: [] for name in CONSUMERS}
+    go_skipped = await _go_skipped()
+    if go_skipped is not None:
+        log(f"  liftbridge: {GO} skipped ({go_skipped})")
+    publishers = [name for name in PUBLISHERS if go_skipped is None or name != GO]
+    consumers = [name for name in CONSUMERS if go_skipped is None or name != GO]
+    pub: dict[str, list[Measurement]] = {name: [] for name in publishers}
+    con: dict[str, list[Measurement]] = {name: [] for name in consumers}
     async with await _connect(url) as admin:
         for rnd in range(rounds):
             shared = await _fresh_stream(admin)
             try:
                 await streamwire_publish(url, shared, count, size, window)
-                for name in rotated(list(PUBLISHERS), rnd):
+                for name in rotated(publishers, rnd):
                     stream = await _fresh_stream(admin)
                     try:
                         m = await PUBLISHERS[name](url, stream, count, size, window)
@@ -290,7 +336,7 @@ async def run(
                         log(f"  liftbridge round {rnd + 1} publish {name} failed: {why}")
                     finally:
                         await admin.delete_stream(stream, missing_ok=True)
-                for name in rotated(list(CONSUMERS), rnd):
+                for name in rotated(consumers, rnd):
                     try:
                         m = await CONSUMERS[name](url, shared, count)
                         con[name].append(m)
@@ -316,7 +362,39 @@ async def run(
         "ratios": {"publish": rate_ratios(publish), "consume": rate_ratios(consume)},
         "cpu_ratios": {"publish": cpu_ratios(publish), "consume": cpu_ratios(consume)},
         "verdict": publish_verdict(publish),
+        "go": go_verdict(publish, consume),
+        "go_skipped": go_skipped,
     }
+
+
+async def _go_skipped() -> str | None:
+    """Why go-liftbridge cannot run here (building it if needed), or None."""
+    try:
+        await asyncio.to_thread(liftbridge_go.binary)
+    except liftbridge_go.GoUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def go_verdict(
+    publish: dict[str, dict[str, Any]],
+    consume: dict[str, dict[str, Any]],
+    target: float = GO_TARGET_RATIO,
+) -> dict[str, Any]:
+    """streamwire's rates over go-liftbridge's: publishing over NATS (``publish``) and over
+    gRPC (``publish_grpc``), and consuming; each None when a side has no result. ``met``:
+    every available ratio reaches ``target`` (None when none is available)."""
+
+    def over(rows: dict[str, dict[str, Any]], mine: str) -> float | None:
+        return ratio(rows.get(mine, {}).get("msg_per_s"), rows.get(GO, {}).get("msg_per_s"))
+
+    ratios = {
+        "publish": over(publish, "streamwire"),
+        "publish_grpc": over(publish, "streamwire grpc"),
+        "consume": over(consume, "streamwire"),
+    }
+    known = [value for value in ratios.values() if value is not None]
+    return {**ratios, "target": target, "met": all(v >= target for v in known) if known else None}
 
 
 def publish_verdict(
@@ -365,4 +443,19 @@ def table(result: dict[str, Any]) -> str:
             f"{'met' if verdict['met'] else 'NOT met'}; client CPU per message "
             f"{fmt_ratio(verdict['cpu_ratio'])} streamwire's"
         )
-    return f"{text}\n\n{line}"
+    return f"{text}\n\n{line}\n{go_line(result)}"
+
+
+def go_line(result: dict[str, Any]) -> str:
+    """The streamwire ÷ go-liftbridge summary line of a :func:`run` result."""
+    skipped = result.get("go_skipped")
+    if skipped:
+        return f"{GO}: skipped ({skipped})"
+    go = result.get("go") or {}
+    if go.get("met") is None:
+        return f"{GO}: no result to compare"
+    return (
+        f"streamwire ÷ {GO}: publish nats {fmt_ratio(go['publish'])}, publish grpc "
+        f"{fmt_ratio(go['publish_grpc'])}, consume {fmt_ratio(go['consume'])}; "
+        f"target ≥ {go['target']:g}x: {'met' if go['met'] else 'NOT met'}"
+    )

@@ -3,6 +3,8 @@
 //! * RabbitMQ Streams: an Osiris chunk's entries → received `Message` objects (CRC-32 of the
 //!   chunk, simple entries holding one AMQP data section sliced out directly; every other
 //!   record shape is handed back to the Python decoders through callbacks).
+//! * Liftbridge: a subscribed protobuf `Message` → a received `Message` (the common shape
+//!   only; anything else is left to the Python decoder).
 //! * Iggy: a SendMessages batch encoded with its XXH3-64 checksums; poll replies checked for
 //!   structure into a compact frame index (one buffer + index, tuples made on access), and
 //!   turned into `Message` objects with their checksums verified.
@@ -23,11 +25,12 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
 mod iggy;
+mod liftbridge;
 mod rabbitmq;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 1;
+pub const ABI: u32 = 2;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 const SLOTS: [&str; 8] = [
@@ -40,14 +43,14 @@ const SLOTS: [&str; 8] = [
     "partition",
     "id",
 ];
-const VALUE: usize = 0;
-const KEY: usize = 1;
-const HEADERS: usize = 2;
-const TIMESTAMP: usize = 3;
-const OFFSET: usize = 4;
-const STREAM: usize = 5;
-const PARTITION: usize = 6;
-const ID: usize = 7;
+pub(crate) const VALUE: usize = 0;
+pub(crate) const KEY: usize = 1;
+pub(crate) const HEADERS: usize = 2;
+pub(crate) const TIMESTAMP: usize = 3;
+pub(crate) const OFFSET: usize = 4;
+pub(crate) const STREAM: usize = 5;
+pub(crate) const PARTITION: usize = 6;
+pub(crate) const ID: usize = 7;
 
 pub(crate) struct State {
     message: Py<PyType>,
@@ -339,6 +342,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(make_message, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(liftbridge::lb_decode_message, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;

@@ -189,9 +189,47 @@ def test_liftbridge_table() -> None:
     assert lines[2] == "| publish | streamwire | 30,000 | 31.1 | – | – |"
     assert lines[3] == "| publish | gufo publish_bulk | 10,000 | 95.0 | 3.00x | 3.06x |"
     assert lines[5] == "| consume | gufo | 25,000 | 10.0 | 0.80x | 1.00x |"
-    assert lines[-1].endswith(
+    assert lines[-2].endswith(
         "= 3.00x, target ≥ 3x: met; client CPU per message 3.06x streamwire's"
     )
+    assert lines[-1] == "go-liftbridge: no result to compare"
+
+
+def test_go_verdict_over_both_transports_and_consuming() -> None:
+    publish = {
+        "streamwire": _row(90_000),
+        "streamwire grpc": _row(30_000),
+        "go-liftbridge": _row(60_000),
+    }
+    consume = {"streamwire": _row(70_000), "go-liftbridge": _row(100_000)}
+    verdict = liftbridge_bench.go_verdict(publish, consume)
+    assert verdict["publish"] == pytest.approx(1.5)
+    assert verdict["publish_grpc"] == pytest.approx(0.5)
+    assert verdict["consume"] == pytest.approx(0.7)
+    assert verdict["met"] is False
+    fast = {"streamwire": _row(200_000), "go-liftbridge": _row(100_000)}
+    both = liftbridge_bench.go_verdict(fast, fast)
+    assert (both["publish_grpc"], both["met"]) == (None, True)  # what is missing is not judged
+    assert liftbridge_bench.go_verdict({}, {})["met"] is None
+    line = liftbridge_bench.go_line({"go": verdict, "go_skipped": None})
+    assert line == (
+        "streamwire ÷ go-liftbridge: publish nats 1.50x, publish grpc 0.50x, consume 0.70x; "
+        "target ≥ 1x: NOT met"
+    )
+    skipped = liftbridge_bench.go_line({"go": None, "go_skipped": "go is not on PATH"})
+    assert skipped == "go-liftbridge: skipped (go is not on PATH)"
+
+
+def test_the_go_peer_is_unavailable_without_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import liftbridge_go
+
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    liftbridge_go.binary.cache_clear()
+    try:
+        with pytest.raises(liftbridge_go.GoUnavailable, match="go is not on PATH"):
+            liftbridge_go.binary()
+    finally:
+        liftbridge_go.binary.cache_clear()
 
 
 def test_iggy_table_names_the_double() -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 1
+ABI: Final = 2
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -79,6 +79,8 @@ class NativeCore(Protocol):
         record: Callable[[int, int, int], Message],
         sub_batch: Callable[[int, int], tuple[int, int, list[Message]]],
     ) -> list[Message]: ...
+
+    def lb_decode_message(self, raw: bytes) -> Message | None: ...
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 

@@ -67,6 +67,9 @@ class AckStats:
     """Messages on the inbox that are not ack envelopes (dropped)."""
     timeouts: int = 0
     no_responders: int = 0
+    direct: int = 0
+    """Acks taken straight from the NATS parser (``NatsLink.deliver_directly``), counted in
+    ``acks``/``unmatched``/``invalid`` as well."""
     late_timers: int = 0
     """Deadline checks postponed because the event loop was blocked past them."""
 
@@ -82,6 +85,7 @@ class AckRouter:
         self._link = link
         base = link.new_inbox() if link is not None else ""
         self.ack_inbox = f"{base}.a" if base else ""
+        self._ack_inbox_bytes = self.ack_inbox.encode()
         self._subject = f"{base}.>"
         self._reply_prefix = f"{base}.n."
         self._ids = itertools.count(1)
@@ -99,7 +103,10 @@ class AckRouter:
         """Subscribe to the inbox (before anything is published on this connection)."""
         if self._link is None:
             return
-        await self._link.subscribe(self._subject, self._on_message)
+        sub = await self._link.subscribe(self._subject, self._on_message)
+        deliver = getattr(self._link, "deliver_directly", None)
+        if deliver is not None:
+            deliver(sub, self._direct)
 
     def next_id(self) -> str:
         """A correlation id never used before on this inbox (one token, no dots)."""
@@ -176,12 +183,28 @@ class AckRouter:
             self.stats.invalid += 1
             logger.debug("dropped a message on the ack inbox: %r", exc)
 
+    def _direct(self, subject: bytes, data: bytes) -> bool:
+        """An ack straight from the NATS parser (anything else on the inbox: False, it goes
+        to :meth:`_on_message`). Never raises."""
+        if subject != self._ack_inbox_bytes:
+            return False
+        self.stats.direct += 1
+        try:
+            self._ack(data)
+        except Exception as exc:  # the parser must never see it
+            self.stats.invalid += 1
+            logger.debug("dropped a message on the ack inbox: %r", exc)
+        return True
+
     def _dispatch(self, msg: Msg) -> None:
         if msg.subject != self.ack_inbox:
             self._status(msg)
             return
+        self._ack(msg.data)
+
+    def _ack(self, data: bytes) -> None:
         try:
-            ack = parse_ack(msg.data)
+            ack = parse_ack(data)
         except StreamwireError as exc:
             self.stats.invalid += 1
             logger.debug("dropped a non-ack on the ack inbox: %s", exc)

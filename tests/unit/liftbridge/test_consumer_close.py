@@ -42,6 +42,7 @@ from streamwire.liftbridge import ReconnectPolicy, StreamNotFound
 from streamwire.liftbridge._stream_reader import THREAD_NAME
 from streamwire.liftbridge.client import Client
 from streamwire.liftbridge.consumer import Consumer
+from streamwire.liftbridge.protocol import messages
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from tests.proxy import wait_until
 
@@ -347,10 +348,14 @@ async def test_a_bug_in_the_reading_thread_fails_the_consumer(
         yield message(0)
         yield from call.hang()
 
-    def broken(msg: pb.Message, *, server_headers: bool = False) -> Any:
+    decode = messages.decode_message
+
+    def broken(raw: bytes, *, server_headers: bool = False) -> Any:
+        if raw == handshake():
+            return decode(raw, server_headers=server_headers)
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(stream_reader, "to_message", broken)
+    monkeypatch.setattr(stream_reader, "decode_message", broken)
     with FakeApi([script]) as api:
         async with client_of(api) as client:
             consumer = await started(client)

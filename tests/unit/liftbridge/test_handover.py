@@ -143,3 +143,50 @@ async def test_two_waiting_tasks_share_the_items() -> None:
     results = await asyncio.gather(*getters)
     assert sorted(x for r in results for x in r) == [0, 1]
     assert handover.wakeups == 1
+
+
+async def _in_a_run(handover: Handover[int], stop: threading.Event) -> None:
+    """Put the loop side in a run of items: a take that finds two or more."""
+    run_thread(lambda: [handover.put(i, stop) for i in range(2)])
+    assert handover.take(10) == [0, 1]
+
+
+async def test_in_a_run_a_waiting_task_lingers_instead_of_being_woken_per_item() -> None:
+    handover: Handover[int] = Handover(1000, linger=0.05, wake_batch=100)
+    stop = threading.Event()
+    await _in_a_run(handover, stop)
+    getter = asyncio.create_task(handover.get(1000, timeout=BUDGET))
+    await asyncio.sleep(0)  # the getter waits, lingering
+    run_thread(lambda: [handover.put(i, stop) for i in range(2, 12)])
+    assert await getter == list(range(2, 12))  # its timer woke it: the thread did not
+    assert handover.wakeups == 0
+
+
+async def test_in_a_run_the_thread_wakes_a_lingering_task_at_the_wake_batch() -> None:
+    handover: Handover[int] = Handover(1000, linger=BUDGET * 10, wake_batch=100)
+    stop = threading.Event()
+    await _in_a_run(handover, stop)
+    getter = asyncio.create_task(handover.get(1000, timeout=BUDGET))
+    await asyncio.sleep(0)
+    run_thread(lambda: [handover.put(i, stop) for i in range(100)])
+    assert await getter == list(range(100))  # long before its timer
+    assert handover.wakeups == 1
+
+
+async def test_after_an_empty_linger_the_first_item_wakes_the_task_again() -> None:
+    handover: Handover[int] = Handover(1000, linger=0.01, wake_batch=100)
+    stop = threading.Event()
+    await _in_a_run(handover, stop)
+    assert await handover.get(10, timeout=0.05) == []  # lingered, found nothing: run over
+    getter = asyncio.create_task(handover.get(10, timeout=BUDGET))
+    await asyncio.sleep(0)
+    run_thread(lambda: handover.put(7, stop))
+    assert await getter == [7]
+    assert handover.wakeups == 1  # woken by the thread, at the first item
+
+
+def test_the_wake_batch_is_at_most_a_quarter_of_the_capacity() -> None:
+    assert Handover[int](1024).wake_batch == 256
+    assert Handover[int](100).wake_batch == 25
+    assert Handover[int](2).wake_batch == 1
+    assert Handover[int](1_000_000).wake_batch == 256

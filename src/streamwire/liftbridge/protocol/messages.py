@@ -4,7 +4,10 @@
 * :func:`decode_ack` reads what the server publishes to the ack inbox, strictly.
 * :func:`decode_publish` / :func:`encode_ack` are the server's side of the same exchange,
   for test doubles and tools.
-* :func:`to_message` turns a subscribed ``Message`` into a :class:`streamwire.Message`.
+* :func:`to_message` turns a subscribed ``Message`` into a :class:`streamwire.Message`;
+  :func:`decode_message` does it from the bytes a Subscribe stream carries (natively when
+  the native core is loaded and the message has the common shape, see
+  :func:`decode_message_native`).
 * Subjects and partitions: :func:`partition_subject`, :func:`partition_for_key`,
   :func:`is_literal_subject`.
 
@@ -24,6 +27,8 @@ from typing import Final
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import EncodeError as _PbEncodeError
 
+from streamwire._native import NativeCore
+from streamwire._native import core as _native
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message, received_message
@@ -44,6 +49,9 @@ __all__ = (
     "PublishedMessage",
     "ack_from_pb",
     "decode_ack",
+    "decode_message",
+    "decode_message_native",
+    "decode_message_pure",
     "decode_publish",
     "encode_ack",
     "encode_publish",
@@ -333,7 +341,11 @@ def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
     An empty key is ``None`` (proto3 cannot tell them apart). The timestamp is the server's
     receive time.
     """
-    headers = headers_from_wire(msg.headers, server_headers=server_headers)
+    wire = msg.headers
+    if not server_headers and len(wire) == 2 and "subject" in wire and "reply" in wire:
+        headers: dict[str, HeaderValue] = {}  # only the server's: the common case
+    else:
+        headers = headers_from_wire(wire, server_headers=server_headers)
     return received_message(
         msg.value,
         msg.key or None,
@@ -344,6 +356,33 @@ def to_message(msg: pb.Message, *, server_headers: bool = False) -> Message:
         msg.partition,
         None,
     )
+
+
+def decode_message_pure(raw: bytes, *, server_headers: bool = False) -> Message:
+    """:func:`decode_message` without the native core: protobuf, then :func:`to_message`."""
+    msg = pb.Message()
+    _parse(msg, raw, "Message")
+    return to_message(msg, server_headers=server_headers)
+
+
+def decode_message_native(core: NativeCore, raw: bytes, *, server_headers: bool = False) -> Message:
+    """:func:`decode_message` through ``core``: it builds the common shape (the fields of
+    ``Message`` and only the server's headers, dropped) and hands anything else back
+    (``None``) to :func:`decode_message_pure`, which also raises what protobuf raises."""
+    if not server_headers and type(raw) is bytes:
+        msg = core.lb_decode_message(raw)
+        if msg is not None:
+            return msg
+    return decode_message_pure(raw, server_headers=server_headers)
+
+
+def decode_message(raw: bytes, *, server_headers: bool = False) -> Message:
+    """The bytes of one subscribed ``liftbridge.Message`` (a Subscribe response) as a
+    :class:`streamwire.Message`, as :func:`to_message` makes it; raises
+    :class:`DecodeError` when they are not one."""
+    if _native is not None:
+        return decode_message_native(_native, raw, server_headers=server_headers)
+    return decode_message_pure(raw, server_headers=server_headers)
 
 
 def partition_from_ack(ack: Ack) -> int | None:

@@ -1,0 +1,164 @@
+//! Liftbridge: a subscribed `liftbridge.Message` (protobuf, one per Subscribe response) →
+//! a received `Message`.
+//!
+//! Mirrors `streamwire.liftbridge.protocol.messages.decode_message` (protobuf's parser, then
+//! `to_message` without the server's headers) for the messages subscriptions carry: the
+//! fields of `api.proto`'s `Message`, each with its own wire type, and headers that are only
+//! the `subject` and `reply` the server adds (dropped). Anything else (another header, an
+//! unknown field, a field with another wire type, a string that is not UTF-8, a truncated
+//! or overlong varint, truncated data) returns `None`: the Python code then decodes the
+//! message, or raises what protobuf raises.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::{
+    bytes_of, new_dict, none, state, HEADERS, ID, KEY, OFFSET, PARTITION, STREAM, TIMESTAMP, VALUE,
+};
+
+const VARINT: u8 = 0;
+const LEN: u8 = 2;
+
+/// A varint at `*pos` (at most 10 bytes, the 10th at most 1: a u64), or None.
+#[inline]
+fn varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut value: u64 = 0;
+    for i in 0..10 {
+        let byte = *data.get(*pos)?;
+        *pos += 1;
+        if i == 9 && byte > 1 {
+            return None;
+        }
+        value |= ((byte & 0x7f) as u64) << (7 * i);
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The bytes of a length-delimited field at `*pos`, or None.
+#[inline]
+fn delimited<'a>(data: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let len = varint(data, pos)?;
+    let start = *pos;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    let slice = data.get(start..end)?;
+    *pos = end;
+    Some(slice)
+}
+
+/// The key of a map entry `headers`, if the entry is one the server adds (`subject`,
+/// `reply`) and well formed: field 1 the key (a string), field 2 the value (bytes).
+fn server_header(entry: &[u8]) -> Option<()> {
+    let mut pos = 0;
+    let mut key: &[u8] = b"";
+    while pos < entry.len() {
+        let tag = varint(entry, &mut pos)?;
+        match (tag >> 3, (tag & 7) as u8) {
+            (1, LEN) => key = delimited(entry, &mut pos)?,
+            (2, LEN) => {
+                delimited(entry, &mut pos)?;
+            }
+            _ => return None,
+        }
+    }
+    (key == b"subject" || key == b"reply").then_some(())
+}
+
+struct Fields<'a> {
+    offset: i64,
+    key: &'a [u8],
+    value: &'a [u8],
+    timestamp: i64,
+    stream: &'a [u8],
+    partition: i32,
+}
+
+fn parse(data: &[u8]) -> Option<Fields<'_>> {
+    let mut f = Fields {
+        offset: 0,
+        key: b"",
+        value: b"",
+        timestamp: 0,
+        stream: b"",
+        partition: 0,
+    };
+    let mut pos = 0;
+    while pos < data.len() {
+        let tag = varint(data, &mut pos)?;
+        match (tag >> 3, (tag & 7) as u8) {
+            (1, VARINT) => f.offset = varint(data, &mut pos)? as i64,
+            (2, LEN) => f.key = delimited(data, &mut pos)?,
+            (3, LEN) => f.value = delimited(data, &mut pos)?,
+            (4, VARINT) => f.timestamp = varint(data, &mut pos)? as i64,
+            (5, LEN) => {
+                let s = delimited(data, &mut pos)?;
+                std::str::from_utf8(s).ok()?;
+                f.stream = s;
+            }
+            (6, VARINT) => f.partition = varint(data, &mut pos)? as i32,
+            (7 | 8 | 10 | 11, LEN) => {
+                std::str::from_utf8(delimited(data, &mut pos)?).ok()?;
+            }
+            (9, LEN) => server_header(delimited(data, &mut pos)?)?,
+            (12, VARINT) => {
+                varint(data, &mut pos)?;
+            }
+            _ => return None,
+        }
+    }
+    Some(f)
+}
+
+#[inline]
+fn owned(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<*mut ffi::PyObject> {
+    if obj.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        Ok(obj)
+    }
+}
+
+/// The received `Message` of one subscribed message, or None (see the module's text).
+#[pyfunction]
+pub fn lb_decode_message(py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
+    let st = state(py)?;
+    let Some(f) = parse(raw.as_bytes()) else {
+        return Ok(py.None());
+    };
+    let mut values = [std::ptr::null_mut(); 8];
+    let made = (|| -> PyResult<()> {
+        values[VALUE] = bytes_of(py, f.value)?;
+        values[KEY] = if f.key.is_empty() {
+            none()
+        } else {
+            bytes_of(py, f.key)?
+        };
+        values[HEADERS] = new_dict(py)?;
+        // Python's floor division: timestamp // 1000
+        values[TIMESTAMP] = owned(py, unsafe {
+            ffi::PyLong_FromLongLong(f.timestamp.div_euclid(1000))
+        })?;
+        values[OFFSET] = owned(py, unsafe { ffi::PyLong_FromLongLong(f.offset) })?;
+        values[STREAM] = owned(py, unsafe {
+            ffi::PyUnicode_FromStringAndSize(
+                f.stream.as_ptr() as *const _,
+                f.stream.len() as ffi::Py_ssize_t,
+            )
+        })?;
+        values[PARTITION] = owned(py, unsafe { ffi::PyLong_FromLong(f.partition as _) })?;
+        values[ID] = none();
+        Ok(())
+    })();
+    if let Err(err) = made {
+        for v in values {
+            if !v.is_null() {
+                unsafe { ffi::Py_DECREF(v) };
+            }
+        }
+        return Err(err);
+    }
+    unsafe { Ok(Bound::from_owned_ptr(py, st.message(py, values)?).unbind()) }
+}
