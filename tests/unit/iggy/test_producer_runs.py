@@ -20,7 +20,7 @@ from streamwire import Message
 from streamwire.errors import StreamwireError
 from streamwire.iggy.options import ProducerOptions
 from streamwire.iggy.producer import Producer, _Run
-from streamwire.transport.settle import future_factory, new_futures
+from streamwire.transport.pending import Ledger
 from tests.iggy_double import IggyDouble
 
 
@@ -101,13 +101,15 @@ def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_giv
     async def check() -> None:
         producer = _producer(3, max_batch_messages=max_messages, max_batch_bytes=max_bytes)
         reference: deque[tuple[int, int, int]] = deque()
+        ids_of: dict[int, list[int]] = {}  # a ledger's ids, by id(ledger)
         next_id = 1
         for route, sizes in runs:
             ids = list(range(next_id, next_id + len(sizes)))
             next_id += len(sizes)
             bodies = [b"x" * (size - 48) for size in sizes]
-            futures = new_futures(future_factory(asyncio.get_running_loop()), len(sizes))
-            producer._queue(_Run(route, bodies, ids, 0, futures, None, list(sizes)))
+            ledger = Ledger(asyncio.get_running_loop(), len(sizes), "s/t", offsets=True)
+            ids_of[id(ledger)] = list(ids)
+            producer._queue(_Run(route, bodies, ids, 0, ledger, 0, None, list(sizes)))
             reference.extend(zip(repeat(route), sizes, ids, strict=False))
         while producer._buffer:
             expected = _take_one_by_one(reference, max_messages, max_bytes)
@@ -118,7 +120,10 @@ def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_giv
                 for frame in run.frames()
             ]
             assert got == expected
-            assert all(len(run.futures or ()) == len(run) for run in taken)
+            for run in taken:  # each piece answers for its own messages of its ledger
+                assert run.ledger is not None
+                ledger_ids = ids_of[id(run.ledger)][run.at : run.at + len(run)]
+                assert [frame.id for frame in run.frames()] == ledger_ids
             assert producer._buffered == len(reference)
             assert producer._buffer_bytes == sum(size for _, size, _ in reference)
         assert not reference
