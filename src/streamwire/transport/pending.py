@@ -22,7 +22,10 @@ future stays cancelled (cancelling never stops the message).
 
 A ``LazyFuture`` never runs ``asyncio.Future.__init__`` (that is what it saves): every method
 and the private attributes asyncio's own helpers read are overridden, and the callbacks it
-registers are called with the ``LazyFuture`` itself, as a future's are.
+registers are called with the ``LazyFuture`` itself, as a future's are. The native core makes
+them without a Python call each and leaves them untracked by the garbage collector until
+their real future is made (``native/src/futures.rs`` says why that is safe); the pure-Python
+code makes the same objects, tracked.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from collections.abc import Callable, Generator
 from itertools import repeat
 from typing import Any, Final
 
+from streamwire._native import core
 from streamwire.codec.message import Confirmation, confirmation
 
 __all__ = ("LazyFuture", "Ledger")
@@ -85,8 +89,11 @@ class Ledger:
         return len(self.states)
 
     def futures(self) -> list[asyncio.Future[Confirmation]]:
-        """A :class:`LazyFuture` per message, in order."""
+        """A :class:`LazyFuture` per message, in order (with the native core: made without
+        a Python call each, and untracked by the garbage collector until used)."""
         n = len(self.states)
+        if core is not None:
+            return core.lazy_futures(LazyFuture, self, n)
         return list(map(LazyFuture, repeat(self, n), range(n)))
 
     def real(self, i: int) -> asyncio.Future[Confirmation]:
@@ -194,6 +201,8 @@ class LazyFuture(asyncio.Future[Confirmation]):
         self._index = index
 
     def _real(self) -> asyncio.Future[Confirmation]:
+        if core is not None:  # it may now be in a cycle (a callback, a waiting task)
+            core.gc_track(self)
         return self._ledger.real(self._index)
 
     def _made(self) -> asyncio.Future[Confirmation] | None:
