@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import streamwire.iggy as iggy
 from streamwire import Message
-from streamwire.errors import StreamwireError
+from streamwire.codec.message import Confirmation
+from streamwire.errors import ClosedError, StreamwireError
 from streamwire.iggy.options import ProducerOptions
 from streamwire.iggy.producer import Producer, _Run
 from streamwire.transport.pending import Ledger
@@ -211,3 +212,38 @@ async def test_send_many_fails_with_the_error_of_a_failed_batch(double: IggyDoub
         await producer.close(flush=False)
         assert isinstance(late.exception(), StreamwireError)
         assert future.done()
+
+
+async def test_send_batch_futures_gathered_awaited_late_or_called_back(
+    double: IggyDouble,
+) -> None:
+    """The futures are made on use (``transport.pending``): gathered while the batches are
+    on their way, awaited once everything is confirmed, or called back — each gets its own
+    message's offset, once."""
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=1)
+        async with client.producer("s/t", max_batch_messages=7) as producer:
+            futures = await producer.send_batch([b"m%d" % i for i in range(30)])
+            gathered = asyncio.gather(*futures[:10])
+            called: list[asyncio.Future[Confirmation]] = []
+            futures[12].add_done_callback(called.append)
+            async with asyncio.timeout(10):
+                first = await gathered
+            await producer.flush(timeout=10)
+            await asyncio.sleep(0)
+        assert [c.offset for c in first] == list(range(10))
+        assert [(await f).offset for f in futures] == list(range(30))
+        assert called == [futures[12]]
+        assert {f.result().partition for f in futures} == {0}
+
+
+async def test_closing_fails_buffered_send_batch_futures_used_or_not(double: IggyDouble) -> None:
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=1)
+        producer = await client.producer("s/t")
+        futures = await producer.send_batch([b"a", b"b", b"c"])
+        waiting = asyncio.ensure_future(futures[0])
+        await producer.close(flush=False)
+        async with asyncio.timeout(5):
+            outcomes = await asyncio.gather(waiting, *futures[1:], return_exceptions=True)
+        assert all(isinstance(o, ClosedError) for o in outcomes), outcomes
