@@ -337,26 +337,26 @@ class Producer(AsyncStartable):
         route, frame = self._prepare(value, key, headers, partition)
         size = len(frame.payload) + len(frame.user_headers) + 48
         await self._wait_for_room(size, timeout)
-        future = self._accept(route, frame, size)
-        assert future is not None
+        ledger = Ledger(self._loop, 1, self.address, offsets=True)
+        self._accept(route, frame, size, None, ledger, 0)
         self._meter.accepted(1, size - 48)
-        return future
+        return ledger.real(0)
 
     def _accept(
-        self, route: int, frame: OutgoingMessage, size: int, many: _Many | None = None
-    ) -> asyncio.Future[Confirmation] | None:
-        """Queue one message: its future, or ``None`` when it answers to ``many``."""
-        future: asyncio.Future[Confirmation] | None = None
-        ledger = None
-        if many is None:
-            ledger = Ledger(self._loop, 1, self.address, offsets=True)
-            future = ledger.real(0)
-        else:
+        self,
+        route: int,
+        frame: OutgoingMessage,
+        size: int,
+        many: _Many | None,
+        ledger: Ledger | None,
+        at: int,
+    ) -> None:
+        """Queue one message, answering to ``many`` or as message ``at`` of ``ledger``."""
+        if many is not None:
             many.accepted(1)
-        self._queue(_Run(route, [frame], None, 0, ledger, 0, many, [size]))
+        self._queue(_Run(route, [frame], None, 0, ledger, at, many, [size]))
         self._idle.clear()
         self._work.set()
-        return future
 
     def _queue(self, run: _Run) -> None:
         self._buffer.append(run)
@@ -403,7 +403,9 @@ class Producer(AsyncStartable):
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
     ) -> list[asyncio.Future[Confirmation]]:
-        """Accept several messages in order; returns their confirmation futures.
+        """Accept several messages in order; returns their confirmation futures (made on use:
+        :mod:`streamwire.transport.pending`). Each resolves once, with its ``Confirmation``
+        (offset and partition) or its error.
 
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
@@ -412,12 +414,11 @@ class Producer(AsyncStartable):
             futures = await self._send_bodies(cast("Sequence[bytes]", values), timeout, None)
             assert futures is not None
             return futures
-        futures = []
-        for value in values:
-            future = await self._accept_one(value, timeout, None)
-            assert future is not None
-            futures.append(future)
-        return futures
+        items = list(values)
+        ledger = Ledger(self._loop, len(items), self.address, offsets=True)
+        for at, value in enumerate(items):
+            await self._accept_one(value, timeout, None, ledger, at)
+        return ledger.futures()
 
     async def send_many(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -444,16 +445,20 @@ class Producer(AsyncStartable):
         return many.future
 
     async def _accept_one(
-        self, value: bytes | Message, timeout: float | None, many: _Many | None
-    ) -> asyncio.Future[Confirmation] | None:
+        self,
+        value: bytes | Message,
+        timeout: float | None,
+        many: _Many | None,
+        ledger: Ledger | None = None,
+        at: int = 0,
+    ) -> None:
         route, frame = self._prepare(value, None, None, None)
         size = len(frame.payload) + len(frame.user_headers) + 48
         if self._full(size):
             self._work.set()
             await self._wait_for_room(size, timeout)
-        accepted = self._accept(route, frame, size, many)
+        self._accept(route, frame, size, many, ledger, at)
         self._meter.accepted(1, size - 48)
-        return accepted
 
     async def _send_bodies(
         self, values: Sequence[bytes], timeout: float | None, many: _Many | None
@@ -462,8 +467,8 @@ class Producer(AsyncStartable):
         bodies are queued as they are, with ids drawn at once and one origin time for the
         call (the frames, what ``to_outgoing(Message(value))`` makes, are built when the
         batch is encoded). As many messages as the buffer has room for are accepted as one
-        run per route, by slicing and ``map`` (no Python bytecode per message but the
-        futures' making, and none at all for ``send_many``)."""
+        run per route, by slicing and ``map`` (no Python bytecode per message: the futures
+        of ``send_batch`` are made on use)."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
         ids = random_message_ids(len(values))

@@ -443,6 +443,9 @@ class Producer(AsyncStartable):
     ) -> list[asyncio.Future[Confirmation]]:
         """Accept several messages in order; returns their confirmation futures.
 
+        The futures are made on use (:mod:`streamwire.transport.pending`): asyncio futures
+        that read their message's outcome until something awaits them, is called back by
+        them or cancels them. Each resolves once, with its ``Confirmation`` or its error.
         Waits for room like :meth:`send` whenever the buffer is full.
 
         Cancellation: the messages accepted before the cancellation stay accepted.
