@@ -10,22 +10,22 @@ the last one, gathers a few, or flushes.
 Here the outcome of a block of messages accepted together lives in one :class:`Ledger` (a
 ``bytearray`` of states, an ``array`` of offsets where the broker reports them, and a
 dictionary of the rare failures), and each message's future is a :class:`LazyFuture`: an
-``asyncio.Future`` subclass holding only the ledger and its index. Confirming a run of
-messages is a slice assignment; nothing per message runs in Python. A ``LazyFuture`` reads
-its state from the ledger (``done``, ``result``, ``exception``, ``cancelled``) and makes the
-real asyncio future (:meth:`Ledger.real`) the first time something waits on it or changes it:
-``await``, ``add_done_callback`` (``asyncio.gather``, ``wait``, ``shield``, ``wait_for``,
-``as_completed`` all go through it), ``cancel``, ``set_result``/``set_exception``. From then
-on that future is resolved by the ledger like any other waiter and the ``LazyFuture``
-delegates to it, so every message's outcome is delivered exactly once and a cancelled
-future stays cancelled (cancelling never stops the message).
+``asyncio.Future`` subclass holding only the ledger and its index, whose asyncio state is not
+initialised. Confirming a run of messages is a slice assignment; nothing per message runs in
+Python. A ``LazyFuture`` answers ``done``, ``result``, ``exception``, ``cancelled`` and
+``get_loop`` from the ledger; the first time something waits on it or changes it (``await``,
+``add_done_callback`` — through which ``asyncio.gather``, ``wait``, ``shield``, ``wait_for``
+and ``as_completed`` go —, ``cancel``, ``set_result``, ``set_exception``) it *becomes* a
+real asyncio future: ``asyncio.Future.__init__`` runs on the object itself and its class
+turns into :class:`MadeFuture` (the same layout, nothing overridden), settled at once if its
+message already is, else resolved by the ledger when its message is. The caller's object is
+the future throughout: callbacks get it, ``asyncio.wait`` returns it, and from then on every
+call is asyncio's own. So every message's outcome is delivered exactly once, and a
+cancelled future stays cancelled (cancelling never stops the message).
 
-A ``LazyFuture`` never runs ``asyncio.Future.__init__`` (that is what it saves): every method
-and the private attributes asyncio's own helpers read are overridden, and the callbacks it
-registers are called with the ``LazyFuture`` itself, as a future's are. The native core makes
-them without a Python call each and leaves them untracked by the garbage collector until
-their real future is made (``native/src/futures.rs`` says why that is safe); the pure-Python
-code makes the same objects, tracked.
+The native core makes the ``LazyFuture`` objects without a Python call each and leaves them
+untracked by the garbage collector until they become futures (``native/src/futures.rs``
+says why that is safe); the pure-Python code makes the same objects, tracked.
 """
 
 from __future__ import annotations
@@ -33,20 +33,25 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from array import array
-from collections.abc import Callable, Generator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
 from itertools import repeat
 from typing import Any, Final
 
 from streamwire._native import core
 from streamwire.codec.message import Confirmation, confirmation
 
-__all__ = ("LazyFuture", "Ledger")
+__all__ = ("LazyFuture", "Ledger", "MadeFuture")
 
 _PENDING: Final = 0
 _OK: Final = 1
 _FAILED: Final = 2
 _OK_RUN: Final = bytes((_OK,))
 _NO_OFFSET: Final = array("q", (-1,))
+_set_result: Any = asyncio.Future.set_result
+_done: Any = asyncio.Future.done
+_new_tuple: Any = tuple.__new__
+_init_future: Any = asyncio.Future.__init__
 
 
 class Ledger:
@@ -82,8 +87,7 @@ class Ledger:
         self.offsets = _NO_OFFSET * count if offsets else None
         self.errors: dict[int, BaseException] = {}
         self.waiters: dict[int, asyncio.Future[Confirmation]] = {}
-        """The real futures made so far, by index (kept once made: a ``LazyFuture``
-        delegates to its own for good)."""
+        """The futures that became real, by index."""
 
     def __len__(self) -> int:
         return len(self.states)
@@ -97,13 +101,17 @@ class Ledger:
         return list(map(LazyFuture, repeat(self, n), range(n)))
 
     def real(self, i: int) -> asyncio.Future[Confirmation]:
-        """The asyncio future of message ``i``: made on the first call (already resolved if
-        the message is), the same one afterwards."""
+        """A plain asyncio future for message ``i`` (``send``'s), resolved with it."""
         future = self.waiters.get(i)
         if future is None:
-            future = self.waiters[i] = self.loop.create_future()
-            self._settle(i, future)
+            future = self.loop.create_future()
+            self._wait(i, future)
         return future
+
+    def _wait(self, i: int, future: asyncio.Future[Confirmation]) -> None:
+        """``future`` now stands for message ``i``: settled at once if the message is."""
+        self.waiters[i] = future
+        self._settle(i, future)
 
     def confirmation(self, i: int) -> Confirmation:
         first, offsets = self.first_id, self.offsets
@@ -151,11 +159,26 @@ class Ledger:
     def _wake(self, start: int, stop: int) -> None:
         waiters = self.waiters
         if len(waiters) <= stop - start:
-            found = [i for i in waiters if start <= i < stop]
+            found = sorted(i for i in waiters if start <= i < stop)
         else:
             found = [i for i in range(start, stop) if i in waiters]
-        for i in found:
-            self._settle(i, waiters[i])
+        if not found:
+            return
+        futures = list(map(waiters.__getitem__, found))
+        states = self.states
+        if states.count(_OK, start, stop) != stop - start or any(map(_done, futures)):
+            for i, future in zip(found, futures, strict=True):
+                self._settle(i, future)
+            return
+        # Every waiting future gets its confirmation: built and set by ``map`` (a caller
+        # that gathers every future of a call waits on thousands at once).
+        first, offsets, n = self.first_id, self.offsets, len(found)
+        ids = repeat(None, n) if first is None else map(first.__add__, found)
+        at: Iterable[int | None] = repeat(None, n)
+        if offsets is not None and offsets[found[0]] >= 0:  # a run has offsets or has none
+            at = map(offsets.__getitem__, found)
+        fields = zip(ids, at, repeat(self.stream), repeat(self.partition))
+        deque(map(_set_result, futures, map(_new_tuple, repeat(Confirmation), fields)), maxlen=0)
 
     def _settle(self, i: int, future: asyncio.Future[Confirmation]) -> None:
         state = self.states[i]
@@ -170,29 +193,9 @@ class Ledger:
             future.exception()
 
 
-class _Relay:
-    """A callback registered on the real future that calls the user's with the
-    :class:`LazyFuture`; equal to the user's callback, so ``remove_done_callback`` finds it."""
-
-    __slots__ = ("fn", "future")
-
-    def __init__(self, fn: Callable[[Any], object], future: LazyFuture) -> None:
-        self.fn = fn
-        self.future = future
-
-    def __call__(self, _real: object) -> None:
-        self.fn(self.future)
-
-    def __eq__(self, other: object) -> bool:
-        return other is self or other == self.fn
-
-    def __hash__(self) -> int:
-        return hash(self.fn)
-
-
 class LazyFuture(asyncio.Future[Confirmation]):
     """The confirmation future of message ``index`` of ``ledger`` (see the module
-    docstring): an ``asyncio.Future`` whose real future is made when first used."""
+    docstring): an ``asyncio.Future`` that becomes a real one when first used."""
 
     __slots__ = ("_index", "_ledger")
 
@@ -200,30 +203,26 @@ class LazyFuture(asyncio.Future[Confirmation]):
         self._ledger = ledger
         self._index = index
 
-    def _real(self) -> asyncio.Future[Confirmation]:
+    def _realize(self) -> None:
+        """Become a real asyncio future (a :class:`MadeFuture`) standing for the message."""
         if core is not None:  # it may now be in a cycle (a callback, a waiting task)
             core.gc_track(self)
-        return self._ledger.real(self._index)
+        ledger, i = self._ledger, self._index
+        _init_future(self, loop=ledger.loop)
+        self.__class__ = MadeFuture  # type: ignore[assignment]  # the same layout
+        ledger.waiters[i] = self
+        if ledger.states[i] != _PENDING:
+            ledger._settle(i, self)
 
-    def _made(self) -> asyncio.Future[Confirmation] | None:
-        return self._ledger.waiters.get(self._index)
-
-    # --- reading: from the ledger until a real future exists -----------------------------
+    # --- reading: from the ledger --------------------------------------------------------
 
     def done(self) -> bool:
-        real = self._made()
-        if real is not None:
-            return real.done()
         return self._ledger.states[self._index] != _PENDING
 
     def cancelled(self) -> bool:
-        real = self._made()
-        return real is not None and real.cancelled()
+        return False  # cancelling makes it real
 
     def result(self) -> Confirmation:
-        real = self._made()
-        if real is not None:
-            return real.result()
         ledger, i = self._ledger, self._index
         state = ledger.states[i]
         if state == _OK:
@@ -233,9 +232,6 @@ class LazyFuture(asyncio.Future[Confirmation]):
         raise asyncio.InvalidStateError("Result is not set.")
 
     def exception(self) -> BaseException | None:
-        real = self._made()
-        if real is not None:
-            return real.exception()
         ledger, i = self._ledger, self._index
         state = ledger.states[i]
         if state == _OK:
@@ -247,62 +243,70 @@ class LazyFuture(asyncio.Future[Confirmation]):
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._ledger.loop
 
-    # --- waiting and changing: through the real future ------------------------------------
+    def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
+        return 0  # nothing was added: adding makes it real
+
+    # --- waiting and changing: as a real future ------------------------------------------
 
     def __await__(self) -> Generator[Any, None, Confirmation]:
-        return self._real().__await__()
+        self._realize()
+        return self.__await__()
 
     __iter__ = __await__
 
     def add_done_callback(
         self, fn: Callable[[Any], object], *, context: contextvars.Context | None = None
     ) -> None:
-        self._real().add_done_callback(_Relay(fn, self), context=context)
-
-    def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
-        real = self._made()
-        return 0 if real is None else real.remove_done_callback(fn)
+        self._realize()
+        self.add_done_callback(fn, context=context)
 
     def cancel(self, msg: Any | None = None) -> bool:
-        return self._real().cancel(msg)
+        self._realize()
+        return self.cancel(msg)
 
     def set_result(self, result: Confirmation) -> None:
-        self._real().set_result(result)
+        self._realize()
+        self.set_result(result)
 
     def set_exception(self, exception: type | BaseException) -> None:
-        self._real().set_exception(exception)
-
-    def _make_cancelled_error(self) -> asyncio.CancelledError:
-        return self._real()._make_cancelled_error()  # type: ignore[attr-defined,no-any-return]
+        self._realize()
+        self.set_exception(exception)
 
     def __repr__(self) -> str:
-        real = self._made()
-        if real is not None:
-            return f"<LazyFuture {real!r}>"
         state = ("pending", "finished", "failed")[self._ledger.states[self._index]]
         return f"<LazyFuture {state} #{self._index} of {self._ledger.stream!r}>"
 
 
-def _delegated(name: str) -> property:
+class MadeFuture(asyncio.Future[Confirmation]):
+    """What a :class:`LazyFuture` becomes when used: an asyncio future, nothing overridden
+    (the same slots, so that the object can change its class)."""
+
+    __slots__ = ("_index", "_ledger")
+
+
+def _realizing(name: str) -> property:
     def get(self: LazyFuture) -> Any:
-        return getattr(self._real(), name)
+        self._realize()
+        return getattr(self, name)
 
     def put(self: LazyFuture, value: Any) -> None:
-        setattr(self._real(), name, value)
+        self._realize()
+        setattr(self, name, value)
 
-    return property(get, put, doc=f"The real future's ``{name}``.")
+    return property(get, put, doc=f"Makes the future real, then its ``{name}``.")
 
 
-# The private attributes asyncio's helpers read (gather reads ``_cancel_message``, some
-# read ``_loop``): the base class's would raise "Future object is not initialized".
+# The private attributes some of asyncio's helpers read or set: on a LazyFuture the base
+# class's would raise "Future object is not initialized".
 for _name in (
     "_callbacks",
     "_cancel_message",
     "_exception",
     "_log_traceback",
+    "_loop",
+    "_make_cancelled_error",
     "_result",
     "_source_traceback",
     "_state",
 ):
-    setattr(LazyFuture, _name, _delegated(_name))
-LazyFuture._loop = property(lambda self: self._ledger.loop)  # type: ignore[assignment,method-assign]
+    setattr(LazyFuture, _name, _realizing(_name))

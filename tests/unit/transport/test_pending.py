@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from streamwire._native import core
 from streamwire.codec.message import Confirmation
-from streamwire.transport.pending import LazyFuture, Ledger
+from streamwire.transport.pending import LazyFuture, Ledger, MadeFuture
 
 
 def ledger(count: int, *, first_id: int | None = 10, offsets: bool = False) -> Ledger:
@@ -338,3 +338,21 @@ def test_every_future_ends_as_the_model_says(ops: list[tuple[str, int, int]]) ->
             assert calls[i] == callbacks  # each registered callback ran exactly once
 
     asyncio.run(check())
+
+
+async def test_used_it_becomes_a_plain_asyncio_future_the_same_object() -> None:
+    book = ledger(3)
+    futures = book.futures()
+    kept = list(futures)
+    book.confirm(0, 1)
+    futures[0].add_done_callback(lambda _: None)
+    task = asyncio.ensure_future(_await(futures[1]))
+    await asyncio.sleep(0)
+    assert [type(f) for f in futures] == [MadeFuture, MadeFuture, LazyFuture]
+    assert futures == kept  # the caller's objects, changed in place
+    assert book.waiters == {0: futures[0], 1: futures[1]}
+    assert futures[0].result() == Confirmation(10, None, "s", None)  # settled when made
+    assert not futures[1].done()
+    book.confirm(1, 2)
+    assert await task == Confirmation(11, None, "s", None)
+    assert "finished" in repr(futures[2])
