@@ -8,6 +8,8 @@
 //! * Iggy: a SendMessages batch encoded with its XXH3-64 checksums; poll replies checked for
 //!   structure into a compact frame index (one buffer + index, tuples made on access), and
 //!   turned into `Message` objects with their checksums verified.
+//! * Producers: `send_batch`'s per-message futures made without a Python call each and not
+//!   tracked by the garbage collector until used (`futures.rs`).
 //!
 //! Every function mirrors a pure-Python function of the package byte for byte and error for
 //! error (same exception classes and texts, raised in the same order); the property tests in
@@ -24,13 +26,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
+mod futures;
 mod iggy;
 mod liftbridge;
 mod rabbitmq;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 2;
+pub const ABI: u32 = 3;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 const SLOTS: [&str; 8] = [
@@ -68,22 +71,27 @@ pub(crate) fn state(py: Python<'_>) -> PyResult<&State> {
         .ok_or_else(|| PyRuntimeError::new_err("streamwire._native._core.init() was not called"))
 }
 
-/// Where each slot of `cls` lives in its instances: set every slot of a fresh instance to a
-/// distinct sentinel and find each sentinel's word in the instance's memory (exactly once).
-fn slot_offsets(py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<[isize; 8]> {
+/// Where each slot `names[i]` of `cls` lives in its instances: set every slot of a fresh
+/// instance to a distinct sentinel and find each sentinel's word in the instance's memory
+/// (exactly once).
+pub(crate) fn slot_offsets<const N: usize>(
+    py: Python<'_>,
+    cls: &Bound<'_, PyType>,
+    names: [&str; N],
+) -> PyResult<[isize; N]> {
     let tp = cls.as_type_ptr();
-    let mut offsets = [0isize; 8];
+    let mut offsets = [0isize; N];
     unsafe {
         if (*tp).tp_itemsize != 0 {
-            return Err(PyTypeError::new_err("Message must not be a variable-size type"));
+            return Err(PyTypeError::new_err("a slotted class must not be a variable-size type"));
         }
         let basic = (*tp).tp_basicsize;
         let alloc = (*tp)
             .tp_alloc
-            .ok_or_else(|| PyTypeError::new_err("Message has no tp_alloc"))?;
+            .ok_or_else(|| PyTypeError::new_err("a slotted class without tp_alloc"))?;
         let obj = Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?;
-        let mut sentinels = Vec::with_capacity(SLOTS.len());
-        for name in SLOTS {
+        let mut sentinels = Vec::with_capacity(N);
+        for name in names {
             let sentinel = py.eval(c"object()", None, None)?;
             obj.setattr(name, &sentinel)?;
             sentinels.push(sentinel);
@@ -98,14 +106,14 @@ fn slot_offsets(py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<[isize; 8]>
                 let p = *(base.offset(at) as *const *mut ffi::PyObject);
                 if p == sentinel.as_ptr() {
                     if found.is_some() {
-                        return Err(PyTypeError::new_err("Message slot found twice"));
+                        return Err(PyTypeError::new_err("a slot found twice"));
                     }
                     found = Some(at);
                 }
                 at += word;
             }
             offsets[i] = found.ok_or_else(|| {
-                PyTypeError::new_err(format!("Message slot {:?} not found", SLOTS[i]))
+                PyTypeError::new_err(format!("slot {:?} not found", names[i]))
             })?;
         }
     }
@@ -132,7 +140,7 @@ fn init(
         }
         return Err(PyRuntimeError::new_err("streamwire._native._core is already initialised"));
     }
-    let offsets = slot_offsets(py, message)?;
+    let offsets = slot_offsets(py, message, SLOTS)?;
     let _ = STATE.set(
         py,
         State {
@@ -346,6 +354,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(futures::lazy_futures, m)?)?;
+    m.add_function(wrap_pyfunction!(futures::gc_track, m)?)?;
     m.add_class::<iggy::FrameIndex>()?;
     Ok(())
 }

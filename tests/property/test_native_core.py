@@ -8,6 +8,8 @@ under ``STREAMWIRE_PURE=1`` too; they skip, saying why, only when it is not buil
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import struct
 import subprocess
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from streamwire import _native
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderValue
-from streamwire.codec.message import Message
+from streamwire.codec.message import Confirmation, Message
 from streamwire.iggy.protocol.batch import (
     FRAME_HEADER_SIZE,
     OutgoingMessage,
@@ -46,6 +48,7 @@ from streamwire.rabbitmq._amqp_map import (
     encode_message,
 )
 from streamwire.rabbitmq.protocol.chunk import CHUNK_HEADER_SIZE, parse_chunk_header
+from streamwire.transport.pending import LazyFuture, Ledger
 from tests.property.test_rabbitmq_decode_chunk import simple, sub_batch
 from tests.unit.iggy.strategies import HEADERS
 
@@ -436,3 +439,41 @@ def test_each_chunk_error_is_the_same(what: str, good_crc: bool) -> None:
     assert outcome(lambda: decode_entries_native(core(), buf, 48, header, "s", 0, True, True)) == (
         pure
     )
+
+
+@settings(max_examples=30, deadline=None)
+@given(count=st.integers(0, 600))
+def test_confirmation_futures_are_made_alike(count: int) -> None:
+    """``send_batch``'s futures: the native core makes the objects the class makes (same
+    ledger, same indices, behaving alike), only untracked by the garbage collector."""
+
+    async def check() -> None:
+        book = Ledger(asyncio.get_running_loop(), count, "s", first_id=5)
+        native = core().lazy_futures(LazyFuture, book, count)
+        pure = [LazyFuture(book, i) for i in range(count)]
+        assert [type(f) for f in native] == [LazyFuture] * count
+        assert [f._index for f in native] == [f._index for f in pure] == list(range(count))
+        assert all(f._ledger is book for f in native)
+        assert not any(gc.is_tracked(f) for f in native)
+        book.confirm(0, count)
+        assert [f.result() for f in native] == [f.result() for f in pure]
+        assert [f.result() for f in native] == [
+            Confirmation(5 + i, None, "s", None) for i in range(count)
+        ]
+
+    asyncio.run(check())
+
+
+def test_confirmation_futures_are_bound_to_one_class_and_tracked_again_on_use() -> None:
+    class Other:
+        __slots__ = ("_index", "_ledger")
+
+    book = object()
+    (made,) = core().lazy_futures(LazyFuture, book, 1)  # the class the package registers
+    with pytest.raises(TypeError, match="another class"):
+        core().lazy_futures(Other, book, 1)
+    assert not gc.is_tracked(made)
+    core().gc_track(made)
+    core().gc_track(made)  # already tracked: nothing to do
+    core().gc_track(3)  # not a GC type: nothing to do
+    assert gc.is_tracked(made)

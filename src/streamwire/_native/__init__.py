@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 2
+ABI: Final = 3
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -96,6 +96,10 @@ class NativeCore(Protocol):
         verify: bool,
         headers_and_key: Callable[[bytes, str | None], tuple[dict[str, HeaderValue], bytes | None]],
     ) -> list[Message]: ...
+
+    def lazy_futures(self, cls: type[Any], ledger: object, count: int) -> list[Any]: ...
+
+    def gc_track(self, obj: object) -> None: ...
 
 
 def forced_pure(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:

@@ -11,9 +11,8 @@ into an aware UTC ``datetime`` on demand, so the consume path builds no datetime
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
 from typing import Final, NamedTuple
 
 from streamwire.codec._structs import BytesLike
@@ -24,7 +23,6 @@ __all__ = (
     "Confirmation",
     "Message",
     "confirmation",
-    "confirmations",
     "datetime_to_us",
     "outgoing",
     "received_message",
@@ -201,16 +199,3 @@ def confirmation(
     """The one fast constructor of confirmations, for the producers' hot loops: positional,
     without the named tuple's own ``__new__`` (keywords and defaults, in Python)."""
     return _new_tuple(Confirmation, (publishing_id, offset, stream, partition))
-
-
-def confirmations(
-    publishing_ids: Iterable[int | None],
-    offsets: Iterable[int | None],
-    stream: str | None,
-    partition: int | None,
-) -> Iterator[Confirmation]:
-    """Confirmations of a run of messages, pairing ``publishing_ids`` with ``offsets`` (the
-    shorter ends it): what :func:`confirmation` makes, one per pair, built by ``map`` and
-    ``zip`` so that no Python bytecode runs per message."""
-    fields = zip(publishing_ids, offsets, repeat(stream), repeat(partition))
-    return map(_new_tuple, repeat(Confirmation), fields)

@@ -35,7 +35,7 @@ from itertools import accumulate, repeat
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Self, cast
 
 from streamwire.codec.headers import HeaderInput
-from streamwire.codec.message import Confirmation, Message, confirmations, outgoing
+from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -51,13 +51,13 @@ from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
+from streamwire.transport.pending import Ledger
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
     wait_flushed,
     wait_for_bytes,
 )
-from streamwire.transport.settle import future_factory, new_futures, resolve_futures
 from streamwire.transport.tasks import cancel_and_wait, cancel_now
 
 if TYPE_CHECKING:
@@ -138,10 +138,10 @@ def _origin_us(run: _Run) -> int:
 class _Run:
     """Messages of one route accepted together, in order: the unit of the buffer. Either
     ``frames`` (``ids`` None) or plain bodies with their ``ids`` and one origin time ``now``
-    (the frames are made when the batch is encoded). Each message has a future, or the run
-    answers to one ``send_many`` (``many``)."""
+    (the frames are made when the batch is encoded). Each message has a future (message
+    ``at + i`` of ``ledger``), or the run answers to one ``send_many`` (``many``)."""
 
-    __slots__ = ("bytes", "futures", "ids", "items", "many", "now", "route", "sizes")
+    __slots__ = ("at", "bytes", "ids", "items", "ledger", "many", "now", "route", "sizes")
 
     def __init__(
         self,
@@ -149,7 +149,8 @@ class _Run:
         items: list[Any],
         ids: list[int] | None,
         now: int,
-        futures: list[asyncio.Future[Confirmation]] | None,
+        ledger: Ledger | None,
+        at: int,
         many: _Many | None,
         sizes: list[int],
     ) -> None:
@@ -157,7 +158,8 @@ class _Run:
         self.items = items
         self.ids = ids
         self.now = now
-        self.futures = futures
+        self.ledger = ledger
+        self.at = at
         self.many = many
         self.sizes = sizes
         self.bytes = sum(sizes)
@@ -167,21 +169,21 @@ class _Run:
 
     def split(self, count: int) -> _Run:
         """Cut off and return the first ``count`` messages; this run keeps the rest."""
-        ids, futures = self.ids, self.futures
+        ids = self.ids
         head = _Run(
             self.route,
             self.items[:count],
             None if ids is None else ids[:count],
             self.now,
-            None if futures is None else futures[:count],
+            self.ledger,
+            self.at,
             self.many,
             self.sizes[:count],
         )
         del self.items[:count], self.sizes[:count]
         if ids is not None:
             del ids[:count]
-        if futures is not None:
-            del futures[:count]
+        self.at += count
         self.bytes -= head.bytes
         return head
 
@@ -201,7 +203,6 @@ class Producer(AsyncStartable):
         self.stream, self.topic = topic_of(address)
         self.options = options
         self._loop = asyncio.get_running_loop()
-        self._new_future = future_factory(self._loop)
         self._conn: Connection | None = None
         self._partitions = 0
         self._cursor = 0
@@ -336,26 +337,26 @@ class Producer(AsyncStartable):
         route, frame = self._prepare(value, key, headers, partition)
         size = len(frame.payload) + len(frame.user_headers) + 48
         await self._wait_for_room(size, timeout)
-        future = self._accept(route, frame, size)
-        assert future is not None
+        ledger = Ledger(self._loop, 1, self.address, offsets=True)
+        self._accept(route, frame, size, None, ledger, 0)
         self._meter.accepted(1, size - 48)
-        return future
+        return ledger.real(0)
 
     def _accept(
-        self, route: int, frame: OutgoingMessage, size: int, many: _Many | None = None
-    ) -> asyncio.Future[Confirmation] | None:
-        """Queue one message: its future, or ``None`` when it answers to ``many``."""
-        future: asyncio.Future[Confirmation] | None = None
-        if many is None:
-            future = self._new_future()
-        else:
+        self,
+        route: int,
+        frame: OutgoingMessage,
+        size: int,
+        many: _Many | None,
+        ledger: Ledger | None,
+        at: int,
+    ) -> None:
+        """Queue one message, answering to ``many`` or as message ``at`` of ``ledger``."""
+        if many is not None:
             many.accepted(1)
-        self._queue(
-            _Run(route, [frame], None, 0, None if future is None else [future], many, [size])
-        )
+        self._queue(_Run(route, [frame], None, 0, ledger, at, many, [size]))
         self._idle.clear()
         self._work.set()
-        return future
 
     def _queue(self, run: _Run) -> None:
         self._buffer.append(run)
@@ -402,7 +403,9 @@ class Producer(AsyncStartable):
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
     ) -> list[asyncio.Future[Confirmation]]:
-        """Accept several messages in order; returns their confirmation futures.
+        """Accept several messages in order; returns their confirmation futures (made on use:
+        :mod:`streamwire.transport.pending`). Each resolves once, with its ``Confirmation``
+        (offset and partition) or its error.
 
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
@@ -411,12 +414,11 @@ class Producer(AsyncStartable):
             futures = await self._send_bodies(cast("Sequence[bytes]", values), timeout, None)
             assert futures is not None
             return futures
-        futures = []
-        for value in values:
-            future = await self._accept_one(value, timeout, None)
-            assert future is not None
-            futures.append(future)
-        return futures
+        items = list(values)
+        ledger = Ledger(self._loop, len(items), self.address, offsets=True)
+        for at, value in enumerate(items):
+            await self._accept_one(value, timeout, None, ledger, at)
+        return ledger.futures()
 
     async def send_many(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -430,7 +432,7 @@ class Producer(AsyncStartable):
         then covers only those.
         """
         self._check()
-        many = _Many(self._new_future(), self.address)
+        many = _Many(self._loop.create_future(), self.address)
         try:
             if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
                 await self._send_bodies(cast("Sequence[bytes]", values), timeout, many)
@@ -443,16 +445,20 @@ class Producer(AsyncStartable):
         return many.future
 
     async def _accept_one(
-        self, value: bytes | Message, timeout: float | None, many: _Many | None
-    ) -> asyncio.Future[Confirmation] | None:
+        self,
+        value: bytes | Message,
+        timeout: float | None,
+        many: _Many | None,
+        ledger: Ledger | None = None,
+        at: int = 0,
+    ) -> None:
         route, frame = self._prepare(value, None, None, None)
         size = len(frame.payload) + len(frame.user_headers) + 48
         if self._full(size):
             self._work.set()
             await self._wait_for_room(size, timeout)
-        accepted = self._accept(route, frame, size, many)
+        self._accept(route, frame, size, many, ledger, at)
         self._meter.accepted(1, size - 48)
-        return accepted
 
     async def _send_bodies(
         self, values: Sequence[bytes], timeout: float | None, many: _Many | None
@@ -461,8 +467,8 @@ class Producer(AsyncStartable):
         bodies are queued as they are, with ids drawn at once and one origin time for the
         call (the frames, what ``to_outgoing(Message(value))`` makes, are built when the
         batch is encoded). As many messages as the buffer has room for are accepted as one
-        run per route, by slicing and ``map`` (no Python bytecode per message but the
-        futures' making, and none at all for ``send_many``)."""
+        run per route, by slicing and ``map`` (no Python bytecode per message: the futures
+        of ``send_batch`` are made on use)."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
         ids = random_message_ids(len(values))
@@ -487,16 +493,16 @@ class Producer(AsyncStartable):
             routes = [(fixed, n)] if fixed is not None else self._balanced_run(n)
             at = 0
             for route, k in routes:
-                made = None
+                ledger = None
                 if many is None:
-                    made = new_futures(self._new_future, k)
+                    ledger = Ledger(self._loop, k, self.address, offsets=True)
                     assert futures is not None
-                    futures += made
+                    futures += ledger.futures()
                 else:
                     many.accepted(k)
                 piece = slice(at, at + k)
                 run_ids = ids[start + at : start + at + k]
-                self._queue(_Run(route, part[piece], run_ids, now, made, many, sizes[piece]))
+                self._queue(_Run(route, part[piece], run_ids, now, ledger, 0, many, sizes[piece]))
                 at += k
             start += n
             accepted = True
@@ -661,14 +667,11 @@ class Producer(AsyncStartable):
         for sent in reply.confirmations:
             if sent.partition_id == partition:
                 base = sent.base_offset
-        address, at = self.address, 0 if base is None else base
+        at = 0 if base is None else base
         for run in batch:
             n = len(run)
-            if run.futures is not None:
-                offsets = repeat(None, n) if base is None else range(at, at + n)
-                resolve_futures(
-                    run.futures, confirmations(repeat(None, n), offsets, address, partition)
-                )
+            if run.ledger is not None:
+                run.ledger.confirm(run.at, n, None if base is None else at, partition)
             if run.many is not None:
                 run.many.stored(n, partition, None if base is None else at)
             at += n
@@ -677,9 +680,8 @@ class Producer(AsyncStartable):
         if self._first_failure is None:
             self._first_failure = exc
         for run in batch:
-            for future in run.futures or ():
-                if not future.done():
-                    future.set_exception(exc)
+            if run.ledger is not None:
+                run.ledger.fail(run.at, len(run), exc)
             if run.many is not None:
                 run.many.failed(len(run), exc)
 

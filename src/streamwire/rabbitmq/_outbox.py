@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from itertools import repeat
 from typing import Final, NamedTuple
 
-from streamwire.codec.message import Confirmation, confirmation, confirmations
 from streamwire.errors import LocalProtocolError
 from streamwire.metrics import ProducerMeter
 from streamwire.rabbitmq.protocol.publishing import PublishBuilder
-from streamwire.transport.settle import resolve_futures
+from streamwire.transport.pending import Ledger
 
 __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
 
@@ -69,7 +67,7 @@ class Group:
         "failed",
         "filters",
         "first",
-        "futures",
+        "ledger",
         "messages",
         "remaining",
         "started",
@@ -83,7 +81,7 @@ class Group:
         first: int,
         data: list[bytes],
         filters: list[str | None] | None,
-        futures: list[asyncio.Future[Confirmation]] | None,
+        ledger: Ledger | None,
         batch: Batch | None,
         *,
         entries: bool = False,
@@ -95,7 +93,8 @@ class Group:
         self.first = first
         self.data = data
         self.filters = filters
-        self.futures = futures
+        self.ledger = ledger
+        """The messages' confirmation futures (``send``, ``send_batch``), or None."""
         self.batch = batch
         self.states = bytearray(len(data))
         self.remaining = len(data)
@@ -279,12 +278,8 @@ class Outbox:
             early = i + n - since
             self.unwritten -= early
             self.unwritten_bytes -= sum(map(len, group.data[since : i + n]))
-        futures = group.futures
-        if futures is not None:
-            first = group.first + i
-            ids = range(first, first + n)
-            run = futures if n == len(futures) else futures[i : i + n]
-            resolve_futures(run, confirmations(ids, repeat(None, n), self.stream, None))
+        if group.ledger is not None:
+            group.ledger.confirm(i, n)
         group.remaining -= n
         if not group.remaining:
             self._group_done(group)
@@ -293,7 +288,6 @@ class Outbox:
         return n
 
     def _confirm_each(self, publishing_ids: tuple[int, ...]) -> int:
-        stream = self.stream
         resolved = early = 0
         find = self._find
         current = self._last
@@ -318,11 +312,8 @@ class Outbox:
                 early += 1
                 self.unwritten -= 1
                 self.unwritten_bytes -= len(group.data[i])
-            futures = group.futures
-            if futures is not None:
-                future = futures[i]
-                if not future.done():
-                    future.set_result(confirmation(pid, None, stream, None))
+            if group.ledger is not None:
+                group.ledger.confirm(i, 1)
             group.remaining -= 1
             if not group.remaining:
                 self._group_done(group)
@@ -362,12 +353,8 @@ class Outbox:
         group.states[i] = _DONE
         if self.first_failure is None:
             self.first_failure = exc
-        if group.futures is not None and not group.futures[i].done():
-            future = group.futures[i]
-            future.set_exception(exc)
-            # flush() and the producer's own error report failures too: callers who ignore
-            # per-message futures must not get "exception was never retrieved" noise.
-            future.exception()
+        if group.ledger is not None:
+            group.ledger.fail(i, 1, exc)
         if group.batch is not None and group.batch.error is None:
             group.batch.error = exc
         group.failed += 1

@@ -46,13 +46,13 @@ from streamwire.rabbitmq.protocol.publishing import (
     encode_sub_batch,
     validate_reference,
 )
+from streamwire.transport.pending import Ledger
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
     wait_flushed,
     wait_for_bytes,
 )
-from streamwire.transport.settle import future_factory, new_futures
 from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
@@ -112,6 +112,11 @@ class ProducerOptions:
             raise ConfigurationError("filtered publishing (Publish v2) cannot use sub-batches")
 
 
+def _futures(group: Group) -> list[asyncio.Future[Confirmation]]:
+    assert group.ledger is not None  # accepted with futures=True
+    return group.ledger.futures()
+
+
 class Producer(AsyncStartable):
     """Publishes to one stream. Use ``async with client.producer(stream) as p``."""
 
@@ -127,7 +132,6 @@ class Producer(AsyncStartable):
         self.name = name
         self.options = options
         self._loop = asyncio.get_running_loop()
-        self._new_future = future_factory(self._loop)
         self._conn: Connection | None = None
         self._publisher_id = -1
         self._next_id = 1
@@ -270,7 +274,7 @@ class Producer(AsyncStartable):
             first,
             data,
             filters if self.options.filter_value is not None else None,
-            new_futures(self._new_future, len(data)) if futures else None,
+            Ledger(self._loop, len(data), self.stream, first_id=first) if futures else None,
             batch,
             entries=entries,
             wrap=wrap,
@@ -308,8 +312,8 @@ class Producer(AsyncStartable):
         await self._wait_for_room(len(data), timeout)
         self._check()
         group = self._add([data], [fv], futures=True, first=publishing_id)
-        assert group.futures is not None  # futures=True
-        return group.futures[0]
+        assert group.ledger is not None  # futures=True
+        return group.ledger.real(0)
 
     async def send_and_wait(
         self,
@@ -439,6 +443,9 @@ class Producer(AsyncStartable):
     ) -> list[asyncio.Future[Confirmation]]:
         """Accept several messages in order; returns their confirmation futures.
 
+        The futures are made on use (:mod:`streamwire.transport.pending`): asyncio futures
+        that read their message's outcome until something awaits them, is called back by
+        them or cancels them. Each resolves once, with its ``Confirmation`` or its error.
         Waits for room like :meth:`send` whenever the buffer is full.
 
         Cancellation: the messages accepted before the cancellation stay accepted.
@@ -446,9 +453,11 @@ class Producer(AsyncStartable):
         self._check()
         if self.options.sub_batch_size:  # one future per entry, shared by its messages
             entries, counts = await self._accept_entries(values, timeout, futures=True, batch=None)
-            return [f for g, n in zip(entries, counts, strict=True) for f in (g.futures or ()) * n]
+            return [f for g, n in zip(entries, counts, strict=True) for f in _futures(g) * n]
         groups = await self._accept_many(values, timeout, futures=True, batch=None)
-        return [f for g in groups for f in (g.futures or ())]
+        if len(groups) == 1:
+            return _futures(groups[0])
+        return [f for g in groups for f in _futures(g)]
 
     async def send_many(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 import streamwire.iggy as iggy
 from streamwire import Message
-from streamwire.errors import StreamwireError
+from streamwire.codec.message import Confirmation
+from streamwire.errors import ClosedError, StreamwireError
 from streamwire.iggy.options import ProducerOptions
 from streamwire.iggy.producer import Producer, _Run
-from streamwire.transport.settle import future_factory, new_futures
+from streamwire.transport.pending import Ledger
 from tests.iggy_double import IggyDouble
 
 
@@ -101,13 +102,15 @@ def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_giv
     async def check() -> None:
         producer = _producer(3, max_batch_messages=max_messages, max_batch_bytes=max_bytes)
         reference: deque[tuple[int, int, int]] = deque()
+        ids_of: dict[int, list[int]] = {}  # a ledger's ids, by id(ledger)
         next_id = 1
         for route, sizes in runs:
             ids = list(range(next_id, next_id + len(sizes)))
             next_id += len(sizes)
             bodies = [b"x" * (size - 48) for size in sizes]
-            futures = new_futures(future_factory(asyncio.get_running_loop()), len(sizes))
-            producer._queue(_Run(route, bodies, ids, 0, futures, None, list(sizes)))
+            ledger = Ledger(asyncio.get_running_loop(), len(sizes), "s/t", offsets=True)
+            ids_of[id(ledger)] = list(ids)
+            producer._queue(_Run(route, bodies, ids, 0, ledger, 0, None, list(sizes)))
             reference.extend(zip(repeat(route), sizes, ids, strict=False))
         while producer._buffer:
             expected = _take_one_by_one(reference, max_messages, max_bytes)
@@ -118,7 +121,10 @@ def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_giv
                 for frame in run.frames()
             ]
             assert got == expected
-            assert all(len(run.futures or ()) == len(run) for run in taken)
+            for run in taken:  # each piece answers for its own messages of its ledger
+                assert run.ledger is not None
+                ledger_ids = ids_of[id(run.ledger)][run.at : run.at + len(run)]
+                assert [frame.id for frame in run.frames()] == ledger_ids
             assert producer._buffered == len(reference)
             assert producer._buffer_bytes == sum(size for _, size, _ in reference)
         assert not reference
@@ -206,3 +212,38 @@ async def test_send_many_fails_with_the_error_of_a_failed_batch(double: IggyDoub
         await producer.close(flush=False)
         assert isinstance(late.exception(), StreamwireError)
         assert future.done()
+
+
+async def test_send_batch_futures_gathered_awaited_late_or_called_back(
+    double: IggyDouble,
+) -> None:
+    """The futures are made on use (``transport.pending``): gathered while the batches are
+    on their way, awaited once everything is confirmed, or called back — each gets its own
+    message's offset, once."""
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=1)
+        async with client.producer("s/t", max_batch_messages=7) as producer:
+            futures = await producer.send_batch([b"m%d" % i for i in range(30)])
+            gathered = asyncio.gather(*futures[:10])
+            called: list[asyncio.Future[Confirmation]] = []
+            futures[12].add_done_callback(called.append)
+            async with asyncio.timeout(10):
+                first = await gathered
+            await producer.flush(timeout=10)
+            await asyncio.sleep(0)
+        assert [c.offset for c in first] == list(range(10))
+        assert [(await f).offset for f in futures] == list(range(30))
+        assert called == [futures[12]]
+        assert {f.result().partition for f in futures} == {0}
+
+
+async def test_closing_fails_buffered_send_batch_futures_used_or_not(double: IggyDouble) -> None:
+    async with await iggy.connect(double.url, timeout=5, reconnect=None) as client:
+        await client.create_stream("s/t", partitions=1)
+        producer = await client.producer("s/t")
+        futures = await producer.send_batch([b"a", b"b", b"c"])
+        waiting = asyncio.ensure_future(futures[0])
+        await producer.close(flush=False)
+        async with asyncio.timeout(5):
+            outcomes = await asyncio.gather(waiting, *futures[1:], return_exceptions=True)
+        assert all(isinstance(o, ClosedError) for o in outcomes), outcomes

@@ -10,7 +10,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.message import Confirmation, Message
-from streamwire.errors import FlushTimeout, ProducerBufferFull
+from streamwire.errors import ClosedError, FlushTimeout, ProducerBufferFull
 from streamwire.rabbitmq.protocol import frames as f
 from streamwire.rabbitmq.protocol.constants import ResponseCode
 from streamwire.rabbitmq.protocol.errors import (
@@ -175,3 +175,56 @@ async def test_deleting_the_stream_fails_pending_messages(
             await producer.send(b"y")
     finally:
         await producer.close()
+
+
+async def test_send_batch_futures_however_they_are_used(
+    broker: RabbitMQDouble, client: rmq.Client, stream: str
+) -> None:
+    """``send_batch``'s futures are made on use (``transport.pending``): awaited before or
+    after the confirms, gathered, called back, cancelled by the caller — each message's
+    confirmation arrives once, and a cancelled future does not stop its message."""
+    broker.hold_confirms = True
+    async with client.producer(stream) as producer:
+        futures = await producer.send_batch([b"m%d" % i for i in range(6)])
+        assert all(isinstance(fut, asyncio.Future) and not fut.done() for fut in futures)
+        early = asyncio.ensure_future(futures[0])
+        gathered = asyncio.gather(*futures[1:3])
+        called: list[asyncio.Future[Confirmation]] = []
+        futures[3].add_done_callback(called.append)
+        assert futures[4].cancel()
+        await broker.until(lambda: published_ids(broker) == [1, 2, 3, 4, 5, 6])
+        broker.release_confirms()
+        async with asyncio.timeout(5):
+            assert (await early).publishing_id == 1
+            assert [c.publishing_id for c in await gathered] == [2, 3]
+        await producer.flush(timeout=5)
+        await asyncio.sleep(0)
+        assert called == [futures[3]]
+        assert futures[4].cancelled()
+        assert (await futures[5]).publishing_id == 6  # awaited once all were confirmed
+        assert [fut.result().publishing_id for fut in futures if not fut.cancelled()] == [
+            1,
+            2,
+            3,
+            4,
+            6,
+        ]
+        assert producer.pending == 0
+    assert stored_values(broker, stream) == [b"m%d" % i for i in range(6)]  # m4 too
+
+
+async def test_closing_fails_send_batch_futures_used_or_not(
+    broker: RabbitMQDouble, client: rmq.Client, stream: str
+) -> None:
+    broker.hold_confirms = True
+    producer = await client.producer(stream)
+    futures = await producer.send_batch([b"a", b"b", b"c"])
+    waiting = asyncio.ensure_future(asyncio.gather(*futures[:2], return_exceptions=True))
+    await broker.until(lambda: published_ids(broker) == [1, 2, 3])
+    await producer.close(flush=False)
+    async with asyncio.timeout(5):
+        results = await waiting
+    assert all(isinstance(r, ClosedError) for r in results), results
+    assert isinstance(futures[2].exception(), ClosedError)  # never used before the close
+    with pytest.raises(ClosedError):
+        await futures[2]

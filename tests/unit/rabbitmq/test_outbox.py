@@ -14,14 +14,19 @@ from streamwire.codec.message import Confirmation
 from streamwire.errors import LocalProtocolError
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.frames import Publish, decode_frame
+from streamwire.transport.pending import Ledger
 
 
 def group(
     loop: asyncio.AbstractEventLoop, first: int, bodies: list[bytes], *, futures: bool = True
 ) -> Group:
-    return Group(
-        first, bodies, None, [loop.create_future() for _ in bodies] if futures else None, None
-    )
+    ledger = Ledger(loop, len(bodies), "s", first_id=first) if futures else None
+    return Group(first, bodies, None, ledger, None)
+
+
+def futures_of(g: Group) -> list[asyncio.Future[Confirmation]]:
+    """The group's confirmation futures (made from its ledger: they read its outcomes)."""
+    return [] if g.ledger is None else g.ledger.futures()
 
 
 def ids_of(frame: bytes) -> list[int]:
@@ -55,10 +60,10 @@ async def test_confirms_resolve_each_future_once_and_ignore_strangers() -> None:
     box.add(g)
     box.next_frame(0, 0, 100, False)
     assert box.confirm((11, 11, 99, 10)) == 2
-    assert g.futures is not None
-    assert g.futures[0].result() == Confirmation(10, None, "s", None)
-    assert g.futures[1].result().publishing_id == 11
-    assert not g.futures[2].done()
+    assert g.ledger is not None
+    assert futures_of(g)[0].result() == Confirmation(10, None, "s", None)
+    assert futures_of(g)[1].result().publishing_id == 11
+    assert not futures_of(g)[2].done()
     assert (box.pending, box.in_flight) == (1, 1)
     box.confirm((12,))
     assert box.pending == 0
@@ -74,8 +79,8 @@ async def test_publish_errors_and_first_failure() -> None:
     boom = LocalProtocolError("nope")
     assert box.fail(2, boom)
     assert not box.fail(2, boom)
-    assert g.futures is not None
-    assert g.futures[1].exception() is boom
+    assert g.ledger is not None
+    assert futures_of(g)[1].exception() is boom
     assert box.first_failure is boom
     box.confirm((1,))
     assert box.pending == 0
@@ -92,9 +97,9 @@ async def test_a_message_larger_than_any_frame_fails_alone() -> None:
     frame = box.next_frame(0, 100, 100, False)
     assert frame is not None
     assert ids_of(frame) == [3]
-    assert g.futures is not None
+    assert g.ledger is not None
     with pytest.raises(LocalProtocolError, match="does not fit"):
-        g.futures[1].result()
+        futures_of(g)[1].result()
     assert box.next_frame(0, 100, 100, False) is None
     assert box.pending == 2
 
@@ -148,8 +153,8 @@ async def test_duplicate_first_id_is_refused_and_fail_all_resolves_everything() 
     late = group(loop, 9, [b"x", b"y"])
     box.add(late)
     assert box.fail_all(LocalProtocolError("gone")) == 3
-    assert late.futures is not None
-    assert all(f.done() for f in late.futures)
+    assert late.ledger is not None
+    assert all(f.done() for f in futures_of(late))
     assert (box.pending, box.unwritten) == (0, 0)
 
 
@@ -187,14 +192,14 @@ def test_every_message_resolves_exactly_once(
             elif op == "r":
                 box.rewind()
                 written.clear()
-            futures = [f for g in groups for f in (g.futures or ())]
+            futures = [f for g in groups for f in futures_of(g)]
             assert box.pending == sum(not f.done() for f in futures)
             assert 0 <= box.in_flight <= box.pending
             assert 0 <= box.unwritten <= box.pending
             assert box.unwritten_bytes >= 0
             assert box.unwritten or not box.unwritten_bytes
         box.fail_all(LocalProtocolError("end"))
-        assert all(f.done() for g in groups for f in (g.futures or ()))
+        assert all(f.done() for g in groups for f in futures_of(g))
 
     asyncio.run(run())
 
@@ -206,9 +211,9 @@ async def test_a_run_of_consecutive_confirms_resolves_every_message_with_its_id(
     box.add(g)
     assert box.next_frame(0, 0, 100, False) is not None
     assert box.confirm(tuple(range(5, 11))) == 6
-    assert g.futures is not None
-    assert [f.result().publishing_id for f in g.futures[:6]] == list(range(5, 11))
-    assert not any(f.done() for f in g.futures[6:])
+    assert g.ledger is not None
+    assert [f.result().publishing_id for f in futures_of(g)[:6]] == list(range(5, 11))
+    assert not any(f.done() for f in futures_of(g)[6:])
     assert (box.pending, box.in_flight, box.unwritten) == (4, 4, 0)
     assert box.confirm(tuple(range(5, 15))) == 4  # six of them again: only four are new
     assert (box.pending, box.in_flight) == (0, 0)
