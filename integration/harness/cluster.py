@@ -1,6 +1,7 @@
 """``rabbitmq-cluster``: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot
 that is a copy of ``rabbitmq``'s. Node N (1..3) is ``<prefix>N@localhost`` with stream port
-STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
+STREAM_PORT+N-1, stream TLS TLS_PORT+N-1 (the harness's throwaway PKI, as ``rabbitmq``'s),
+AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
 settings are passed in its environment (``RABBITMQ_NODENAME``, ``RABBITMQ_CONFIG_FILE``, ...),
 so the harness finds a node's processes by ``RABBITMQ_NODENAME`` among the chroot's."""
 
@@ -14,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
+from . import config, tls
 from .envfile import log_tail, say, write_env
 from .lanes import Context
 from .mounts import (
@@ -28,7 +29,16 @@ from .mounts import (
     unbind_chroot,
 )
 from .procs import comm, pids_with_environ, terminate_rounds
-from .rabbit import BASE_ENV, Chroot, build_rootfs, ctl_script, prepare_etc, write_ctl
+from .rabbit import (
+    BASE_ENV,
+    Chroot,
+    build_rootfs,
+    ctl_script,
+    install_tls,
+    prepare_etc,
+    tls_listener_config,
+    write_ctl,
+)
 from .readiness import Appears, Outcome, port_open, wait_until
 
 __all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_lines", "stop", "up"]
@@ -45,6 +55,7 @@ class Cluster:
     dir: Path
     prefix: str
     stream_base: int
+    tls_base: int
     amqp_base: int
     dist_base: int
     epmd_port: int
@@ -57,6 +68,7 @@ class Cluster:
             dir=ctx.state / NAME,
             prefix=config.setting(NAME, "NODE_PREFIX", ctx.environ),
             stream_base=ctx.port(NAME, "STREAM_PORT"),
+            tls_base=ctx.port(NAME, "TLS_PORT"),
             amqp_base=ctx.port(NAME, "AMQP_PORT"),
             dist_base=ctx.port(NAME, "DIST_PORT"),
             epmd_port=ctx.port(NAME, "EPMD_PORT"),
@@ -71,6 +83,9 @@ class Cluster:
 
     def stream(self, n: int) -> int:
         return config.cluster_port(self.stream_base, n)
+
+    def tls(self, n: int) -> int:
+        return config.cluster_port(self.tls_base, n)
 
     def amqp(self, n: int) -> int:
         return config.cluster_port(self.amqp_base, n)
@@ -132,7 +147,7 @@ def parse_node(text: str) -> int | None:
     return None
 
 
-def node_config(c: Cluster, n: int) -> str:
+def node_config(c: Cluster, n: int, *, with_tls: bool = False) -> str:
     return f"""\
 # written by integration/brokers.sh: rabbitmq-cluster node {n}; loopback only
 listeners.tcp.1 = {LOOPBACK}:{c.amqp(n)}
@@ -142,7 +157,7 @@ stream.advertised_port = {c.stream(n)}
 distribution.listener.interface = {LOOPBACK}
 distribution.listener.port_range.min = {c.dist(n)}
 distribution.listener.port_range.max = {c.dist(n)}
-"""
+""" + (tls_listener_config(c.tls(n)) if with_tls else "")
 
 
 def _build_rootfs(ctx: Context, c: Cluster, log: Path, ops: MountOps) -> bool:
@@ -186,11 +201,12 @@ def _q(path: Path) -> str:
     return shlex.quote(str(path))
 
 
-def _write_config(c: Cluster) -> None:
+def _write_config(c: Cluster, with_tls: bool) -> None:
     etc = c.rootfs / "etc" / "rabbitmq"
     for n in range(1, SIZE + 1):
         (etc / f"node{n}").mkdir(parents=True, exist_ok=True)
-        (etc / f"node{n}" / "rabbitmq.conf").write_text(node_config(c, n), encoding="utf-8")
+        text = node_config(c, n, with_tls=with_tls)
+        (etc / f"node{n}" / "rabbitmq.conf").write_text(text, encoding="utf-8")
     # everything else comes from each node's environment
     (etc / "rabbitmq-env.conf").write_text(
         "# written by integration/brokers.sh\nUSE_LONGNAME=false\n", encoding="utf-8"
@@ -210,8 +226,11 @@ def _mount(c: Cluster, ops: MountOps) -> None:
 
 def _launch(c: Cluster, n: int, log: Path) -> bool:
     """Starts node ``n`` detached (returns at once; :func:`_wait_ready` waits)."""
-    if port_open(LOOPBACK, c.stream(n)) or port_open(LOOPBACK, c.amqp(n)):
-        say(f"{NAME}: port {c.stream(n)} or {c.amqp(n)} is in use by a process outside the harness")
+    if any(port_open(LOOPBACK, p) for p in (c.stream(n), c.amqp(n), c.tls(n))):
+        say(
+            f"{NAME}: port {c.stream(n)}, {c.amqp(n)} or {c.tls(n)} is in use by a process "
+            "outside the harness"
+        )
         return False
     (c.dir / "data" / f"node{n}" / "mnesia" / f"{c.node(n)}.pid").unlink(missing_ok=True)
     say(f"{NAME}: starting node {n}, {c.node(n)} (stream {LOOPBACK}:{c.stream(n)})")
@@ -247,7 +266,29 @@ def _form(c: Cluster, log: Path) -> bool:
     return True
 
 
-def _write_env(ctx: Context, c: Cluster) -> None:
+def tls_facts(c: Cluster, tls_dir: Path) -> dict[str, str]:
+    """The env facts of the nodes' TLS listeners: every node's port, a URL per node and
+    one naming the three (the client tries them in turn), the CA and the client
+    certificate."""
+    nodes = range(1, SIZE + 1)
+    hosts = ",".join(f"localhost:{c.tls(n)}" for n in nodes)
+    return {
+        "TLS_PORT": str(c.tls(1)),
+        "PORT_STREAM_TLS": str(c.tls(1)),
+        **{f"PORT_TLS_NODE{n}": str(c.tls(n)) for n in nodes},
+        "TLS_URL": f"rabbitmq-stream+tls://guest:guest@localhost:{c.tls(1)}/",
+        "TLS_URLS": ",".join(
+            f"rabbitmq-stream+tls://guest:guest@localhost:{c.tls(n)}/" for n in nodes
+        ),
+        "TLS_URL_ALL": f"rabbitmq-stream+tls://guest:guest@{hosts}/",
+        "TLS_CA": str(tls_dir / "ca.pem"),
+        "TLS_CLIENT_CERT": str(tls_dir / "client.pem"),
+        "TLS_CLIENT_KEY": str(tls_dir / "client.key"),
+        "ADVERTISED_TLS_HOST": "localhost",
+    }
+
+
+def _write_env(ctx: Context, c: Cluster, tls_up: bool) -> None:
     version = "".join(c.ctl(1, "version").stdout.strip().splitlines()[-1:]).strip() or "unknown"
     per_node: dict[str, str] = {}
     for n in range(1, SIZE + 1):
@@ -257,6 +298,8 @@ def _write_env(ctx: Context, c: Cluster) -> None:
             f"LOG{n}": str(c.log(n)),
             f"CTL{n}": str(c.dir / f"rabbitmqctl-{n}"),
         }
+    if tls_up:
+        per_node |= tls_facts(c, ctx.state / "tls")
     nodes = range(1, SIZE + 1)
     write_env(
         ctx.state,
@@ -304,10 +347,19 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
             "STREAMWIRE_CACHE); give this harness its own cache",
         )
     claim(c.rootfs, ctx.state)
-    _write_config(c)
+    tls_dir = ctx.state / "tls"
+    with_tls = tls.ensure(tls_dir)
+    if with_tls:
+        install_tls(c.chroot, tls_dir)
+    _write_config(c, with_tls)
     _mount(c, mounts)
     started_at = time.monotonic()
     started = False
+    if with_tls:  # started before the cluster had TLS listeners: stopped here, started below
+        for n in range(1, SIZE + 1):
+            if c.beam_running(n) and _listens_without_tls(c, n):
+                say(f"{NAME}: node {n} runs without its TLS listener; restarting it")
+                _stop_node(c, n, log)
     # start every stopped node at once: a clustered node waits for its peers when it boots
     for n in range(1, SIZE + 1):
         if c.beam_running(n):
@@ -331,9 +383,23 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
         say(f"{NAME}: already running")
     for n in range(1, SIZE + 1):
         write_ctl(c.dir / f"rabbitmqctl-{n}", ctl_script(c.chroot, c.env(n), c.node(n)))
-    _write_env(ctx, c)
-    say(f"{NAME}: up, {' '.join(c.running_nodes(1))}")
+    # TLS facts only when every node's listener answers; a TLS problem never takes the
+    # plain listeners down (tests needing TLS then skip)
+    closed = [n for n in range(1, SIZE + 1) if not port_open(LOOPBACK, c.tls(n))]
+    if with_tls and closed:
+        say(
+            f"{NAME}: WARNING: the TLS listener of node(s) {closed} is not open (see their "
+            "logs); TLS tests will skip"
+        )
+    tls_up = with_tls and not closed
+    _write_env(ctx, c, tls_up)
+    shown = f"TLS on {LOOPBACK}:{c.tls(1)}-{c.tls(SIZE)}" if tls_up else "no TLS"
+    say(f"{NAME}: up, {' '.join(c.running_nodes(1))} ({shown})")
     return True
+
+
+def _listens_without_tls(c: Cluster, n: int) -> bool:
+    return port_open(LOOPBACK, c.stream(n)) and not port_open(LOOPBACK, c.tls(n))
 
 
 def _stop_node(c: Cluster, n: int, log: Path) -> None:
@@ -445,6 +511,7 @@ def status_lines(ctx: Context) -> list[str]:
             state = "down"
         where = "running in the cluster" if c.node(n) in members else "not running in the cluster"
         lines.append(
-            f"  node {n}  {state:<8} {c.node(n):<22} stream {LOOPBACK}:{c.stream(n)}, {where}"
+            f"  node {n}  {state:<8} {c.node(n):<22} stream {LOOPBACK}:{c.stream(n)} (TLS "
+            f"{c.tls(n)}), {where}"
         )
     return lines

@@ -45,3 +45,29 @@ def test_each_node_gets_its_settings_in_its_environment(tmp_path: Path) -> None:
     assert "RABBITMQ_MNESIA_BASE=/srv/streamwire/node3/mnesia" in env
     assert "ERL_EPMD_PORT=17372" in env
     assert "RABBITMQ_NODE_PORT=5683" in env
+
+
+def test_each_node_has_a_stream_tls_listener_of_its_own(tmp_path: Path) -> None:
+    assert _cluster(tmp_path).tls(1) == 5571  # the default base: 5571, 5572, 5573
+    c = _cluster(tmp_path, STREAMWIRE_RABBITMQ_CLUSTER_TLS_PORT="17571")
+    assert [c.tls(n) for n in (1, 2, 3)] == [17571, 17572, 17573]
+    text = cluster.node_config(c, 2, with_tls=True)
+    assert "stream.listeners.ssl.1 = 127.0.0.1:17572\n" in text
+    assert "stream.advertised_tls_host = localhost\n" in text
+    assert "stream.advertised_tls_port = 17572\n" in text
+    assert "ssl_options.certfile = /etc/rabbitmq/tls/server.pem\n" in text
+    assert "stream.listeners.tcp.1 = 127.0.0.1:5562\n" in text  # the plain one stays
+    assert "ssl" not in cluster.node_config(c, 2)
+
+
+def test_the_env_file_records_every_nodes_tls_listener(tmp_path: Path) -> None:
+    c = _cluster(tmp_path, STREAMWIRE_RABBITMQ_CLUSTER_TLS_PORT="17571")
+    facts = cluster.tls_facts(c, Path("/s/tls"))
+    assert (facts["TLS_PORT"], facts["PORT_STREAM_TLS"]) == ("17571", "17571")
+    assert [facts[f"PORT_TLS_NODE{n}"] for n in (1, 2, 3)] == ["17571", "17572", "17573"]
+    assert facts["TLS_URL"] == "rabbitmq-stream+tls://guest:guest@localhost:17571/"
+    assert facts["TLS_URL_ALL"] == (
+        "rabbitmq-stream+tls://guest:guest@localhost:17571,localhost:17572,localhost:17573/"
+    )
+    assert facts["TLS_URLS"].split(",")[2] == "rabbitmq-stream+tls://guest:guest@localhost:17573/"
+    assert (facts["TLS_CA"], facts["TLS_CLIENT_KEY"]) == ("/s/tls/ca.pem", "/s/tls/client.key")
