@@ -27,6 +27,7 @@ __all__ = [
     "brokers_dir",
     "cluster_start",
     "cluster_stop",
+    "cluster_up",
     "down",
     "ensure_up",
     "read_env",
@@ -258,6 +259,12 @@ async def cluster_stop(node: int, *, timeout: float = 120.0) -> str:
     """``integration/brokers.sh stop rabbitmq-cluster NODE``: stop one node of the three
     (:class:`NotManaged` when the harness runs no cluster)."""
     return await _harness("stop", "rabbitmq-cluster", str(node), timeout=timeout)
+
+
+async def cluster_up(*, timeout: float = 300.0) -> str:
+    """``integration/brokers.sh up rabbitmq-cluster``, whether or not node 1 answers (it
+    starts stopped nodes and joins nodes left out of the cluster)."""
+    return await _harness("up", "rabbitmq-cluster", timeout=timeout)
 
 
 async def cluster_start(node: int, *, timeout: float = 240.0) -> str:

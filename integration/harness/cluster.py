@@ -131,6 +131,17 @@ class Cluster:
             return {}
         return parsed if isinstance(parsed, dict) else {}
 
+    def members(self, n: int) -> list[str]:
+        """The nodes node ``n`` counts as members of its cluster (``disk_nodes``)."""
+        nodes = self.cluster_status(n).get("disk_nodes", [])
+        return sorted(str(x) for x in nodes) if isinstance(nodes, list) else []
+
+    def app_stopped(self, n: int) -> bool:
+        """Node ``n``'s VM runs but its RabbitMQ application neither runs nor boots (after
+        ``stop_app``, or a ``reset`` left half-way through a join)."""
+        done = self.ctl(n, "-q", "eval", "rabbit:is_running() orelse rabbit:is_booting().")
+        return done.returncode == 0 and done.stdout.strip() == "false"
+
     def running_nodes(self, n: int) -> list[str]:
         """The nodes node ``n`` reports as running members of its cluster."""
         nodes = self.cluster_status(n).get("running_nodes", [])
@@ -252,15 +263,21 @@ def _wait_ready(ctx: Context, c: Cluster, n: int, log: Path, started: float) -> 
 
 
 def _form(c: Cluster, log: Path) -> bool:
-    """Joins every node that is not a member of node 1's cluster (stop_app, reset,
-    join_cluster, start_app); a no-op once clustered, as membership survives restarts."""
-    members = c.cluster_status(1).get("disk_nodes", [])
-    members = members if isinstance(members, list) else []
+    """Joins every node that is not in node 1's cluster, by node 1's account or by its own
+    (a node reset and left standalone, say by a join that stopped half-way): ``stop_app``,
+    ``reset``, ``forget_cluster_node`` on node 1 if it still lists the node, ``join_cluster``,
+    ``start_app``. A no-op once clustered, as membership survives restarts."""
     for n in range(2, SIZE + 1):
-        if c.node(n) in members:
+        if c.node(n) in c.members(1) and c.node(1) in c.members(n):
             continue
         say(f"{NAME}: joining node {n} to {c.node(1)}")
-        for step in (["stop_app"], ["reset"], ["join_cluster", c.node(1)], ["start_app"]):
+        for step in (["stop_app"], ["reset"]):
+            if c.ctl(n, *step, log=log).returncode != 0:
+                return False
+        stale = c.node(n) in c.members(1)  # node 1 still lists the node it no longer has
+        if stale and c.ctl(1, "forget_cluster_node", c.node(n), log=log).returncode != 0:
+            return False
+        for step in (["join_cluster", c.node(1)], ["start_app"]):
             if c.ctl(n, *step, log=log).returncode != 0:
                 return False
     return True
@@ -363,6 +380,10 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
     # start every stopped node at once: a clustered node waits for its peers when it boots
     for n in range(1, SIZE + 1):
         if c.beam_running(n):
+            if not port_open(LOOPBACK, c.stream(n)) and c.app_stopped(n):
+                say(f"{NAME}: node {n} runs with its application stopped; starting it")
+                c.ctl(n, "start_app", log=log)  # a node left out is joined again below
+                started = True
             continue
         if not _launch(c, n, log):
             return ctx.unavailable(NAME, f"node {n} could not be started", log, *logs)
@@ -372,12 +393,13 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
             return ctx.unavailable(
                 NAME, f"node {n} ({c.node(n)}) did not become ready", log, c.log(n)
             )
-    if not c.all_running() and (
+    formed = not c.all_running()
+    if formed and (
         not _form(c, log) or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
     ):
         running = " ".join(c.running_nodes(1))
         return ctx.unavailable(NAME, f"the nodes did not form one cluster: {running}", log, *logs)
-    if started:
+    if started or formed:
         say(f"{NAME}: {SIZE} nodes clustered and ready after {time.monotonic() - started_at:.0f} s")
     else:
         say(f"{NAME}: already running")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,62 @@ def test_the_env_file_records_every_nodes_tls_listener(tmp_path: Path) -> None:
     )
     assert facts["TLS_URLS"].split(",")[2] == "rabbitmq-stream+tls://guest:guest@localhost:17573/"
     assert (facts["TLS_CA"], facts["TLS_CLIENT_KEY"]) == ("/s/tls/ca.pem", "/s/tls/client.key")
+
+
+class _Scripted(cluster.Cluster):
+    """A cluster whose membership views are given and whose rabbitmqctl calls are recorded
+    (``reset`` takes the node out of its own view; ``join_cluster`` and ``forget_cluster_node``
+    change node 1's and the node's as RabbitMQ does)."""
+
+    views: dict[int, list[str]]
+    calls: list[tuple[int, tuple[str, ...]]]
+
+    def members(self, n: int) -> list[str]:
+        return sorted(self.views[n])
+
+    def ctl(self, n: int, *args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+        self.calls.append((n, args))
+        if args[0] == "reset":
+            self.views[n] = [self.node(n)]
+        elif args[0] == "forget_cluster_node":
+            self.views[1] = [x for x in self.views[1] if x != args[1]]
+        elif args[0] == "join_cluster":
+            self.views[1] = [*self.views[1], self.node(n)]
+            self.views[n] = list(self.views[1])
+        return subprocess.CompletedProcess(["rabbitmqctl", *args], 0, "", "")
+
+
+def _scripted(tmp_path: Path, views: dict[int, list[int]]) -> _Scripted:
+    c = _cluster(tmp_path)
+    s = _Scripted(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)})
+    object.__setattr__(s, "views", {n: [c.node(m) for m in ms] for n, ms in views.items()})
+    object.__setattr__(s, "calls", [])
+    return s
+
+
+def test_form_leaves_a_formed_cluster_alone(tmp_path: Path) -> None:
+    c = _scripted(tmp_path, {1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3]})
+    assert cluster._form(c, tmp_path / "log")
+    assert c.calls == []
+
+
+def test_form_joins_a_node_that_left_and_forgets_it_on_node_1_first(tmp_path: Path) -> None:
+    # node 3 was reset (it counts only itself) while node 1 still lists it
+    c = _scripted(tmp_path, {1: [1, 2, 3], 2: [1, 2, 3], 3: [3]})
+    assert cluster._form(c, tmp_path / "log")
+    n3, n1 = c.node(3), c.node(1)
+    assert c.calls == [
+        (3, ("stop_app",)),
+        (3, ("reset",)),
+        (1, ("forget_cluster_node", n3)),
+        (3, ("join_cluster", n1)),
+        (3, ("start_app",)),
+    ]
+    assert c.members(1) == c.members(3) == sorted(c.node(n) for n in (1, 2, 3))
+
+
+def test_form_joins_a_node_that_node_1_does_not_list_without_forgetting(tmp_path: Path) -> None:
+    c = _scripted(tmp_path, {1: [1, 3], 2: [2], 3: [1, 3]})
+    assert cluster._form(c, tmp_path / "log")
+    assert [call for call in c.calls if call[0] == 1] == []
+    assert [args[0] for n, args in c.calls] == ["stop_app", "reset", "join_cluster", "start_app"]
