@@ -33,6 +33,7 @@ from .rabbit import (
     BASE_ENV,
     Chroot,
     build_rootfs,
+    config_digest,
     ctl_script,
     install_tls,
     prepare_etc,
@@ -92,6 +93,14 @@ class Cluster:
 
     def dist(self, n: int) -> int:
         return config.cluster_port(self.dist_base, n)
+
+    def digest(self, n: int) -> str:
+        """The hash of what node ``n`` reads at start (its config, the TLS files)."""
+        return config_digest(self.rootfs, f"/etc/rabbitmq/node{n}/rabbitmq.conf")
+
+    def digest_file(self, n: int) -> Path:
+        """Where the digest node ``n`` was started with is recorded."""
+        return self.dir / f"config-{n}.sha256"
 
     def log(self, n: int) -> Path:
         return self.dir / "data" / f"node{n}" / "log" / f"{self.node(n)}.log"
@@ -245,6 +254,7 @@ def _launch(c: Cluster, n: int, log: Path) -> bool:
         return False
     (c.dir / "data" / f"node{n}" / "mnesia" / f"{c.node(n)}.pid").unlink(missing_ok=True)
     say(f"{NAME}: starting node {n}, {c.node(n)} (stream {LOOPBACK}:{c.stream(n)})")
+    c.digest_file(n).write_text(c.digest(n) + "\n", encoding="utf-8")
     return c.chroot.run(c.env(n), ["rabbitmq-server", "-detached"], log=log).returncode == 0
 
 
@@ -372,11 +382,12 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
     _mount(c, mounts)
     started_at = time.monotonic()
     started = False
-    if with_tls:  # started before the cluster had TLS listeners: stopped here, started below
-        for n in range(1, SIZE + 1):
-            if c.beam_running(n) and _listens_without_tls(c, n):
-                say(f"{NAME}: node {n} runs without its TLS listener; restarting it")
-                _stop_node(c, n, log)
+    # a node started from another configuration (other TLS files, or before the cluster had
+    # TLS listeners) is stopped here and started below with the others
+    for n in range(1, SIZE + 1):
+        if c.beam_running(n) and _started_otherwise(c, n, with_tls):
+            say(f"{NAME}: node {n} runs with an older configuration; restarting it")
+            _stop_node(c, n, log)
     # start every stopped node at once: a clustered node waits for its peers when it boots
     for n in range(1, SIZE + 1):
         if c.beam_running(n):
@@ -420,8 +431,14 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
     return True
 
 
-def _listens_without_tls(c: Cluster, n: int) -> bool:
-    return port_open(LOOPBACK, c.stream(n)) and not port_open(LOOPBACK, c.tls(n))
+def _started_otherwise(c: Cluster, n: int, with_tls: bool) -> bool:
+    """Node ``n`` was started with another configuration than the one written now (its
+    recorded digest differs), or runs without the TLS listener it should have."""
+    file = c.digest_file(n)
+    recorded = file.read_text(encoding="utf-8").strip() if file.is_file() else ""
+    if recorded != c.digest(n):
+        return True
+    return with_tls and port_open(LOOPBACK, c.stream(n)) and not port_open(LOOPBACK, c.tls(n))
 
 
 def _stop_node(c: Cluster, n: int, log: Path) -> None:
@@ -439,6 +456,8 @@ def _stop_node(c: Cluster, n: int, log: Path) -> None:
 def down(ctx: Context, ops: MountOps | None = None) -> None:
     c = Cluster.select(ctx)
     (ctx.state / f"{NAME}.env").unlink(missing_ok=True)
+    for n in range(1, SIZE + 1):
+        c.digest_file(n).unlink(missing_ok=True)
     if not c.rootfs.is_dir():
         return
     other = owner_elsewhere(c.rootfs, ctx.state)

@@ -347,13 +347,14 @@ LOG_BASE={MOUNT_DATA}/log
     return conf, env
 
 
-def config_digest(rootfs: Path) -> str:
+def config_digest(rootfs: Path, conf: str = "/etc/rabbitmq/rabbitmq.conf") -> str:
     """A hash of everything a node reads at start (config, plugins, limits, the TLS files in
     the chroot), the same value the bash harness recorded: ``up`` restarts a running node
-    whose recorded digest differs."""
+    whose recorded digest differs. ``conf``: the node's ``rabbitmq.conf`` in the chroot (a
+    cluster node's is ``/etc/rabbitmq/nodeN/rabbitmq.conf``)."""
     lines = []
     for rel in (
-        "/etc/rabbitmq/rabbitmq.conf",
+        conf,
         "/etc/rabbitmq/rabbitmq-env.conf",
         "/etc/rabbitmq/enabled_plugins",
         "/" + LIMITS,

@@ -132,3 +132,26 @@ def test_form_joins_a_node_that_node_1_does_not_list_without_forgetting(tmp_path
     assert cluster._form(c, tmp_path / "log")
     assert [call for call in c.calls if call[0] == 1] == []
     assert [args[0] for n, args in c.calls] == ["stop_app", "reset", "join_cluster", "start_app"]
+
+
+def test_a_node_started_from_another_configuration_is_restarted(tmp_path: Path) -> None:
+    c = _cluster(tmp_path)
+    etc = c.rootfs / "etc" / "rabbitmq"
+    for n in (1, 2, 3):
+        (etc / f"node{n}").mkdir(parents=True)
+        (etc / f"node{n}" / "rabbitmq.conf").write_text(cluster.node_config(c, n, with_tls=True))
+    (etc / "tls").mkdir()
+    (etc / "tls" / "server.pem").write_text("first certificate")
+    assert len({c.digest(n) for n in (1, 2, 3)}) == 3  # each node its own
+    c.dir.mkdir(parents=True)
+    for n in (1, 2, 3):
+        c.digest_file(n).write_text(c.digest(n) + "\n")
+    assert not any(cluster._started_otherwise(c, n, with_tls=False) for n in (1, 2, 3))
+    (etc / "tls" / "server.pem").write_text("a new certificate")
+    assert all(cluster._started_otherwise(c, n, with_tls=False) for n in (1, 2, 3))
+    c.digest_file(2).write_text(c.digest(2) + "\n")
+    assert not cluster._started_otherwise(c, 2, with_tls=False)
+    (etc / "node2" / "rabbitmq.conf").write_text(cluster.node_config(c, 2))  # TLS gone
+    assert cluster._started_otherwise(c, 2, with_tls=False)
+    c.digest_file(3).unlink()  # started by a harness that recorded nothing
+    assert cluster._started_otherwise(c, 3, with_tls=False)
