@@ -8,6 +8,7 @@ so the harness finds a node's processes by ``RABBITMQ_NODENAME`` among the chroo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,13 @@ __all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_line
 LOOPBACK = config.LOOPBACK
 SIZE = config.CLUSTER_SIZE
 NAME = "rabbitmq-cluster"
+_COORDINATOR_MEMBERS = (
+    "case ra:members({rabbit_stream_coordinator, node()}) of "
+    "{ok, M, _} -> [N || {_, N} <- M]; _ -> [] end."
+)
+_DROP_COORDINATOR_MEMBER = (
+    "ra:force_delete_server(coordination, {rabbit_stream_coordinator, node()})."
+)
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,12 @@ class Cluster:
         ``stop_app``, or a ``reset`` left half-way through a join)."""
         done = self.ctl(n, "-q", "eval", "rabbit:is_running() orelse rabbit:is_booting().")
         return done.returncode == 0 and done.stdout.strip() == "false"
+
+    def coordinator_members(self, n: int) -> list[str]:
+        """The members of the stream coordinator's Ra cluster as node ``n`` knows them (none
+        before the first stream, or when ``n`` cannot tell)."""
+        done = self.ctl(n, "-q", "eval", _COORDINATOR_MEMBERS)
+        return sorted(re.findall(r"[\w.-]+@[\w.-]+", done.stdout)) if done.returncode == 0 else []
 
     def running_nodes(self, n: int) -> list[str]:
         """The nodes node ``n`` reports as running members of its cluster."""
@@ -272,25 +286,62 @@ def _wait_ready(ctx: Context, c: Cluster, n: int, log: Path, started: float) -> 
     return c.ctl(n, "await_startup", "--timeout", "120", log=log).returncode == 0
 
 
-def _form(c: Cluster, log: Path) -> bool:
+def _form(c: Cluster, log: Path) -> list[int] | None:
     """Joins every node that is not in node 1's cluster, by node 1's account or by its own
     (a node reset and left standalone, say by a join that stopped half-way): ``stop_app``,
-    ``reset``, ``forget_cluster_node`` on node 1 if it still lists the node, ``join_cluster``,
-    ``start_app``. A no-op once clustered, as membership survives restarts."""
+    ``reset``, ``forget_cluster_node`` on node 1 if it still lists the node, ``join_cluster``.
+    Returns the nodes joined, their application still stopped (:func:`_rejoined` boots
+    them again); ``None`` when a step failed. A no-op once clustered, as membership
+    survives restarts."""
+    joined = []
     for n in range(2, SIZE + 1):
         if c.node(n) in c.members(1) and c.node(1) in c.members(n):
             continue
         say(f"{NAME}: joining node {n} to {c.node(1)}")
         for step in (["stop_app"], ["reset"]):
             if c.ctl(n, *step, log=log).returncode != 0:
-                return False
+                return None
         stale = c.node(n) in c.members(1)  # node 1 still lists the node it no longer has
         if stale and c.ctl(1, "forget_cluster_node", c.node(n), log=log).returncode != 0:
+            return None
+        if c.ctl(n, "join_cluster", c.node(1), log=log).returncode != 0:
+            return None
+        joined.append(n)
+    return joined
+
+
+def _rejoined(ctx: Context, c: Cluster, joined: list[int], log: Path) -> bool:
+    """Boots the nodes just joined afresh (stop the VM, start it) rather than ``start_app``,
+    so that nothing of their life before the reset runs on, and waits until the stream
+    coordinator has them: without that, stream replicas on a rejoined node stayed
+    unavailable (STREAM_NOT_AVAILABLE on subscribe, new streams without a member there;
+    seen on 4.3.6)."""
+    started = time.monotonic()
+    for n in joined:
+        _stop_node(c, n, log)
+        if not _launch(c, n, log):
             return False
-        for step in (["join_cluster", c.node(1)], ["start_app"]):
-            if c.ctl(n, *step, log=log).returncode != 0:
-                return False
-    return True
+    if not all(_wait_ready(ctx, c, n, log, started) for n in joined):
+        return False
+    return all(_in_stream_coordinator(c, n, log) for n in joined)
+
+
+def _in_stream_coordinator(c: Cluster, n: int, log: Path) -> bool:
+    """The stream coordinator (a Ra cluster of its own, once a stream exists) takes node
+    ``n`` in: its leader adds new nodes on its tick (30 s). A node that ran the coordinator
+    before its reset may still run a member of its own, which the leader cannot start again
+    ("already_started"): that one is dropped (``ra:force_delete_server``) and the leader adds
+    the node on its next tick. Seen on 4.3.6 after a reset node 3 joined again."""
+    if not c.coordinator_members(1):  # no stream yet: nothing to join
+        return True
+    if wait_until(lambda: c.node(n) in c.coordinator_members(1), lambda: True, 40) is Outcome.READY:
+        return True
+    say(f"{NAME}: the stream coordinator does not take node {n} in; dropping its old member")
+    c.ctl(n, "-q", "eval", _DROP_COORDINATOR_MEMBER, log=log)
+    if wait_until(lambda: c.node(n) in c.coordinator_members(1), lambda: True, 90) is Outcome.READY:
+        return True
+    say(f"{NAME}: node {n} is not a member of the stream coordinator (see its log)")
+    return False
 
 
 def tls_facts(c: Cluster, tls_dir: Path) -> dict[str, str]:
@@ -405,8 +456,11 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
                 NAME, f"node {n} ({c.node(n)}) did not become ready", log, c.log(n)
             )
     formed = not c.all_running()
+    joined = _form(c, log) if formed else []
     if formed and (
-        not _form(c, log) or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
+        joined is None
+        or not _rejoined(ctx, c, joined, log)
+        or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
     ):
         running = " ".join(c.running_nodes(1))
         return ctx.unavailable(NAME, f"the nodes did not form one cluster: {running}", log, *logs)

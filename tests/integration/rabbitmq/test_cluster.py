@@ -391,11 +391,25 @@ async def test_up_joins_a_node_left_out_of_the_cluster_again(
     assert await running_nodes(cluster, 1) == sorted(nodes)
     assert await running_nodes(cluster, 3) == sorted(nodes)
     stream = f"sw-rejoined-{uuid.uuid4().hex[:8]}"
+    node3 = node_ports(cluster)[3]
     client = await rmq.connect(cluster.url, timeout=10)
     try:
         await client.create_stream(stream)
         info = await placement(client, stream)  # a leader and two replicas, one per node
         assert {info.leader[1], *(p for _, p in info.replicas)} == set(node_ports(cluster).values())
+        await publish(client, stream, "p", [b"x", b"y"])
+        # a consumer on node 3's member reads (a replica the stream coordinator could not
+        # start there answers STREAM_NOT_AVAILABLE); replicas are picked at random
+        on_replica = info.leader[1] != node3
+        for _ in range(40):
+            async with client.consumer(stream, offset="first", from_replica=on_replica) as consumer:
+                if port_of(consumer._conn) != node3:
+                    continue
+                got = await consumer.next_batch(10, timeout=10)
+                assert [m.value for m in got] == [b"x", b"y"]
+                break
+        else:
+            pytest.fail("40 consumers in a row went to another node's replica")
     finally:
         await client.delete_stream(stream, missing_ok=True)
         await client.close()
