@@ -27,6 +27,7 @@ __all__ = [
     "brokers_dir",
     "cluster_start",
     "cluster_stop",
+    "cluster_up",
     "down",
     "ensure_up",
     "read_env",
@@ -139,20 +140,24 @@ def require(name: str) -> BrokerInfo:
     pytest.skip(_not_running(name))
 
 
-def require_tls(name: str, url_key: str, why_missing: str) -> tuple[str, str, int]:
+def require_tls(
+    name: str, url_key: str, why_missing: str, *, prefix: str = "TLS_"
+) -> tuple[str, str, int]:
     """``(URL, CA file, port)`` of ``name``'s TLS listener as the harness recorded it
-    (``url_key``, ``TLS_CA``, ``TLS_PORT`` in its env file), or skips saying why:
-    ``why_missing`` tells where to look when the keys are missing."""
+    (``url_key``, ``TLS_CA``, ``TLS_PORT`` in its env file; ``prefix`` names another
+    listener's, such as Liftbridge's ``MTLS_``), or skips saying why: ``why_missing`` tells
+    where to look when the keys are missing."""
     info = require(name)
-    missing = [k for k in (url_key, "TLS_CA", "TLS_PORT") if not info.extra.get(k)]
+    ca_key, port_key = f"{prefix}CA", f"{prefix}PORT"
+    missing = [k for k in (url_key, ca_key, port_key) if not info.extra.get(k)]
     if missing:
         pytest.skip(
             f"broker {name} records no TLS facts ({', '.join(missing)} missing from "
             f".brokers/{name}.env): {why_missing}; run integration/brokers.sh up {name}"
         )
-    url, ca, port = info.extra[url_key], info.extra["TLS_CA"], int(info.extra["TLS_PORT"])
+    url, ca, port = info.extra[url_key], info.extra[ca_key], int(info.extra[port_key])
     if not Path(ca).is_file():
-        pytest.skip(f"TLS_CA={ca} recorded by the harness does not exist")
+        pytest.skip(f"{ca_key}={ca} recorded by the harness does not exist")
     if not _answers(info.host, port):
         pytest.skip(f"nothing answers on the recorded {name} TLS port {info.host}:{port}")
     return url, ca, port
@@ -254,6 +259,12 @@ async def cluster_stop(node: int, *, timeout: float = 120.0) -> str:
     """``integration/brokers.sh stop rabbitmq-cluster NODE``: stop one node of the three
     (:class:`NotManaged` when the harness runs no cluster)."""
     return await _harness("stop", "rabbitmq-cluster", str(node), timeout=timeout)
+
+
+async def cluster_up(*, timeout: float = 300.0) -> str:
+    """``integration/brokers.sh up rabbitmq-cluster``, whether or not node 1 answers (it
+    starts stopped nodes and joins nodes left out of the cluster)."""
+    return await _harness("up", "rabbitmq-cluster", timeout=timeout)
 
 
 async def cluster_start(node: int, *, timeout: float = 240.0) -> str:

@@ -1,12 +1,14 @@
 """``rabbitmq-cluster``: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot
 that is a copy of ``rabbitmq``'s. Node N (1..3) is ``<prefix>N@localhost`` with stream port
-STREAM_PORT+N-1, AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
+STREAM_PORT+N-1, stream TLS TLS_PORT+N-1 (the harness's throwaway PKI, as ``rabbitmq``'s),
+AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
 settings are passed in its environment (``RABBITMQ_NODENAME``, ``RABBITMQ_CONFIG_FILE``, ...),
 so the harness finds a node's processes by ``RABBITMQ_NODENAME`` among the chroot's."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -14,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
+from . import config, tls
 from .envfile import log_tail, say, write_env
 from .lanes import Context
 from .mounts import (
@@ -28,7 +30,17 @@ from .mounts import (
     unbind_chroot,
 )
 from .procs import comm, pids_with_environ, terminate_rounds
-from .rabbit import BASE_ENV, Chroot, build_rootfs, ctl_script, prepare_etc, write_ctl
+from .rabbit import (
+    BASE_ENV,
+    Chroot,
+    build_rootfs,
+    config_digest,
+    ctl_script,
+    install_tls,
+    prepare_etc,
+    tls_listener_config,
+    write_ctl,
+)
 from .readiness import Appears, Outcome, port_open, wait_until
 
 __all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_lines", "stop", "up"]
@@ -36,6 +48,13 @@ __all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_line
 LOOPBACK = config.LOOPBACK
 SIZE = config.CLUSTER_SIZE
 NAME = "rabbitmq-cluster"
+_COORDINATOR_MEMBERS = (
+    "case ra:members({rabbit_stream_coordinator, node()}) of "
+    "{ok, M, _} -> [N || {_, N} <- M]; _ -> [] end."
+)
+_DROP_COORDINATOR_MEMBER = (
+    "ra:force_delete_server(coordination, {rabbit_stream_coordinator, node()})."
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,7 @@ class Cluster:
     dir: Path
     prefix: str
     stream_base: int
+    tls_base: int
     amqp_base: int
     dist_base: int
     epmd_port: int
@@ -57,6 +77,7 @@ class Cluster:
             dir=ctx.state / NAME,
             prefix=config.setting(NAME, "NODE_PREFIX", ctx.environ),
             stream_base=ctx.port(NAME, "STREAM_PORT"),
+            tls_base=ctx.port(NAME, "TLS_PORT"),
             amqp_base=ctx.port(NAME, "AMQP_PORT"),
             dist_base=ctx.port(NAME, "DIST_PORT"),
             epmd_port=ctx.port(NAME, "EPMD_PORT"),
@@ -72,11 +93,22 @@ class Cluster:
     def stream(self, n: int) -> int:
         return config.cluster_port(self.stream_base, n)
 
+    def tls(self, n: int) -> int:
+        return config.cluster_port(self.tls_base, n)
+
     def amqp(self, n: int) -> int:
         return config.cluster_port(self.amqp_base, n)
 
     def dist(self, n: int) -> int:
         return config.cluster_port(self.dist_base, n)
+
+    def digest(self, n: int) -> str:
+        """The hash of what node ``n`` reads at start (its config, the TLS files)."""
+        return config_digest(self.rootfs, f"/etc/rabbitmq/node{n}/rabbitmq.conf")
+
+    def digest_file(self, n: int) -> Path:
+        """Where the digest node ``n`` was started with is recorded."""
+        return self.dir / f"config-{n}.sha256"
 
     def log(self, n: int) -> Path:
         return self.dir / "data" / f"node{n}" / "log" / f"{self.node(n)}.log"
@@ -116,6 +148,23 @@ class Cluster:
             return {}
         return parsed if isinstance(parsed, dict) else {}
 
+    def members(self, n: int) -> list[str]:
+        """The nodes node ``n`` counts as members of its cluster (``disk_nodes``)."""
+        nodes = self.cluster_status(n).get("disk_nodes", [])
+        return sorted(str(x) for x in nodes) if isinstance(nodes, list) else []
+
+    def app_stopped(self, n: int) -> bool:
+        """Node ``n``'s VM runs but its RabbitMQ application neither runs nor boots (after
+        ``stop_app``, or a ``reset`` left half-way through a join)."""
+        done = self.ctl(n, "-q", "eval", "rabbit:is_running() orelse rabbit:is_booting().")
+        return done.returncode == 0 and done.stdout.strip() == "false"
+
+    def coordinator_members(self, n: int) -> list[str]:
+        """The members of the stream coordinator's Ra cluster as node ``n`` knows them (none
+        before the first stream, or when ``n`` cannot tell)."""
+        done = self.ctl(n, "-q", "eval", _COORDINATOR_MEMBERS)
+        return sorted(re.findall(r"[\w.-]+@[\w.-]+", done.stdout)) if done.returncode == 0 else []
+
     def running_nodes(self, n: int) -> list[str]:
         """The nodes node ``n`` reports as running members of its cluster."""
         nodes = self.cluster_status(n).get("running_nodes", [])
@@ -132,7 +181,7 @@ def parse_node(text: str) -> int | None:
     return None
 
 
-def node_config(c: Cluster, n: int) -> str:
+def node_config(c: Cluster, n: int, *, with_tls: bool = False) -> str:
     return f"""\
 # written by integration/brokers.sh: rabbitmq-cluster node {n}; loopback only
 listeners.tcp.1 = {LOOPBACK}:{c.amqp(n)}
@@ -142,7 +191,7 @@ stream.advertised_port = {c.stream(n)}
 distribution.listener.interface = {LOOPBACK}
 distribution.listener.port_range.min = {c.dist(n)}
 distribution.listener.port_range.max = {c.dist(n)}
-"""
+""" + (tls_listener_config(c.tls(n)) if with_tls else "")
 
 
 def _build_rootfs(ctx: Context, c: Cluster, log: Path, ops: MountOps) -> bool:
@@ -186,11 +235,12 @@ def _q(path: Path) -> str:
     return shlex.quote(str(path))
 
 
-def _write_config(c: Cluster) -> None:
+def _write_config(c: Cluster, with_tls: bool) -> None:
     etc = c.rootfs / "etc" / "rabbitmq"
     for n in range(1, SIZE + 1):
         (etc / f"node{n}").mkdir(parents=True, exist_ok=True)
-        (etc / f"node{n}" / "rabbitmq.conf").write_text(node_config(c, n), encoding="utf-8")
+        text = node_config(c, n, with_tls=with_tls)
+        (etc / f"node{n}" / "rabbitmq.conf").write_text(text, encoding="utf-8")
     # everything else comes from each node's environment
     (etc / "rabbitmq-env.conf").write_text(
         "# written by integration/brokers.sh\nUSE_LONGNAME=false\n", encoding="utf-8"
@@ -210,11 +260,15 @@ def _mount(c: Cluster, ops: MountOps) -> None:
 
 def _launch(c: Cluster, n: int, log: Path) -> bool:
     """Starts node ``n`` detached (returns at once; :func:`_wait_ready` waits)."""
-    if port_open(LOOPBACK, c.stream(n)) or port_open(LOOPBACK, c.amqp(n)):
-        say(f"{NAME}: port {c.stream(n)} or {c.amqp(n)} is in use by a process outside the harness")
+    if any(port_open(LOOPBACK, p) for p in (c.stream(n), c.amqp(n), c.tls(n))):
+        say(
+            f"{NAME}: port {c.stream(n)}, {c.amqp(n)} or {c.tls(n)} is in use by a process "
+            "outside the harness"
+        )
         return False
     (c.dir / "data" / f"node{n}" / "mnesia" / f"{c.node(n)}.pid").unlink(missing_ok=True)
     say(f"{NAME}: starting node {n}, {c.node(n)} (stream {LOOPBACK}:{c.stream(n)})")
+    c.digest_file(n).write_text(c.digest(n) + "\n", encoding="utf-8")
     return c.chroot.run(c.env(n), ["rabbitmq-server", "-detached"], log=log).returncode == 0
 
 
@@ -232,22 +286,87 @@ def _wait_ready(ctx: Context, c: Cluster, n: int, log: Path, started: float) -> 
     return c.ctl(n, "await_startup", "--timeout", "120", log=log).returncode == 0
 
 
-def _form(c: Cluster, log: Path) -> bool:
-    """Joins every node that is not a member of node 1's cluster (stop_app, reset,
-    join_cluster, start_app); a no-op once clustered, as membership survives restarts."""
-    members = c.cluster_status(1).get("disk_nodes", [])
-    members = members if isinstance(members, list) else []
+def _form(c: Cluster, log: Path) -> list[int] | None:
+    """Joins every node that is not in node 1's cluster, by node 1's account or by its own
+    (a node reset and left standalone, say by a join that stopped half-way): ``stop_app``,
+    ``reset``, ``forget_cluster_node`` on node 1 if it still lists the node, ``join_cluster``.
+    Returns the nodes joined, their application still stopped (:func:`_rejoined` boots
+    them again); ``None`` when a step failed. A no-op once clustered, as membership
+    survives restarts."""
+    joined = []
     for n in range(2, SIZE + 1):
-        if c.node(n) in members:
+        if c.node(n) in c.members(1) and c.node(1) in c.members(n):
             continue
         say(f"{NAME}: joining node {n} to {c.node(1)}")
-        for step in (["stop_app"], ["reset"], ["join_cluster", c.node(1)], ["start_app"]):
+        for step in (["stop_app"], ["reset"]):
             if c.ctl(n, *step, log=log).returncode != 0:
-                return False
-    return True
+                return None
+        stale = c.node(n) in c.members(1)  # node 1 still lists the node it no longer has
+        if stale and c.ctl(1, "forget_cluster_node", c.node(n), log=log).returncode != 0:
+            return None
+        if c.ctl(n, "join_cluster", c.node(1), log=log).returncode != 0:
+            return None
+        joined.append(n)
+    return joined
 
 
-def _write_env(ctx: Context, c: Cluster) -> None:
+def _rejoined(ctx: Context, c: Cluster, joined: list[int], log: Path) -> bool:
+    """Boots the nodes just joined afresh (stop the VM, start it) rather than ``start_app``,
+    so that nothing of their life before the reset runs on, and waits until the stream
+    coordinator has them: without that, stream replicas on a rejoined node stayed
+    unavailable (STREAM_NOT_AVAILABLE on subscribe, new streams without a member there;
+    seen on 4.3.6)."""
+    started = time.monotonic()
+    for n in joined:
+        _stop_node(c, n, log)
+        if not _launch(c, n, log):
+            return False
+    if not all(_wait_ready(ctx, c, n, log, started) for n in joined):
+        return False
+    return all(_in_stream_coordinator(c, n, log) for n in joined)
+
+
+def _in_stream_coordinator(c: Cluster, n: int, log: Path) -> bool:
+    """The stream coordinator (a Ra cluster of its own, once a stream exists) takes node
+    ``n`` in: its leader adds new nodes on its tick (30 s). A node that ran the coordinator
+    before its reset may still run a member of its own, which the leader cannot start again
+    ("already_started"): that one is dropped (``ra:force_delete_server``) and the leader adds
+    the node on its next tick. Seen on 4.3.6 after a reset node 3 joined again."""
+    if not c.coordinator_members(1):  # no stream yet: nothing to join
+        return True
+    if wait_until(lambda: c.node(n) in c.coordinator_members(1), lambda: True, 40) is Outcome.READY:
+        return True
+    say(f"{NAME}: the stream coordinator does not take node {n} in; dropping its old member")
+    c.ctl(n, "-q", "eval", _DROP_COORDINATOR_MEMBER, log=log)
+    if wait_until(lambda: c.node(n) in c.coordinator_members(1), lambda: True, 90) is Outcome.READY:
+        return True
+    say(f"{NAME}: node {n} is not a member of the stream coordinator (see its log)")
+    return False
+
+
+def tls_facts(c: Cluster, tls_dir: Path) -> dict[str, str]:
+    """The env facts of the nodes' TLS listeners: every node's port, a URL per node and
+    one naming the three (the client tries them in turn), the CA and the client
+    certificate."""
+    nodes = range(1, SIZE + 1)
+    hosts = ",".join(f"localhost:{c.tls(n)}" for n in nodes)
+    return {
+        "TLS_PORT": str(c.tls(1)),
+        "PORT_STREAM_TLS": str(c.tls(1)),
+        **{f"PORT_TLS_NODE{n}": str(c.tls(n)) for n in nodes},
+        "TLS_URL": f"rabbitmq-stream+tls://guest:guest@localhost:{c.tls(1)}/",
+        "TLS_URLS": ",".join(
+            f"rabbitmq-stream+tls://guest:guest@localhost:{c.tls(n)}/" for n in nodes
+        ),
+        "TLS_URL_ALL": f"rabbitmq-stream+tls://guest:guest@{hosts}/",
+        "TLS_CA": str(tls_dir / "ca.pem"),
+        "TLS_CLIENT_CERT": str(tls_dir / "client.pem"),
+        "TLS_CLIENT_KEY": str(tls_dir / "client.key"),
+        "ADVERTISED_TLS_HOST": "localhost",
+    }
+
+
+def _write_env(ctx: Context, c: Cluster, tls_up: bool) -> None:
     version = "".join(c.ctl(1, "version").stdout.strip().splitlines()[-1:]).strip() or "unknown"
     per_node: dict[str, str] = {}
     for n in range(1, SIZE + 1):
@@ -257,6 +376,8 @@ def _write_env(ctx: Context, c: Cluster) -> None:
             f"LOG{n}": str(c.log(n)),
             f"CTL{n}": str(c.dir / f"rabbitmqctl-{n}"),
         }
+    if tls_up:
+        per_node |= tls_facts(c, ctx.state / "tls")
     nodes = range(1, SIZE + 1)
     write_env(
         ctx.state,
@@ -304,13 +425,27 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
             "STREAMWIRE_CACHE); give this harness its own cache",
         )
     claim(c.rootfs, ctx.state)
-    _write_config(c)
+    tls_dir = ctx.state / "tls"
+    with_tls = tls.ensure(tls_dir)
+    if with_tls:
+        install_tls(c.chroot, tls_dir)
+    _write_config(c, with_tls)
     _mount(c, mounts)
     started_at = time.monotonic()
     started = False
+    # a node started from another configuration (other TLS files, or before the cluster had
+    # TLS listeners) is stopped here and started below with the others
+    for n in range(1, SIZE + 1):
+        if c.beam_running(n) and _started_otherwise(c, n, with_tls):
+            say(f"{NAME}: node {n} runs with an older configuration; restarting it")
+            _stop_node(c, n, log)
     # start every stopped node at once: a clustered node waits for its peers when it boots
     for n in range(1, SIZE + 1):
         if c.beam_running(n):
+            if not port_open(LOOPBACK, c.stream(n)) and c.app_stopped(n):
+                say(f"{NAME}: node {n} runs with its application stopped; starting it")
+                c.ctl(n, "start_app", log=log)  # a node left out is joined again below
+                started = True
             continue
         if not _launch(c, n, log):
             return ctx.unavailable(NAME, f"node {n} could not be started", log, *logs)
@@ -320,20 +455,44 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
             return ctx.unavailable(
                 NAME, f"node {n} ({c.node(n)}) did not become ready", log, c.log(n)
             )
-    if not c.all_running() and (
-        not _form(c, log) or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
+    formed = not c.all_running()
+    joined = _form(c, log) if formed else []
+    if formed and (
+        joined is None
+        or not _rejoined(ctx, c, joined, log)
+        or wait_until(c.all_running, lambda: True, 60) is not Outcome.READY
     ):
         running = " ".join(c.running_nodes(1))
         return ctx.unavailable(NAME, f"the nodes did not form one cluster: {running}", log, *logs)
-    if started:
+    if started or formed:
         say(f"{NAME}: {SIZE} nodes clustered and ready after {time.monotonic() - started_at:.0f} s")
     else:
         say(f"{NAME}: already running")
     for n in range(1, SIZE + 1):
         write_ctl(c.dir / f"rabbitmqctl-{n}", ctl_script(c.chroot, c.env(n), c.node(n)))
-    _write_env(ctx, c)
-    say(f"{NAME}: up, {' '.join(c.running_nodes(1))}")
+    # TLS facts only when every node's listener answers; a TLS problem never takes the
+    # plain listeners down (tests needing TLS then skip)
+    closed = [n for n in range(1, SIZE + 1) if not port_open(LOOPBACK, c.tls(n))]
+    if with_tls and closed:
+        say(
+            f"{NAME}: WARNING: the TLS listener of node(s) {closed} is not open (see their "
+            "logs); TLS tests will skip"
+        )
+    tls_up = with_tls and not closed
+    _write_env(ctx, c, tls_up)
+    shown = f"TLS on {LOOPBACK}:{c.tls(1)}-{c.tls(SIZE)}" if tls_up else "no TLS"
+    say(f"{NAME}: up, {' '.join(c.running_nodes(1))} ({shown})")
     return True
+
+
+def _started_otherwise(c: Cluster, n: int, with_tls: bool) -> bool:
+    """Node ``n`` was started with another configuration than the one written now (its
+    recorded digest differs), or runs without the TLS listener it should have."""
+    file = c.digest_file(n)
+    recorded = file.read_text(encoding="utf-8").strip() if file.is_file() else ""
+    if recorded != c.digest(n):
+        return True
+    return with_tls and port_open(LOOPBACK, c.stream(n)) and not port_open(LOOPBACK, c.tls(n))
 
 
 def _stop_node(c: Cluster, n: int, log: Path) -> None:
@@ -351,6 +510,8 @@ def _stop_node(c: Cluster, n: int, log: Path) -> None:
 def down(ctx: Context, ops: MountOps | None = None) -> None:
     c = Cluster.select(ctx)
     (ctx.state / f"{NAME}.env").unlink(missing_ok=True)
+    for n in range(1, SIZE + 1):
+        c.digest_file(n).unlink(missing_ok=True)
     if not c.rootfs.is_dir():
         return
     other = owner_elsewhere(c.rootfs, ctx.state)
@@ -445,6 +606,7 @@ def status_lines(ctx: Context) -> list[str]:
             state = "down"
         where = "running in the cluster" if c.node(n) in members else "not running in the cluster"
         lines.append(
-            f"  node {n}  {state:<8} {c.node(n):<22} stream {LOOPBACK}:{c.stream(n)}, {where}"
+            f"  node {n}  {state:<8} {c.node(n):<22} stream {LOOPBACK}:{c.stream(n)} (TLS "
+            f"{c.tls(n)}), {where}"
         )
     return lines

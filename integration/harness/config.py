@@ -80,13 +80,14 @@ DEFAULTS: Mapping[str, Mapping[str, str]] = {
     },
     "rabbitmq-cluster": {
         "STREAM_PORT": "5561",
+        "TLS_PORT": "5571",
         "AMQP_PORT": "5681",
         "DIST_PORT": "25681",
         "EPMD_PORT": "4372",
         "NODE_PREFIX": "rabbitc",
     },
     "nats": {"PORT": "4222", "TLS_PORT": "4443"},
-    "liftbridge": {"PORT": "9292", "TLS_PORT": "9293"},
+    "liftbridge": {"PORT": "9292", "TLS_PORT": "9293", "MTLS_PORT": "9294"},
     "iggy": {"PORT": "8090"},
 }
 

@@ -19,11 +19,14 @@ from .readiness import Outcome, file_contains, port_open, wait_until
 __all__ = [
     "IGGY_NATIVE_REASON",
     "LIFTBRIDGE_MODULE",
+    "LIFTBRIDGE_MTLS",
     "LIFTBRIDGE_PREFERRED_VERSIONS",
     "LIFTBRIDGE_SERVER_ID",
+    "LIFTBRIDGE_TLS",
     "LIFTBRIDGE_TLS_NAMESPACE",
     "LIFTBRIDGE_TLS_SERVER_ID",
     "Context",
+    "LiftbridgeTls",
     "down_iggy",
     "down_liftbridge",
     "down_nats",
@@ -369,25 +372,61 @@ def liftbridge_config(*, port: int, data: Path, nats_port: int, module_version: 
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class LiftbridgeTls:
+    """One of the TLS-only Liftbridge servers beside the plain one, each a one-node cluster
+    of its own (server id, namespace) on the TLS nats-server."""
+
+    #: stem of its pid, log, config and certificate-stamp files; its data is ``<stem>-data``
+    stem: str
+    #: its port setting (``STREAMWIRE_LIFTBRIDGE_<PORT_KEY>``)
+    port_key: str
+    server_id: str
+    namespace: str
+    #: the gRPC listener requires a client certificate signed by the harness CA
+    client_auth: bool
+    label: str
+
+
+LIFTBRIDGE_TLS = LiftbridgeTls(
+    "liftbridge-tls", "TLS_PORT", LIFTBRIDGE_TLS_SERVER_ID, LIFTBRIDGE_TLS_NAMESPACE, False, "TLS"
+)
+#: The third Liftbridge: TLS with client certificates required (mutual TLS).
+LIFTBRIDGE_MTLS = LiftbridgeTls(
+    "liftbridge-mtls", "MTLS_PORT", "streamwire-lb-mtls", "streamwire-lb-mtls", True, "mutual TLS"
+)
+
+
 def liftbridge_tls_config(
-    *, port: int, data: Path, nats_tls_port: int, tls_dir: Path, module_version: str
+    *,
+    port: int,
+    data: Path,
+    nats_tls_port: int,
+    tls_dir: Path,
+    module_version: str,
+    instance: LiftbridgeTls = LIFTBRIDGE_TLS,
 ) -> str:
-    """The YAML of the TLS-only second Liftbridge: its gRPC listener serves the harness's
-    server certificate (``tls.cert``/``tls.key``; Liftbridge has one listener, TLS or not),
-    and it reaches NATS through the TLS nats-server, trusting the harness CA
-    (``nats.tls.ca``; v1.9.0 sets up NATS TLS only when ``nats.tls.cert`` and
-    ``nats.tls.key`` are both given, so it presents the harness's client certificate)."""
+    """The YAML of a TLS-only Liftbridge: its gRPC listener serves the harness's server
+    certificate (``tls.cert``/``tls.key``; Liftbridge has one listener, TLS or not), and
+    with ``instance.client_auth`` requires a client certificate signed by the harness CA
+    (``tls.client.auth.enabled``, ``tls.client.auth.ca``); it reaches NATS through the TLS
+    nats-server, trusting the harness CA (``nats.tls.ca``; v1.9.0 sets up NATS TLS only when
+    ``nats.tls.cert`` and ``nats.tls.key`` are both given, so it presents the harness's
+    client certificate)."""
+    server_tls = f"tls:\n  cert: {tls_dir / 'server.pem'}\n  key: {tls_dir / 'server.key'}"
+    if instance.client_auth:
+        server_tls += f"\n  client.auth.enabled: true\n  client.auth.ca: {tls_dir / 'ca.pem'}"
     lines = [
         f"# written by integration/brokers.sh for {LIFTBRIDGE_MODULE}@{module_version}",
         f"listen: {LOOPBACK}:{port}",
         f"data:\n  dir: {data}",
         "logging:\n  level: info",
-        f"tls:\n  cert: {tls_dir / 'server.pem'}\n  key: {tls_dir / 'server.key'}",
+        server_tls,
         f"nats:\n  servers:\n    - tls://localhost:{nats_tls_port}\n  tls:\n"
         f"    cert: {tls_dir / 'client.pem'}\n    key: {tls_dir / 'client.key'}\n"
         f"    ca: {tls_dir / 'ca.pem'}",
-        f"clustering:\n  server.id: {LIFTBRIDGE_TLS_SERVER_ID}\n"
-        f"  namespace: {LIFTBRIDGE_TLS_NAMESPACE}\n  raft.bootstrap.seed: true",
+        f"clustering:\n  server.id: {instance.server_id}\n"
+        f"  namespace: {instance.namespace}\n  raft.bootstrap.seed: true",
         "cursors:\n  stream.partitions: 1\n  stream.auto.pause.time: 0",
     ]
     if module_version != "v1.9.0":
@@ -395,15 +434,20 @@ def liftbridge_tls_config(
     return "\n".join(lines) + "\n"
 
 
-def tls_handshake(port: int, ca: Path, *, timeout: float = 5.0) -> bool:
+def tls_handshake(
+    port: int, ca: Path, *, timeout: float = 5.0, client: tuple[Path, Path] | None = None
+) -> bool:
     """True when a TLS client trusting ``ca`` (host name ``localhost``, ALPN ``h2`` as gRPC
-    offers) completes a handshake on ``port``."""
+    offers; presenting the certificate and key ``client`` when given) completes a handshake
+    on ``port``."""
     import socket
     import ssl
 
     try:
         context = ssl.create_default_context(cafile=str(ca))
         context.set_alpn_protocols(["h2"])
+        if client is not None:
+            context.load_cert_chain(client[0], client[1])
         with (
             socket.create_connection((LOOPBACK, port), timeout=timeout) as raw,
             context.wrap_socket(raw, server_hostname="localhost"),
@@ -413,36 +457,48 @@ def tls_handshake(port: int, ca: Path, *, timeout: float = 5.0) -> bool:
         return False
 
 
-def _lb_tls_up(ctx: Context, directory: Path, binary: Path, module_version: str) -> bool:
-    """The TLS-only second Liftbridge (on fresh data, like the plain one; restarted when the
+def _lb_tls_up(
+    ctx: Context,
+    directory: Path,
+    binary: Path,
+    module_version: str,
+    instance: LiftbridgeTls = LIFTBRIDGE_TLS,
+) -> bool:
+    """A TLS-only Liftbridge (on fresh data, like the plain one; restarted when the
     certificates changed). False, with a warning and nothing else touched, when it cannot
     run: no PKI, no NATS TLS server, its port taken, or no TLS handshake."""
     tls_dir = ctx.state / "tls"
-    pidfile, log = directory / "liftbridge-tls.pid", directory / "liftbridge-tls.log"
-    port = ctx.port("liftbridge", "TLS_PORT")
+    stem, label = instance.stem, instance.label
+    pidfile, log = directory / f"{stem}.pid", directory / f"{stem}.log"
+    port = ctx.port("liftbridge", instance.port_key)
     if not tls.ensure(tls_dir):
-        say("liftbridge: no throwaway PKI; no Liftbridge TLS")
+        say(f"liftbridge: no throwaway PKI; no Liftbridge {label}")
         return False
     if not (pid_alive(ctx.state / "nats" / "nats-tls.pid", nats_bin(ctx))):
-        say("liftbridge: the NATS TLS server is not running; no Liftbridge TLS")
-        stop_pid("liftbridge-tls", pidfile, binary)
+        say(f"liftbridge: the NATS TLS server is not running; no Liftbridge {label}")
+        stop_pid(stem, pidfile, binary)
         return False
+    client = (tls_dir / "client.pem", tls_dir / "client.key") if instance.client_auth else None
+
+    def handshake() -> bool:
+        return tls_handshake(port, tls_dir / "ca.pem", client=client)
+
     fingerprint = _sha256_of(*(tls_dir / f for f in ("ca.pem", "server.pem", "client.pem")))
-    stamp = directory / "liftbridge-tls.cert.sha256"
-    if pid_alive(pidfile, binary) and tls_handshake(port, tls_dir / "ca.pem"):
+    stamp = directory / f"{stem}.cert.sha256"
+    if pid_alive(pidfile, binary) and handshake():
         recorded = stamp.read_text(encoding="ascii").strip() if stamp.is_file() else ""
         if recorded == fingerprint:
-            say("liftbridge: TLS server already running")
+            say(f"liftbridge: {label} server already running")
             return True
-        say("liftbridge: the TLS certificates changed; restarting the TLS server")
-    stop_pid("liftbridge-tls", pidfile, binary)
+        say(f"liftbridge: the TLS certificates changed; restarting the {label} server")
+    stop_pid(stem, pidfile, binary)
     if port_open(LOOPBACK, port):
-        say(f"liftbridge: port {port} is in use by a process outside the harness; no TLS")
+        say(f"liftbridge: port {port} is in use by a process outside the harness; no {label}")
         return False
-    data = directory / "tls-data"
+    data = directory / f"{stem.removeprefix('liftbridge-')}-data"
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
     data.mkdir(parents=True)
-    config_file = directory / "liftbridge-tls.yml"
+    config_file = directory / f"{stem}.yml"
     config_file.write_text(
         liftbridge_tls_config(
             port=port,
@@ -450,25 +506,47 @@ def _lb_tls_up(ctx: Context, directory: Path, binary: Path, module_version: str)
             nats_tls_port=ctx.port("nats", "TLS_PORT"),
             tls_dir=tls_dir,
             module_version=module_version,
+            instance=instance,
         ),
         encoding="utf-8",
     )
     log.write_text("", encoding="utf-8")
-    say(f"liftbridge: starting a TLS-only Liftbridge on {LOOPBACK}:{port}")
+    say(f"liftbridge: starting a {label} Liftbridge on {LOOPBACK}:{port}")
     pid = spawn_detached([str(binary), "--config", str(config_file)], log=log, pidfile=pidfile)
     stamp.write_text(fingerprint + "\n", encoding="ascii")
     outcome = wait_until(
-        lambda: (
-            file_contains(log, LIFTBRIDGE_LEADER_LINE) and tls_handshake(port, tls_dir / "ca.pem")
-        ),
+        lambda: file_contains(log, LIFTBRIDGE_LEADER_LINE) and handshake(),
         lambda: is_running(pid),
         ctx.timeout(60),
     )
     if outcome is not Outcome.READY:
-        stop_pid("liftbridge-tls", pidfile, binary)
-        say(f"liftbridge: the TLS server did not answer on {LOOPBACK}:{port} (see {log}); no TLS")
+        stop_pid(stem, pidfile, binary)
+        say(f"liftbridge: the {label} server did not answer on {LOOPBACK}:{port} (see {log})")
         return False
     return True
+
+
+def _lb_tls_facts(ctx: Context, directory: Path, instance: LiftbridgeTls) -> dict[str, str]:
+    """The env facts of a TLS-only Liftbridge, prefixed ``TLS_`` or ``MTLS_``."""
+    prefix = instance.port_key.removesuffix("PORT")
+    port = str(ctx.port("liftbridge", instance.port_key))
+    nats_tls_url = f"tls://localhost:{ctx.port('nats', 'TLS_PORT')}"
+    tls_dir = ctx.state / "tls"
+    facts = {
+        f"{prefix}PORT": port,
+        f"PORT_GRPC_{prefix.rstrip('_')}": port,
+        f"{prefix}URL": f"liftbridge+tls://localhost:{port}?nats={nats_tls_url}",
+        f"{prefix}NATS_URL": nats_tls_url,
+        f"{prefix}CA": str(tls_dir / "ca.pem"),
+        f"{prefix}SERVER_ID": instance.server_id,
+        f"{prefix}PID_FILE": str(directory / f"{instance.stem}.pid"),
+        f"{prefix}LOG": str(directory / f"{instance.stem}.log"),
+        f"{prefix}CONFIG": str(directory / f"{instance.stem}.yml"),
+    }
+    if instance.client_auth:
+        facts[f"{prefix}CLIENT_CERT"] = str(tls_dir / "client.pem")
+        facts[f"{prefix}CLIENT_KEY"] = str(tls_dir / "client.key")
+    return facts
 
 
 def up_liftbridge(ctx: Context) -> bool:
@@ -552,24 +630,18 @@ def up_liftbridge(ctx: Context) -> bool:
         "CONFIG": str(directory / "liftbridge.yml"),
         "BINARY": str(binary),
     }
-    with_tls = _lb_tls_up(ctx, directory, binary, module_version)
-    if with_tls:
-        tls_port = str(ctx.port("liftbridge", "TLS_PORT"))
-        nats_tls_url = f"tls://localhost:{ctx.port('nats', 'TLS_PORT')}"
-        facts |= {
-            "TLS_PORT": tls_port,
-            "PORT_GRPC_TLS": tls_port,
-            "TLS_URL": f"liftbridge+tls://localhost:{tls_port}?nats={nats_tls_url}",
-            "TLS_NATS_URL": nats_tls_url,
-            "TLS_CA": str(ctx.state / "tls" / "ca.pem"),
-            "TLS_SERVER_ID": LIFTBRIDGE_TLS_SERVER_ID,
-            "TLS_PID_FILE": str(directory / "liftbridge-tls.pid"),
-            "TLS_LOG": str(directory / "liftbridge-tls.log"),
-            "TLS_CONFIG": str(directory / "liftbridge-tls.yml"),
-        }
+    shown = []
+    for instance in (LIFTBRIDGE_TLS, LIFTBRIDGE_MTLS):
+        if _lb_tls_up(ctx, directory, binary, module_version, instance):
+            facts |= _lb_tls_facts(ctx, directory, instance)
+            port = ctx.port("liftbridge", instance.port_key)
+            shown.append(f"{instance.label} on {LOOPBACK}:{port}")
     write_env(ctx.state, "liftbridge", facts)
-    shown = f"TLS on {LOOPBACK}:{facts['TLS_PORT']}" if with_tls else "no TLS"
-    say(f"liftbridge: up, version {version} ({LIFTBRIDGE_MODULE}@{module_version}; {shown})")
+    shown = shown or ["no TLS"]
+    say(
+        f"liftbridge: up, version {version} ({LIFTBRIDGE_MODULE}@{module_version}; "
+        f"{', '.join(shown)})"
+    )
     return True
 
 
@@ -579,8 +651,9 @@ def down_liftbridge(ctx: Context) -> None:
     if pid_alive(pidfile, _lb_bin(ctx)):
         say("liftbridge: stopping")
     stop_pid("liftbridge", pidfile, _lb_bin(ctx))
-    stop_pid("liftbridge-tls", ctx.state / "liftbridge" / "liftbridge-tls.pid", _lb_bin(ctx))
-    (ctx.state / "liftbridge" / "liftbridge-tls.cert.sha256").unlink(missing_ok=True)
+    for instance in (LIFTBRIDGE_TLS, LIFTBRIDGE_MTLS):
+        stop_pid(instance.stem, ctx.state / "liftbridge" / f"{instance.stem}.pid", _lb_bin(ctx))
+        (ctx.state / "liftbridge" / f"{instance.stem}.cert.sha256").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,8 +43,10 @@ __all__ = [
     "config_digest",
     "ctl_script",
     "down",
+    "install_tls",
     "node_config",
     "restart",
+    "tls_listener_config",
     "up",
 ]
 
@@ -283,6 +285,23 @@ class Node:
         return self.ctl("-q", "status").returncode == 0
 
 
+def tls_listener_config(port: int) -> str:
+    """The ``rabbitmq.conf`` lines of a stream TLS listener on ``port`` (advertised as
+    ``localhost``, the name the harness's server certificate is for) with the harness's CA,
+    certificate and key as :func:`install_tls` copies them into the chroot."""
+    return f"""\
+# stream over TLS; client certificates are checked when sent, but not required
+stream.listeners.ssl.1 = {LOOPBACK}:{port}
+stream.advertised_tls_host = localhost
+stream.advertised_tls_port = {port}
+ssl_options.cacertfile = {TLS_ETC}/ca.pem
+ssl_options.certfile = {TLS_ETC}/server.pem
+ssl_options.keyfile = {TLS_ETC}/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+"""
+
+
 def node_config(n: Node, *, with_tls: bool, with_oauth2: bool = False) -> tuple[str, str]:
     """``rabbitmq.conf`` and ``rabbitmq-env.conf`` of a 4.x node (loopback only)."""
     conf = f"""\
@@ -313,17 +332,7 @@ auth_oauth2.default_key = {oauth2.KEY_ID}
 auth_oauth2.signing_keys.{oauth2.KEY_ID} = {OAUTH2_ETC}/{oauth2.PUBLIC}
 """
     if with_tls:
-        conf += f"""\
-# stream over TLS; client certificates are checked when sent, but not required
-stream.listeners.ssl.1 = {LOOPBACK}:{n.tls_port}
-stream.advertised_tls_host = localhost
-stream.advertised_tls_port = {n.tls_port}
-ssl_options.cacertfile = {TLS_ETC}/ca.pem
-ssl_options.certfile = {TLS_ETC}/server.pem
-ssl_options.keyfile = {TLS_ETC}/server.key
-ssl_options.verify = verify_peer
-ssl_options.fail_if_no_peer_cert = false
-"""
+        conf += tls_listener_config(n.tls_port)
     env = f"""\
 # written by integration/brokers.sh
 NODENAME={n.node}
@@ -338,13 +347,14 @@ LOG_BASE={MOUNT_DATA}/log
     return conf, env
 
 
-def config_digest(rootfs: Path) -> str:
+def config_digest(rootfs: Path, conf: str = "/etc/rabbitmq/rabbitmq.conf") -> str:
     """A hash of everything a node reads at start (config, plugins, limits, the TLS files in
     the chroot), the same value the bash harness recorded: ``up`` restarts a running node
-    whose recorded digest differs."""
+    whose recorded digest differs. ``conf``: the node's ``rabbitmq.conf`` in the chroot (a
+    cluster node's is ``/etc/rabbitmq/nodeN/rabbitmq.conf``)."""
     lines = []
     for rel in (
-        "/etc/rabbitmq/rabbitmq.conf",
+        conf,
         "/etc/rabbitmq/rabbitmq-env.conf",
         "/etc/rabbitmq/enabled_plugins",
         "/" + LIMITS,
@@ -359,11 +369,13 @@ def config_digest(rootfs: Path) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
-def _install_tls(n: Node, source: Path) -> None:
-    dst = n.rootfs / TLS_ETC.lstrip("/")
+def install_tls(chroot: Chroot, source: Path) -> None:
+    """Copies the harness's CA, server certificate and key (from ``source``) to
+    :data:`TLS_ETC` in the chroot, the key readable by the rabbitmq group only."""
+    dst = chroot.rootfs / TLS_ETC.lstrip("/")
     dst.mkdir(parents=True, exist_ok=True)
     dst.chmod(0o755)
-    _uid, gid = n.chroot.rabbitmq_ids()
+    _uid, gid = chroot.rabbitmq_ids()
     for name, mode in (("ca.pem", 0o644), ("server.pem", 0o644), ("server.key", 0o640)):
         tmp = dst / f".{name}.tmp"
         shutil.copyfile(source / name, tmp)
@@ -505,7 +517,7 @@ def up(ctx: Context, target: str, ops: MountOps | None = None) -> bool:
     tls_dir = ctx.state / "tls"
     with_tls = tls.ensure(tls_dir)
     if with_tls:
-        _install_tls(n, tls_dir)
+        install_tls(n.chroot, tls_dir)
     oauth2_dir = ctx.state / "oauth2"
     with_oauth2 = oauth2.ensure(oauth2_dir)
     if with_oauth2:

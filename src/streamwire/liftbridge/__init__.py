@@ -16,8 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamwire._url import parse_url
-from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._grpc import AddressResolver, grpc_credentials
+from streamwire.errors import ConfigurationError, ConnectError
+from streamwire.liftbridge._grpc import (
+    AddressResolver,
+    grpc_credentials,
+    without_client_certificate,
+)
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge.client import Client, ClientStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
@@ -202,4 +206,10 @@ async def connect(
         nats_options=nats_options,
         require_nats=require_nats,
     )
-    return await client._open()
+    try:
+        return await client._open()
+    except ConnectError as exc:
+        clearer = without_client_certificate(tls if isinstance(tls, TLSOptions) else None, exc)
+        if clearer is None:
+            raise
+        raise clearer from exc

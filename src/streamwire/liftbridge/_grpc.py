@@ -39,7 +39,15 @@ from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import GRPC_ERRORS, GrpcStatus
 from streamwire.transport.tls import TLSOptions
 
-__all__ = ("METHODS", "Channels", "Method", "RpcFailed", "grpc_credentials", "translate")
+__all__ = (
+    "METHODS",
+    "Channels",
+    "Method",
+    "RpcFailed",
+    "grpc_credentials",
+    "translate",
+    "without_client_certificate",
+)
 
 _Ch = TypeVar("_Ch", grpc.aio.Channel, grpc.Channel)
 
@@ -178,6 +186,27 @@ def grpc_credentials(tls: TLSOptions) -> grpc.ChannelCredentials:
         root_certificates=roots, private_key=key if chain else None, certificate_chain=chain
     )
     return creds
+
+
+#: What grpc reports when a TLS server ends the connection for want of a client
+#: certificate: with TLS 1.3 the client's handshake completes and the server's alert
+#: (certificate_required) arrives as undecryptable data; with TLS 1.2 the handshake fails.
+_NO_CLIENT_CERT_SIGNS: Final = ("TSI_DATA_CORRUPTED", "CERTIFICATE_REQUIRED", "Handshake failed")
+
+
+def without_client_certificate(tls: TLSOptions | None, exc: ConnectError) -> ConnectError | None:
+    """The error to raise instead of ``exc`` when the client offered no certificate over
+    TLS and the server ended the connection as one that requires a client certificate
+    (mutual TLS) does; ``None`` otherwise."""
+    if tls is None or tls.cert_file is not None or type(exc) is not ConnectError:
+        return None
+    if not any(sign in str(exc) for sign in _NO_CLIENT_CERT_SIGNS):
+        return None
+    return ConnectError(
+        f"{exc}: the server ended the TLS connection without a client certificate from us "
+        "(a server that requires one, mutual TLS, does so): give it with "
+        "tls=TLSOptions(ca_file=..., cert_file=..., key_file=...)"
+    )
 
 
 class Channels:

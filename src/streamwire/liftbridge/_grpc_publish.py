@@ -12,10 +12,22 @@ UNAVAILABLE), the next stream goes to the next broker known from metadata, in tu
 One writer task writes the queued requests in order (a write cancelled half-way would cancel
 the whole gRPC call, so callers never write themselves: ``submit`` only queues); one reader
 task per stream routes the responses to the futures of an inbox-less :class:`AckRouter`
-(correlation ids, futures, ack deadlines). When the stream ends (the server went away, the
-channel closed), every message still waiting fails with the translated gRPC error and the
-next message opens a new stream. With ``AckPolicy.NONE`` the server sends nothing back: the
-message is confirmed once queued.
+(correlation ids, futures, ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
+back: the message is confirmed once queued.
+
+When a stream breaks (the server went away, the connection was reset, the channel closed:
+an error :func:`~streamwire.transport.reconnect.is_retriable` calls transient), every message
+still waiting for its response is queued again, ahead of what was not written yet, in the
+order first sent, and the writer opens a new stream after a delay from the client's
+``reconnect`` policy (jittered exponential backoff). A message written on the broken stream
+may have been stored before it broke: sending it again may store it twice (at-least-once,
+as for a caller's retry). Each message keeps the ack deadline it got when first sent
+(``ack_timeout``): when it passes, the message fails with :class:`AckTimeout` however many
+streams it was written on, and it is not written again. The policy bounds the broken
+streams in a row (no response in between): past ``max_attempts`` or ``max_elapsed``, or
+with ``reconnect=None`` at once, or on an error that is not transient, what still waits
+fails with the stream's error (:class:`ConnectionClosed` chained to it once the policy gave
+up).
 
 What v1.9.0 answers on ``PublishAsync`` (docs/liftbridge.md): error responses carry
 ``asyncError`` (``INCORRECT_OFFSET`` for a wrong expected offset, ``NOT_FOUND`` for a
@@ -48,6 +60,8 @@ from streamwire.liftbridge.protocol.errors import (
     Unimplemented,
     UnknownLiftbridgeError,
 )
+from streamwire.transport.backoff import Backoff
+from streamwire.transport.reconnect import is_retriable
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -114,6 +128,18 @@ class GrpcPublisher:
         self.unary = False
         """True once the server refused PublishAsync: every message is a unary Publish."""
         self.streams_opened = 0
+        self.resent = 0
+        """Messages written again on a new stream after theirs broke."""
+        self.streams_broken = 0
+        """Streams that ended with an error (the server's refusal of PublishAsync aside)."""
+        self._failing_since: float | None = None
+        """Loop time of the first broken stream since the last response (``None``: no
+        stream broke since)."""
+        self._broken = 0
+        """Streams broken in a row (no response in between)."""
+        self._backoff: Backoff | None = None
+        self._reopen_at = 0.0
+        """The next stream opens no earlier than this loop time."""
         self.server: str | None = None
         """The broker id the current (or last) stream went to; ``None``: the URL's server."""
         self._server_index = 0
@@ -208,8 +234,18 @@ class GrpcPublisher:
                 self._unary_calls.add(task)
                 task.add_done_callback(self._unary_calls.discard)
                 continue
-            call = self._call if self._call is not None else self._open()
             request = queue[0]
+            cid = request.correlationId
+            if cid and cid not in self.acks.table:  # timed out (or forgotten) while queued
+                queue.popleft()
+                continue
+            call = self._call
+            if call is None:
+                wait = self._reopen_at - asyncio.get_running_loop().time()
+                if wait > 0:  # the last stream broke: back off before the next
+                    await asyncio.sleep(wait)
+                    continue  # what is queued may have changed meanwhile
+                call = self._open()
             try:
                 await call.write(request)
             except (grpc.RpcError, asyncio.InvalidStateError) as exc:
@@ -225,7 +261,8 @@ class GrpcPublisher:
                     else ConnectionClosed(f"{self._what}: the stream ended ({exc!r})"),
                 )
                 continue
-            if queue and queue[0] is request:
+            # (when the stream broke meanwhile, the queue was rebuilt: nothing to pop)
+            if self._call is call and queue and queue[0] is request:
                 queue.popleft()
 
     def _servers(self) -> list[str | None]:
@@ -278,6 +315,9 @@ class GrpcPublisher:
             self._client._publishers.discard(self)  # nothing of it runs any more
 
     def _on_response(self, response: pb.PublishResponse) -> None:
+        if self._failing_since is not None:  # a stream works again
+            self._failing_since = self._backoff = None
+            self._broken = 0
         cid = response.correlationId
         request = self._sent.get(cid)
         if request is None or cid not in self.acks.table:
@@ -324,12 +364,62 @@ class GrpcPublisher:
             self._wake.set()
             return
         logger.debug("%s ended: %s", self._what, error)
+        self.streams_broken += 1
         if isinstance(error, ConnectError):  # that server is unreachable: the next one
             self._server_index += 1
+        given_up = self._resend_after(error)
+        if given_up is None:
+            return
         self._queue.clear()
-        self.acks.table.fail_all(error)
+        self.acks.table.fail_all(given_up)
         if self._closed:
             self._maybe_finish()
+
+    def _resend_after(self, error: StreamwireError) -> StreamwireError | None:
+        """After the stream broke with ``error``: queue every message still waiting for its
+        response again (first sent first) and set when the next stream may open; ``None``.
+        Or, when the client's reconnect policy says not to try again, the error that what
+        waits fails with."""
+        policy = self._client.reconnect
+        if policy is None or not is_retriable(error):
+            return error
+        now = asyncio.get_running_loop().time()
+        if self._failing_since is None or self._backoff is None:
+            self._failing_since, self._backoff, self._broken = now, policy.backoff(), 0
+        self._broken += 1
+        delay = next(self._backoff, None)
+        elapsed = now - self._failing_since
+        if delay is None or (policy.max_elapsed is not None and elapsed >= policy.max_elapsed):
+            broken, self._failing_since, self._backoff, self._broken = self._broken, None, None, 0
+            closed = ConnectionClosed(
+                f"{self._what}: gave up sending again after {broken} broken streams in "
+                f"{elapsed:.1f} s without a response (the client's reconnect policy): {error}"
+            )
+            closed.__cause__ = error
+            return closed
+        if policy.max_elapsed is not None:
+            delay = min(delay, max(0.0, self._failing_since + policy.max_elapsed - now))
+        self._reopen_at = now + delay
+        table = self.acks.table
+        waiting = [r for cid, r in self._sent.items() if cid in table]
+        queued = {id(r) for r in self._queue}
+        self.resent += sum(1 for r in waiting if id(r) not in queued)
+        unacked = [r for r in self._queue if not r.correlationId]  # AckPolicy.NONE
+        self._queue.clear()
+        self._queue.extend(waiting)
+        self._queue.extend(unacked)
+        logger.info(
+            "%s broke (%s): sending %d waiting messages again on a new stream in %.2f s",
+            self._what,
+            error,
+            len(waiting),
+            delay,
+        )
+        self._wake.set()
+        writer = self._writer
+        if self._queue and (writer is None or writer.done()):
+            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        return None
 
     # --- unary Publish ---------------------------------------------------------------------
 

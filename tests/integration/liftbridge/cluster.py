@@ -64,8 +64,19 @@ class Node:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its sockets but answers nothing (a hung process)."""
+        if self.running:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`: the server answers again, with what it knew then."""
+        if self.running:
+            os.kill(self.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.running:
+            self.resume()  # a paused process would not act on SIGTERM
             self.process.terminate()
             try:
                 self.process.wait(15)

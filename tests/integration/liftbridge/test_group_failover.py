@@ -1,7 +1,8 @@
 """Consumer-group coordinator failover on a real three-node Liftbridge cluster (the harness's
 binary, started by the test on the harness's NATS, as in ``test_failover``), with shorter
-group timeouts: the coordinator is killed with SIGKILL while a member consumes; the member
-reports it, learns the new coordinator and keeps its partitions and its place."""
+group timeouts: the coordinator is killed with SIGKILL while a member consumes, or hangs
+(SIGSTOP) and answers again (SIGCONT) after being reported; the members report it, learn the
+new coordinator and keep their partitions and their place."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 import streamwire.liftbridge as lb
 from streamwire import Message
 from streamwire.errors import StreamwireError
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from streamwire.liftbridge.protocol.groups import group_info_from_pb
 from tests.integration.liftbridge.cluster import (
     ClusterDidNotForm,
     LocalCluster,
@@ -193,3 +196,110 @@ async def test_members_survive_coordinator_failover_and_rebalance(cluster: Group
         await b.close()
         await client_a.close()
         await client_b.close()
+
+
+async def test_a_coordinator_that_answers_again_after_being_reported(
+    cluster: GroupCluster,
+) -> None:
+    """The coordinator hangs (SIGSTOP: its sockets stay open, nothing answers) past the
+    coordinator timeout; both members report it and move to the coordinator the cluster
+    names next. Then it answers again (SIGCONT): the members stay with the new coordinator,
+    the old one now names the new one too, and nothing the members own is lost or read
+    twice. The members' clients and the publisher are seeded on the other two servers (a
+    hung seed server holds a client's cluster-wide calls until their timeout)."""
+    stream, group = "group-hang", "hang-group"
+    ids = list(cluster.nodes)
+    await cluster.create_stream(ids[0], stream, partitions=PARTITIONS, replication_factor=3)
+    policy = lb.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=60.0)
+    options = {"fetch_interval": 0.5, "auto_checkpoint_interval": 0.5}
+    clients: list[lb.Client] = []
+    members: list[lb.GroupConsumer] = []
+
+    async def client_on(server_id: str) -> lb.Client:
+        client = await lb.connect(
+            cluster.url(server_id), timeout=10, reconnect=policy, request_timeout=2
+        )
+        clients.append(client)
+        return client
+
+    paused: str | None = None
+    try:
+        # a first member creates the group; the cluster picks its coordinator
+        founder = (await client_on(ids[0])).group_consumer(group, stream, consumer_id="founder")
+        members.append(founder)
+        await full_isr(clients[0], stream)
+        await founder
+        old = founder.coordinator
+        assert old in ids
+        others = [i for i in ids if i != old]
+        a = (await client_on(others[0])).group_consumer(group, stream, consumer_id="a", **options)  # type: ignore[arg-type]
+        b = (await client_on(others[1])).group_consumer(group, stream, consumer_id="b", **options)  # type: ignore[arg-type]
+        members += [a, b]
+        await a
+        await b
+        await founder.close()  # the group is a's and b's now, still coordinated by `old`
+        await wait_until(
+            lambda: (
+                sorted(a.assignments.get(stream, []) + b.assignments.get(stream, []))
+                == list(range(PARTITIONS))
+            ),
+            20,
+            "a and b share the partitions",
+        )
+        assert a.coordinator == b.coordinator == old
+        mine_a, mine_b = a.assignments[stream], b.assignments[stream]
+        publisher = clients[1]
+        for p in range(PARTITIONS):
+            await publish_until_acked(publisher, stream, p, f"before-{p}".encode())
+        want_a = {p: [f"before-{p}".encode()] for p in mine_a}
+        want_b = {p: [f"before-{p}".encode()] for p in mine_b}
+        (seen_a, got_a), (seen_b, got_b) = (
+            await read_values(a, want_a),
+            await read_values(b, want_b),
+        )
+        assert (seen_a, seen_b) == (want_a, want_b)
+        await checkpointed(a, got_a, stream)
+        await checkpointed(b, got_b, stream)
+        await full_isr(publisher, stream)
+
+        cluster.nodes[old].pause()
+        paused = old
+        await wait_until(lambda: a.coordinator not in ("", old), 60, "a: new coordinator")
+        await wait_until(lambda: b.coordinator not in ("", old), 60, "b: new coordinator")
+        new = a.coordinator
+        assert b.coordinator == new
+
+        cluster.nodes[old].resume()  # the reported coordinator answers again
+        paused = None
+        async with await lb.connect(cluster.url(old), timeout=10) as on_old:
+            async with asyncio.timeout(30):  # once it has caught up with the cluster's log
+                while True:
+                    if await coordinator_seen_by(on_old, group) == new:
+                        break
+                    await asyncio.sleep(0.2)
+        for p in range(PARTITIONS):
+            await publish_until_acked(publisher, stream, p, f"after-{p}".encode())
+        want_a = {p: [f"after-{p}".encode()] for p in a.assignments[stream]}
+        want_b = {p: [f"after-{p}".encode()] for p in b.assignments[stream]}
+        (seen_a, _), (seen_b, _) = await read_values(a, want_a), await read_values(b, want_b)
+        assert (seen_a, seen_b) == (want_a, want_b)  # after the checkpoints: no repeats
+        assert a.coordinator == b.coordinator == new
+        assert (a.rejoins, b.rejoins) == (0, 0)
+        assert sorted(a.assignments[stream] + b.assignments[stream]) == list(range(PARTITIONS))
+    except (StreamwireError, AssertionError, TimeoutError) as exc:
+        raise AssertionError(f"{exc!r}\n{cluster.logs()}") from exc
+    finally:
+        if paused is not None:
+            cluster.nodes[paused].resume()
+        for member in members:
+            await member.close()
+        for client in clients:
+            await client.close()
+
+
+async def coordinator_seen_by(client: lb.Client, group: str) -> str:
+    """The group's coordinator as the server ``client`` is seeded on reports it."""
+    resp = await client._call(
+        "FetchMetadata", pb.FetchMetadataRequest(groups=[group]), timeout=5, what="FetchMetadata"
+    )
+    return group_info_from_pb(group, resp).coordinator

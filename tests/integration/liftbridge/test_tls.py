@@ -1,5 +1,6 @@
 """Liftbridge over TLS on the real server: the harness's TLS-only second Liftbridge v1.9.0
-(``TLS_URL``, gRPC with the harness's server certificate) on the TLS nats-server.
+(``TLS_URL``, gRPC with the harness's server certificate) on the TLS nats-server, and its
+third, which requires a client certificate signed by the harness CA (``MTLS_URL``, mutual TLS).
 
 ``integration/brokers.sh up liftbridge`` records ``TLS_PORT``, ``TLS_URL`` and ``TLS_CA`` in
 ``.brokers/liftbridge.env`` only when that server answers a TLS handshake; without them (docker
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
 import streamwire.liftbridge as lb
+from integration.harness import tls
 from streamwire import Message
 from streamwire.errors import ConnectError
-from tests.brokers import require_tls
+from tests.brokers import require, require_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
 
@@ -88,3 +91,71 @@ async def test_nats_tls_without_the_ca_is_refused() -> None:
     with pytest.raises(ConnectError) as info:
         await lb.connect(url, tls=lb.TLSOptions(ca_file=ca), timeout=5.0)
     assert "certificate verify failed" in str(info.value).lower()
+
+
+# --- mutual TLS: the harness's third Liftbridge requires a client certificate -------------
+
+
+def _mtls_facts() -> tuple[str, lb.TLSOptions, lb.TLSOptions, int]:
+    """(MTLS_URL, CA only, CA + the harness's client certificate, MTLS_PORT), or skip."""
+    url, ca, port = require_tls(
+        "liftbridge",
+        "MTLS_URL",
+        "the docker backend has no mutual-TLS Liftbridge, or the native one did not start "
+        "(see .brokers/liftbridge/liftbridge-mtls.log and the [brokers] warning)",
+        prefix="MTLS_",
+    )
+    extra = require("liftbridge").extra
+    cert, key = extra.get("MTLS_CLIENT_CERT", ""), extra.get("MTLS_CLIENT_KEY", "")
+    if not (cert and key and Path(cert).is_file() and Path(key).is_file()):
+        pytest.skip("the harness records no client certificate for the mutual-TLS Liftbridge")
+    trust = lb.TLSOptions(ca_file=ca)
+    return url, trust, lb.TLSOptions(ca_file=ca, cert_file=cert, key_file=key), port
+
+
+async def test_mutual_tls_round_trip_with_a_client_certificate() -> None:
+    url, trust, with_cert, port = _mtls_facts()
+    client = await lb.connect(url, tls=with_cert, nats_tls=trust, timeout=_TIMEOUT)
+    name = f"sw-lb-mtls-{uuid.uuid4().hex[:12]}"
+    try:
+        assert client.port == port
+        await client.create_stream(name)
+        async with client.producer(name) as producer:  # NATS (TLS)
+            first = await producer.send_and_wait(b"over nats", key=b"k")
+        async with client.producer(name, transport="grpc") as producer:  # PublishAsync
+            second = await producer.send_and_wait(b"over grpc")
+        assert (first.offset, second.offset) == (0, 1)
+        async with client.consumer(name, offset="first") as consumer:  # Subscribe (mTLS)
+            got = await _read(consumer, 2)
+        assert [m.value for m in got] == [b"over nats", b"over grpc"]
+        assert got[0].key == b"k"
+    finally:
+        try:
+            await client.delete_stream(name, missing_ok=True)
+        finally:
+            await client.close()
+
+
+async def test_mutual_tls_without_a_client_certificate_is_refused_clearly() -> None:
+    url, trust, _, port = _mtls_facts()
+    with pytest.raises(ConnectError) as info:
+        await lb.connect(url, tls=trust, nats_tls=trust, timeout=5.0)
+    text = str(info.value)
+    assert f"cannot reach Liftbridge at localhost:{port}" in text
+    assert "without a client certificate" in text
+    assert "cert_file=" in text
+    assert isinstance(info.value.__cause__, ConnectError)  # grpc's own words, chained
+
+
+async def test_mutual_tls_refuses_a_certificate_of_another_ca(tmp_path: Path) -> None:
+    url, trust, _, _ = _mtls_facts()
+    if not tls.ensure(tmp_path / "other"):
+        pytest.skip("openssl could not make a second throwaway PKI")
+    stranger = lb.TLSOptions(
+        ca_file=trust.ca_file,
+        cert_file=tmp_path / "other" / "client.pem",
+        key_file=tmp_path / "other" / "client.key",
+    )
+    with pytest.raises(ConnectError) as info:
+        await lb.connect(url, tls=stranger, nats_tls=trust, timeout=5.0)
+    assert "without a client certificate" not in str(info.value)  # it did send one

@@ -5,12 +5,15 @@ keeps serving while the node of its leader is down, and that node comes back.
 when it is up (``integration/brokers.sh up rabbitmq-cluster``), start it themselves when
 ``STREAMWIRE_TEST_CLUSTER=1`` (``make test-cluster``; they then take it down again), and
 otherwise skip, saying how to run it. It stops and starts one node through
-``integration/brokers.sh stop|start rabbitmq-cluster N`` and always leaves every node running.
+``integration/brokers.sh stop|start rabbitmq-cluster N`` and always leaves every node running;
+one test resets node 3 and checks that ``integration/brokers.sh up rabbitmq-cluster`` joins it
+again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -340,4 +343,73 @@ async def test_super_streams_and_single_active_consumers_move_over(cluster: Brok
         if node is not None and not brokers._answers(cluster.host, ports[node]):
             await brokers.cluster_start(node)
         await client.delete_stream(name, super_stream=True, missing_ok=True)
+        await client.close()
+
+
+async def ctl(info: BrokerInfo, node: int, *args: str) -> str:
+    """rabbitmqctl for ``node`` (the harness's wrapper, ``CTL<node>``); fails on an error."""
+    wrapper = info.extra.get(f"CTL{node}", "")
+    if not wrapper or not os.access(wrapper, os.X_OK):
+        pytest.skip(f"the harness records no usable rabbitmqctl for node {node} (CTL{node})")
+    process = await asyncio.create_subprocess_exec(
+        wrapper, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), SLACK)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = out.decode(errors="replace")
+    assert process.returncode == 0, f"rabbitmqctl {' '.join(args)} on node {node}: {text}"
+    return text
+
+
+async def running_nodes(info: BrokerInfo, node: int) -> list[str]:
+    status = json.loads(await ctl(info, node, "-q", "cluster_status", "--formatter", "json"))
+    return sorted(status["running_nodes"])
+
+
+@pytest.mark.parametrize("left", ["app stopped", "standalone"])
+async def test_up_joins_a_node_left_out_of_the_cluster_again(
+    cluster: BrokerInfo, left: str
+) -> None:
+    """Node 3 is reset, as a join stopped half-way leaves it: its application stopped, or
+    started again as a cluster of its own. ``integration/brokers.sh up rabbitmq-cluster``
+    brings it back into node 1's cluster by itself, and a new stream gets a member on it."""
+    nodes = cluster.extra["NODES"].split(",")
+    await ctl(cluster, 3, "stop_app")
+    try:
+        await ctl(cluster, 3, "reset")
+        if left == "standalone":
+            await ctl(cluster, 3, "start_app")
+            assert await running_nodes(cluster, 3) == [nodes[2]]
+        assert nodes[2] not in await running_nodes(cluster, 1)
+    finally:
+        out = await brokers.cluster_up()
+    assert f"joining node 3 to {nodes[0]}" in out, out
+    assert await running_nodes(cluster, 1) == sorted(nodes)
+    assert await running_nodes(cluster, 3) == sorted(nodes)
+    stream = f"sw-rejoined-{uuid.uuid4().hex[:8]}"
+    node3 = node_ports(cluster)[3]
+    client = await rmq.connect(cluster.url, timeout=10)
+    try:
+        await client.create_stream(stream)
+        info = await placement(client, stream)  # a leader and two replicas, one per node
+        assert {info.leader[1], *(p for _, p in info.replicas)} == set(node_ports(cluster).values())
+        await publish(client, stream, "p", [b"x", b"y"])
+        # a consumer on node 3's member reads (a replica the stream coordinator could not
+        # start there answers STREAM_NOT_AVAILABLE); replicas are picked at random
+        on_replica = info.leader[1] != node3
+        for _ in range(40):
+            async with client.consumer(stream, offset="first", from_replica=on_replica) as consumer:
+                if port_of(consumer._conn) != node3:
+                    continue
+                got = await consumer.next_batch(10, timeout=10)
+                assert [m.value for m in got] == [b"x", b"y"]
+                break
+        else:
+            pytest.fail("40 consumers in a row went to another node's replica")
+    finally:
+        await client.delete_stream(stream, missing_ok=True)
         await client.close()

@@ -24,6 +24,8 @@ def test_defaults_apply_when_unset_or_empty() -> None:
     )
     assert config.setting("rabbitmq310", "NODE", {}) == "rabbit310@localhost"
     assert config.setting("liftbridge", "TLS_PORT", {}) == "9293"
+    assert config.setting("liftbridge", "MTLS_PORT", {}) == "9294"
+    assert config.setting("rabbitmq-cluster", "TLS_PORT", {}) == "5571"
 
 
 def test_an_override_moves_a_port_or_a_node_name() -> None:
@@ -47,6 +49,10 @@ def test_the_cluster_base_ports_leave_room_for_three_nodes() -> None:
     env = {"STREAMWIRE_RABBITMQ_CLUSTER_STREAM_PORT": "65534"}
     with pytest.raises(config.SettingError):
         config.setting("rabbitmq-cluster", "STREAM_PORT", env)
+    with pytest.raises(config.SettingError):
+        config.setting(
+            "rabbitmq-cluster", "TLS_PORT", {"STREAMWIRE_RABBITMQ_CLUSTER_TLS_PORT": "65534"}
+        )
     assert config.setting("nats", "PORT", {"STREAMWIRE_NATS_PORT": "65535"}) == "65535"
     assert config.cluster_port(17561, 3) == 17563
     with pytest.raises(config.SettingError):

@@ -73,6 +73,92 @@ def test_liftbridge_tls_config_is_a_tls_only_node_of_its_own_on_the_tls_nats() -
     assert newer.endswith("telemetry:\n  enabled: false\n")
 
 
+def test_the_mutual_tls_liftbridge_requires_client_certificates_of_the_harness_ca() -> None:
+    tls_dir = Path("/s/tls")
+    text = lanes.liftbridge_tls_config(
+        port=17294, data=Path("/d/mtls-data"), nats_tls_port=17443, tls_dir=tls_dir,
+        module_version="v1.9.0", instance=lanes.LIFTBRIDGE_MTLS,
+    )  # fmt: skip
+    assert "listen: 127.0.0.1:17294\n" in text
+    assert (
+        "tls:\n  cert: /s/tls/server.pem\n  key: /s/tls/server.key\n"
+        "  client.auth.enabled: true\n  client.auth.ca: /s/tls/ca.pem\n"
+    ) in text
+    assert "    - tls://localhost:17443\n" in text
+    assert f"server.id: {lanes.LIFTBRIDGE_MTLS.server_id}\n" in text
+    assert f"namespace: {lanes.LIFTBRIDGE_MTLS.namespace}\n" in text
+    ids = {
+        lanes.LIFTBRIDGE_SERVER_ID,
+        lanes.LIFTBRIDGE_TLS_SERVER_ID,
+        lanes.LIFTBRIDGE_MTLS.server_id,
+    }
+    assert len(ids) == 3  # three one-node clusters of their own
+    assert lanes.LIFTBRIDGE_MTLS.namespace != lanes.LIFTBRIDGE_TLS.namespace
+
+
+def test_the_env_facts_of_the_tls_and_mutual_tls_liftbridges(tmp_path: Path) -> None:
+    ctx = _context(
+        tmp_path,
+        {
+            "STREAMWIRE_LIFTBRIDGE_TLS_PORT": "17293",
+            "STREAMWIRE_LIFTBRIDGE_MTLS_PORT": "17294",
+            "STREAMWIRE_NATS_TLS_PORT": "17443",
+        },
+    )
+    directory = tmp_path / "state" / "liftbridge"
+    plain = lanes._lb_tls_facts(ctx, directory, lanes.LIFTBRIDGE_TLS)
+    assert (plain["TLS_PORT"], plain["PORT_GRPC_TLS"]) == ("17293", "17293")
+    assert plain["TLS_URL"] == "liftbridge+tls://localhost:17293?nats=tls://localhost:17443"
+    assert plain["TLS_SERVER_ID"] == lanes.LIFTBRIDGE_TLS_SERVER_ID
+    assert plain["TLS_LOG"] == str(directory / "liftbridge-tls.log")
+    assert "TLS_CLIENT_CERT" not in plain
+    mutual = lanes._lb_tls_facts(ctx, directory, lanes.LIFTBRIDGE_MTLS)
+    assert (mutual["MTLS_PORT"], mutual["PORT_GRPC_MTLS"]) == ("17294", "17294")
+    assert mutual["MTLS_URL"] == "liftbridge+tls://localhost:17294?nats=tls://localhost:17443"
+    assert mutual["MTLS_CA"] == str(tmp_path / "state" / "tls" / "ca.pem")
+    assert mutual["MTLS_CLIENT_CERT"] == str(tmp_path / "state" / "tls" / "client.pem")
+    assert mutual["MTLS_CLIENT_KEY"] == str(tmp_path / "state" / "tls" / "client.key")
+    assert mutual["MTLS_PID_FILE"] == str(directory / "liftbridge-mtls.pid")
+
+
+def test_tls_handshake_presents_the_client_certificate(tmp_path: Path) -> None:
+    """A TLS 1.2 server that requires a client certificate (with TLS 1.3 a client finishes
+    its handshake before the server checks): the probe passes only with the certificate."""
+    import ssl
+    import threading
+
+    if not tls.ensure(tmp_path / "tls"):
+        pytest.skip("openssl could not make the throwaway PKI")
+    pki = tmp_path / "tls"
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.pem"))
+    server_ctx.load_cert_chain(pki / "server.pem", pki / "server.key")
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    server_ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    server_ctx.set_alpn_protocols(["h2"])
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            try:
+                with server_ctx.wrap_socket(conn, server_side=True):
+                    pass
+            except (OSError, ssl.SSLError):
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert not lanes.tls_handshake(port, pki / "ca.pem", timeout=5)
+        assert lanes.tls_handshake(
+            port, pki / "ca.pem", client=(pki / "client.pem", pki / "client.key")
+        )
+    finally:
+        thread.join(10)
+        listener.close()
+
+
 def test_tls_handshake_needs_the_right_ca_and_a_tls_listener(tmp_path: Path) -> None:
     import ssl
     import threading

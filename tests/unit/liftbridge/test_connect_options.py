@@ -7,9 +7,9 @@ import pytest
 import trustme
 
 import streamwire.liftbridge as lb
-from streamwire.errors import ConfigurationError
+from streamwire.errors import ConfigurationError, ConnectError
 from streamwire.liftbridge import _nats_servers
-from streamwire.liftbridge._grpc import grpc_credentials
+from streamwire.liftbridge._grpc import grpc_credentials, without_client_certificate
 from streamwire.liftbridge.consumer import ConsumerOptions
 from streamwire.liftbridge.producer import ProducerOptions
 
@@ -77,3 +77,24 @@ def test_producer_options_are_checked(kwargs: dict[str, object]) -> None:
 def test_consumer_options_are_checked(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         ConsumerOptions(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_refusal_for_want_of_a_client_certificate_says_so() -> None:
+    seen = ConnectError(
+        "cannot reach Liftbridge at localhost:9294: FetchMetadata: server unavailable (failed "
+        "to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:9294: Unwrap "
+        "failed (TSI_DATA_CORRUPTED))"
+    )  # what grpcio 1.85 reports when a TLS 1.3 server wants a certificate it did not get
+    trust = lb.TLSOptions(ca_file="/ca.pem")
+    clearer = without_client_certificate(trust, seen)
+    assert clearer is not None
+    assert type(clearer) is ConnectError
+    assert str(clearer).startswith(str(seen))
+    assert "without a client certificate" in str(clearer)
+    assert "cert_file=" in str(clearer)
+    # a certificate was given, TLS was not asked for, another failure: unchanged
+    with_cert = lb.TLSOptions(ca_file="/ca.pem", cert_file="/c.pem", key_file="/c.key")
+    assert without_client_certificate(with_cert, seen) is None
+    assert without_client_certificate(None, seen) is None
+    refused = ConnectError("cannot reach Liftbridge at localhost:1: Connection refused")
+    assert without_client_certificate(trust, refused) is None
