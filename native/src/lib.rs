@@ -339,6 +339,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(make_message, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;
