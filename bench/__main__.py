@@ -206,6 +206,28 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_spark(args: argparse.Namespace) -> int:
+    """``--spark``: bench/spark.py alone; its JSON goes to ``--output``."""
+    from bench import spark as spark_bench
+
+    result = spark_bench.run(args.rabbitmq, args.rounds, args.spark_messages, args.spark_size)
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "codec": _native.reason,
+        "spark": result,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"codec: {_native.reason}\nSpark against the plain client, RabbitMQ, "
+        f"{args.spark_messages:,} × {args.spark_size} B, medians of {args.rounds} rounds "
+        f"(rows/s)\n\n{spark_bench.table(result)}"
+    )
+    print("rounds:", json.dumps(result["rounds"]))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument(
@@ -265,7 +287,17 @@ def main() -> int:
         default=Path(__file__).resolve().parent.parent / "docs" / "img",
         help="where to write PNG plots ('' to skip)",
     )
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="only the Spark comparison (bench/spark.py): the data source and the plain "
+        "client on one RabbitMQ stream, per executor core",
+    )
+    parser.add_argument("--spark-messages", type=int, default=400_000)
+    parser.add_argument("--spark-size", type=int, default=100, help="bytes per message")
     args = parser.parse_args()
+    if args.spark:
+        return run_spark(args)
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.time()
     report: dict[str, Any] = {

@@ -158,3 +158,96 @@ pub fn rmq_decode_records(
     }
     out.into_list(py)
 }
+
+/// The records of a chunk whose entries are `buf[start:end]` as column buffers, in Arrow's
+/// layout and native byte order: `(value offsets as int32 × (n + 1), the values end to end,
+/// offsets as int64 × n)`, for records at or after `skip_below`. `None` as soon as a record is
+/// not a plain body (a sub-batch, or in AMQP mode anything but one data section): the caller
+/// decodes that chunk message by message. Errors as `rmq_decode_records`, in the same order.
+/// Mirrors `streamwire.rabbitmq._columns.chunk_columns_py`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (buf, start, end, first_offset, num_records, skip_below, amqp, crc))]
+pub fn rmq_chunk_columns<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyBytes>,
+    start: usize,
+    end: usize,
+    first_offset: u64,
+    num_records: u64,
+    skip_below: i128,
+    amqp: bool,
+    crc: Option<u32>,
+) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    let st = state(py)?;
+    let data = buf.as_bytes();
+    if start > end || end > data.len() || end - start > i32::MAX as usize {
+        return Err(PyValueError::new_err("entries outside the buffer"));
+    }
+    if let Some(expected) = crc {
+        let actual = crc32fast::hash(&data[start..end]);
+        if actual != expected {
+            return Err(st.checksum_error(
+                py,
+                "chunk CRC-32".to_owned(),
+                expected as u64,
+                actual as u64,
+            ));
+        }
+    }
+    let cap = num_records.min(1 << 20) as usize;
+    let mut ends: Vec<u8> = Vec::with_capacity((cap + 1) * 4);
+    let mut offsets: Vec<u8> = Vec::with_capacity(cap * 8);
+    let mut values: Vec<u8> = Vec::with_capacity(end - start);
+    ends.extend_from_slice(&0i32.to_ne_bytes());
+    let mut offset: u128 = first_offset as u128;
+    let mut pos = start;
+    while pos < end {
+        if pos + 4 > end {
+            return Err(st.decode_error(py, "entry size".to_owned(), pos, "Deliver"));
+        }
+        let size = u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap());
+        if size & 0x8000_0000 != 0 {
+            return Ok(None);
+        }
+        let size = size as usize;
+        pos += 4;
+        let stop = pos + size;
+        if stop > end {
+            return Err(st.decode_error(
+                py,
+                format!("entry of {size} bytes"),
+                pos - 4,
+                "Deliver",
+            ));
+        }
+        if offset as i128 >= skip_below {
+            let value = if !amqp {
+                &data[pos..stop]
+            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8 {
+                &data[pos + 5..stop]
+            } else {
+                return Ok(None);
+            };
+            values.extend_from_slice(value);
+            ends.extend_from_slice(&(values.len() as i32).to_ne_bytes());
+            offsets.extend_from_slice(&(offset as i64).to_ne_bytes());
+        }
+        offset += 1;
+        pos = stop;
+    }
+    let held = offset - first_offset as u128;
+    if held != num_records as u128 {
+        return Err(st.decode_error(
+            py,
+            format!("chunk announces {num_records} records, holds {held}"),
+            4,
+            "Deliver",
+        ));
+    }
+    Ok(Some((
+        PyBytes::new(py, &ends),
+        PyBytes::new(py, &values),
+        PyBytes::new(py, &offsets),
+    )))
+}

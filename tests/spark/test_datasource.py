@@ -8,6 +8,7 @@ import asyncio
 import json
 import pickle
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,17 @@ def test_streaming_read_with_admission_control_and_available_now(
         any_broker.delete_stream(stream)
 
 
+def rows_of(batches: Iterator[Any]) -> list[tuple[Any, ...]]:
+    """The rows of the reader's Arrow record batches as tuples in schema order (headers as a
+    dict, the timestamp as a datetime)."""
+    rows = []
+    for batch in batches:
+        for r in batch.to_pylist():
+            headers = None if r["headers"] is None else dict(r["headers"])
+            rows.append((r["value"], r["key"], headers, *list(r.values())[3:]))
+    return rows
+
+
 def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None:
     """The stream reader's methods as the source runner calls them (in this process)."""
     stream = rabbitmq.new_stream("offsets")
@@ -212,8 +224,7 @@ def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None
             (part,) = pickle.loads(planned)  # noqa: S301 (our own bytes)
             assert (part.partition, part.start, part.end) == (0, 0, 3)
             assert reader.partitions(end, end) == []
-            rows = list(reader.read(part))
-            # (value, key, headers, stream, partition, offset, timestamp)
+            rows = rows_of(reader.read(part))  # Arrow record batches, in the source schema
             assert [(r[0], r[3], r[4], r[5]) for r in rows] == [
                 (b"m0000", stream, 0, 0),
                 (b"m0001", stream, 0, 1),
@@ -268,7 +279,7 @@ def test_iggy_reader_offsets_partitions_and_batch_ranges(iggy: Target) -> None:
             planned = pickle.loads(pickle.dumps(reader.partitions(start, end)))  # noqa: S301
             assert [(p.partition, p.start, p.end) for p in planned] == [(0, 0, 3), (1, 0, 1)]
             assert reader.partitions(end, end) == []
-            rows = [r for part in planned for r in reader.read(part)]
+            rows = [r for part in planned for r in rows_of(reader.read(part))]
             # (value, key, headers, stream, partition, offset, timestamp)
             assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
                 (v, b"k" + v, {"h": b"x"}, stream, p, o)
@@ -306,8 +317,8 @@ def test_iggy_reader_offsets_partitions_and_batch_ranges(iggy: Target) -> None:
         batch = StreamwireDataSource(ranges).reader(None)
         parts = batch.partitions()
         assert [(p.partition, p.start, p.end) for p in parts] == [(0, 2, 4), (1, 0, 5)]
-        assert [r[0] for r in batch.read(parts[0])] == [b"m0002", b"m0003"]
-        assert [r[5] for r in batch.read(parts[1])] == [0, 1, 2, 3, 4]
+        assert [r[0] for r in rows_of(batch.read(parts[0]))] == [b"m0002", b"m0003"]
+        assert [r[5] for r in rows_of(batch.read(parts[1]))] == [0, 1, 2, 3, 4]
     finally:
         iggy.delete_stream(stream)
 

@@ -41,6 +41,16 @@ def rmq_decode_records(
     sub_batch: Callable[[int, int], tuple[int, int, list[Message]]],
 ) -> list[Message]: ...
 def lb_decode_message(raw: bytes) -> Message | None: ...
+def rmq_chunk_columns(
+    buf: bytes,
+    start: int,
+    end: int,
+    first_offset: int,
+    num_records: int,
+    skip_below: int,
+    amqp: bool,
+    crc: int | None,
+) -> tuple[bytes, bytes, bytes] | None: ...
 def iggy_encode_batch(messages: Sequence[Any]) -> bytes | None: ...
 def iggy_locate_frames(buf: bytes, start: int, end: int | None, frame: str) -> FrameIndex: ...
 def iggy_received_messages(

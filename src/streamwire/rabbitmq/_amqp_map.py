@@ -37,6 +37,7 @@ from streamwire.rabbitmq.protocol.chunk import (
 
 __all__ = (
     "KEY_ANNOTATION",
+    "chunk_buffer",
     "decode_chunk",
     "decode_record",
     "encode_message",
@@ -178,8 +179,19 @@ def decode_chunk(
     otherwise by :func:`decode_entries_py`; both give the same messages and errors.
     """
     header = parse_chunk_header(chunk)
-    # Work on the frame's own bytes when the chunk is a view of their tail (how Deliver
-    # hands it over), so a multi-megabyte chunk is not copied once more before slicing.
+    buf, base = chunk_buffer(chunk)
+    start = base + CHUNK_HEADER_SIZE
+    if _native is not None and type(skip_below) is int and abs(skip_below) < _I127:
+        return decode_entries_native(
+            _native, buf, start, header, stream, skip_below, verify_crc, amqp
+        )
+    return decode_entries_py(buf, start, header, stream, skip_below, verify_crc, amqp)
+
+
+def chunk_buffer(chunk: bytes | memoryview) -> tuple[bytes, int]:
+    """``(bytes, where the chunk starts in them)``. Works on the frame's own bytes when the
+    chunk is a view of their tail (how Deliver hands it over), so a multi-megabyte chunk is
+    not copied once more before slicing."""
     if (
         isinstance(chunk, memoryview)
         and isinstance(chunk.obj, bytes)
@@ -189,15 +201,9 @@ def decode_chunk(
         buf: bytes = chunk.obj
         base = len(buf) - len(chunk)
         if buf[base : base + 4] != chunk[:4]:  # not a tail view after all
-            buf, base = bytes(chunk), 0
-    else:
-        buf, base = (chunk if isinstance(chunk, bytes) else bytes(chunk)), 0
-    start = base + CHUNK_HEADER_SIZE
-    if _native is not None and type(skip_below) is int and abs(skip_below) < _I127:
-        return decode_entries_native(
-            _native, buf, start, header, stream, skip_below, verify_crc, amqp
-        )
-    return decode_entries_py(buf, start, header, stream, skip_below, verify_crc, amqp)
+            return bytes(chunk), 0
+        return buf, base
+    return (chunk if isinstance(chunk, bytes) else bytes(chunk)), 0
 
 
 def decode_entries_native(

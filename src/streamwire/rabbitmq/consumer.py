@@ -16,16 +16,19 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
+from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
 from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
+from streamwire.rabbitmq._columns import chunk_columns
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
@@ -303,31 +306,13 @@ class Consumer(AsyncStartable):
     async def _fill(self, timeout: float | None) -> bool:
         """Make messages ready; False on timeout or when closed."""
         while not self._ready:
-            if self._chunks:
-                self._take_chunk()
-                continue
-            if self._error is not None:
-                raise self._error
-            if self._closed:
+            if not self._chunks and not await self._delivered(timeout):
                 return False
-            self._arrived.clear()
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._arrived.wait()
-            except TimeoutError:
-                return False
+            self._take_chunk()
         return True
 
     def _take_chunk(self) -> None:
-        event = self._chunks.popleft()
-        conn = self._conn
-        if conn is not None and conn.is_open and not self.options.manual_credit:
-            self._owed += 1
-            if self._owed >= self.options.credit_batch:
-                if self._credit_frame is None:
-                    self._credit_frame = encode_frame(Credit(self._sid, self._owed))
-                conn.send_nowait(self._credit_frame)
-                self._owed = 0
+        event = self._pop_chunk()
         chunk = event.chunk
         msgs = decode_chunk(
             chunk,
@@ -339,12 +324,93 @@ class Consumer(AsyncStartable):
         post_filter = self.options.post_filter
         ready = msgs if post_filter is None else [m for m in msgs if post_filter(m)]
         self._ready.extend(ready)
+        self._taken(event, len(ready))
+
+    def _pop_chunk(self) -> ev.ChunkDelivered:
+        """The next delivered chunk, granting credit for it."""
+        event = self._chunks.popleft()
+        conn = self._conn
+        if conn is not None and conn.is_open and not self.options.manual_credit:
+            self._owed += 1
+            if self._owed >= self.options.credit_batch:
+                if self._credit_frame is None:
+                    self._credit_frame = encode_frame(Credit(self._sid, self._owed))
+                conn.send_nowait(self._credit_frame)
+                self._owed = 0
+        return event
+
+    def _taken(self, event: ev.ChunkDelivered, count: int) -> None:
+        """Bookkeeping for a chunk taken, ``count`` of its messages to be handed over."""
+        chunk = event.chunk
         header = parse_chunk_header(chunk)
         self._next_offset = header.chunk_id + header.num_records
         # counted per chunk taken to be handed over (stats subtracts what is still queued)
         meter = self._meter
         meter.stream_ends_at(event.committed_chunk_id)  # Deliver v2 (3.13+) carries it
-        meter.received(len(ready), len(chunk), self._next_offset - 1)
+        meter.received(count, len(chunk), self._next_offset - 1)
+
+    async def next_columns(
+        self, max_chunks: int = 16, timeout: float | None = 1.0
+    ) -> list[Columns | list[Message]]:
+        """Bulk reading for columnar readers (the Spark source): like :meth:`next_batch`, but
+        each delivered chunk whose records are all plain bodies comes as one
+        :class:`~streamwire.codec.columns.Columns` (bodies and offsets in two buffers) instead
+        of a ``Message`` each; other chunks come as their messages. Up to ``max_chunks``
+        chunks: whatever is delivered, else what arrives first within ``timeout`` (``[]`` if
+        nothing did). Messages already decoded (by ``next``/``next_batch``) come first, as
+        one list. Not with ``post_filter`` (it needs messages).
+
+        Cancellation: nothing is lost.
+        """
+        if self.options.post_filter is not None:
+            raise ConfigurationError("next_columns cannot apply a post_filter")
+        out: list[Columns | list[Message]] = []
+        if self._ready:
+            out.append(await self.next_batch(len(self._ready), timeout))
+            return out
+        if not self._chunks and not await self._delivered(timeout):
+            return out
+        opts = self.options
+        while self._chunks and len(out) < max_chunks:
+            event = self._pop_chunk()
+            cols = chunk_columns(
+                event.chunk, skip_below=self._skip_below, verify_crc=opts.verify_crc, amqp=opts.amqp
+            )
+            if cols is None:  # not all plain bodies (the CRC, if asked for, is checked)
+                msgs = decode_chunk(
+                    event.chunk,
+                    stream=self.stream,
+                    skip_below=self._skip_below,
+                    verify_crc=False,
+                    amqp=opts.amqp,
+                )
+                self._taken(event, len(msgs))
+                if msgs:
+                    out.append(msgs)
+                    self._handed_out(msgs[-1], len(msgs))
+                continue
+            self._taken(event, cols.count)
+            if cols.count:
+                out.append(cols)
+                self._last_offset = int.from_bytes(cols.offsets[-8:], sys.byteorder, signed=True)
+                if self.name is not None and self._auto.handed_out(cols.count):
+                    self._store(self._last_offset)
+        return out
+
+    async def _delivered(self, timeout: float | None) -> bool:
+        """Wait for a delivered chunk; False on timeout or when closed."""
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                return False
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return False
+        return True
 
     def _handed_out(self, last: Message, count: int = 1) -> None:
         self._last_offset = last.offset

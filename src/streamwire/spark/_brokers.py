@@ -13,6 +13,8 @@ broker name:
   opens a consumer of one; any other stream is one partition, ``0``.
 * **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
   offsets.
+* **Columns**: a :class:`ColumnarConsumer` (RabbitMQ Streams) hands runs of plain messages
+  over as column buffers, which the reader turns into Arrow arrays as they are.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import streamwire
+from streamwire.codec.columns import Columns
 from streamwire.spark.errors import SparkConfigurationError
 
-__all__ = ("Broker", "Publisher")
+__all__ = ("Broker", "ColumnarConsumer", "Publisher")
 
 #: Protocols whose producers deduplicate by (producer name, publishing id): what the driver
 #: reports before any executor has connected (executors ask the producer itself).
@@ -34,6 +37,16 @@ _DEDUP: Final = frozenset({"rabbitmq"})
 _IN_FLIGHT_OPTION: Final = "max_in_flight"
 #: Messages a read asks for per request, at most (where the broker fetches by request).
 _MAX_POLL: Final = 1000
+
+
+@runtime_checkable
+class ColumnarConsumer(Protocol):
+    """A consumer that can hand over runs of plain messages as
+    :class:`~streamwire.codec.columns.Columns` (``streamwire.rabbitmq.Consumer``)."""
+
+    async def next_columns(
+        self, max_chunks: int = 16, timeout: float | None = 1.0
+    ) -> list[Columns | list[streamwire.Message]]: ...
 
 
 @dataclass(frozen=True, slots=True)

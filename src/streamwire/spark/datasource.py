@@ -34,10 +34,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -49,8 +50,9 @@ from pyspark.sql.datasource import (
 )
 
 import streamwire
-from streamwire.spark import _identity, _offsets
-from streamwire.spark._brokers import Broker
+from streamwire.codec.columns import Columns
+from streamwire.spark import _arrow, _identity, _offsets
+from streamwire.spark._brokers import Broker, ColumnarConsumer
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
@@ -91,6 +93,11 @@ __all__ = (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Chunks (columnar consumers) or messages one read asks its consumer for at a time: each
+#: is one round trip to the worker's event loop, and at most that much work in it.
+_CHUNKS_PER_CALL: Final = 16
+_MESSAGES_PER_CALL: Final = 2000
 
 
 class StreamwireDataSource(DataSource):
@@ -173,21 +180,43 @@ def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -
     ]
 
 
-def _row(message: streamwire.Message, stream: str, partition: int) -> tuple[Any, ...]:
-    headers = {k: v.to_bytes() for k, v in message.headers.items()} or None
-    return (
-        message.value,
-        message.key,
-        headers,
-        stream,
-        partition,
-        message.offset,
-        message.timestamp,
-    )
+def _fetch(
+    consumer: streamwire.Consumer,
+) -> Callable[[], Awaitable[Sequence[Columns | list[streamwire.Message]]]]:
+    """What one round trip to the event loop gets: chunks as columns where the consumer can
+    (:class:`ColumnarConsumer`), else one batch of messages."""
+    if isinstance(consumer, ColumnarConsumer):
+        return lambda: consumer.next_columns(max_chunks=_CHUNKS_PER_CALL, timeout=1.0)
+
+    async def batch() -> list[list[streamwire.Message]]:
+        found = await consumer.next_batch(max_messages=_MESSAGES_PER_CALL, timeout=1.0)
+        return [found] if found else []
+
+    return batch
 
 
-def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[tuple[Any, ...]]:
-    """The rows of offsets ``[start, end)`` of one partition, in offset order.
+def _messages_in_range(
+    batch: list[streamwire.Message], start: int, end: int
+) -> tuple[list[streamwire.Message], bool]:
+    """The messages of ``batch`` in ``[start, end)`` (in offset order), and whether the read
+    is done: it ends at the first message at or past ``end - 1``."""
+    taken: list[streamwire.Message] = []
+    for message in batch:
+        offset = message.offset
+        if offset is None or offset < start:
+            continue
+        if offset >= end:
+            return taken, True
+        taken.append(message)
+        if offset >= end - 1:
+            return taken, True
+    return taken, False
+
+
+def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.RecordBatch]:
+    """The rows of offsets ``[start, end)`` of one partition, in offset order, as Arrow
+    record batches in the source schema (``_arrow``): a batch per chunk or per batch of
+    messages the consumer hands over.
 
     Offsets without a message (RabbitMQ offset-tracking chunks, retention) are simply not
     there; the read ends at the first message at or past ``end - 1``. It fails with
@@ -208,11 +237,13 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[tuple
         return rt.call(run, timeout=opts.timeout)
 
     consumer = rt.with_client(opts.client_key, open_with)
+    stream, partition = opts.stream, part.partition
     try:
+        fetch = _fetch(consumer)
         progress = time.monotonic()
         while True:
-            batch = rt.call(lambda: consumer.next_batch(max_messages=2000, timeout=1.0))
-            if not batch:
+            got = rt.call(fetch)
+            if not got:
                 if time.monotonic() - progress > opts.timeout:
                     raise streamwire.TimeoutError(
                         f"no message of {opts.stream!r} partition {part.partition} in "
@@ -220,14 +251,15 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[tuple
                     )
                 continue
             progress = time.monotonic()
-            for message in batch:
-                offset = message.offset
-                if offset is None or offset < start:
-                    continue
-                if offset >= end:
-                    return
-                yield _row(message, opts.stream, part.partition)
-                if offset >= end - 1:
+            for item in got:
+                if isinstance(item, Columns):
+                    batch, done = _arrow.columns_batch(item, stream, partition, start, end)
+                else:
+                    messages, done = _messages_in_range(item, start, end)
+                    batch = _arrow.messages_batch(messages, stream, partition)
+                if batch.num_rows:
+                    yield batch
+                if done:
                     return
     finally:
         try:
@@ -250,7 +282,7 @@ class StreamwireBatchReader(DataSourceReader):
         end = _offsets.resolve(opts.ending, bounds)
         return _plan(opts, start, end)
 
-    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)
 
 
@@ -302,7 +334,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         stream = self.options.stream
         return _plan(self.options, _offsets.decode(stream, start), _offsets.decode(stream, end))
 
-    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:

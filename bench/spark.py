@@ -1,0 +1,273 @@
+"""Spark against the plain client, per executor core: ``python -m bench --spark``.
+
+Each round publishes ``count`` messages of ``size`` bytes to a fresh RabbitMQ stream, then,
+alternating the order from round to round:
+
+* **plain read**: ``consumer.next_batch(2000)`` from the first offset until every message
+  came (what the data source's task does, without Spark);
+* **Spark read**: ``spark.read.format("streamwire")`` of the whole stream on a ``local[1]``
+  session (one executor core, one partition: the stream's), written to Spark's ``noop``
+  sink so every column of every row is materialised;
+* **plain write**: ``producer.send_many`` of the same count and size, all confirmed;
+* **Spark write**: ``df.write.format("streamwire")`` of a one-partition DataFrame of the
+  same count and size (a ``value`` column), all confirmed.
+
+A Spark job has a fixed cost (planning, a Python worker, connecting, the bounds lookup)
+that does not depend on the row count; each round also times the same job over one row and
+reports the rate both raw (rows / job time) and net of that fixed cost (rows / (job time -
+one-row job time)). CPU per row: the plain client's process time; for Spark, the CPU of
+this process and all its descendants (the JVM and its Python workers, read from ``/proc``)
+over the job, net of the one-row job: what one executor core spends per row, whatever else
+runs on the machine. Medians over the rounds; rate ratios are Spark ÷ plain client, the CPU
+ratio plain ÷ Spark (above 1: Spark spends less per row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import streamwire
+import streamwire.rabbitmq as rmq
+from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio
+
+__all__ = ("run", "table")
+
+TIMEOUT = 120.0
+JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+@contextmanager
+def session() -> Iterator[Any]:
+    """A ``local[1]`` SparkSession whose Python workers run this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("streamwire-bench")
+        .config("spark.driver.extraJavaOptions", JVM_FLAGS)
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    from streamwire.spark import register
+
+    register(spark)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+async def _create(url: str) -> str:
+    name = f"bench-spark-{uuid.uuid4().hex[:10]}"
+    async with await rmq.connect(url) as client:
+        await client.create_stream(name)
+    return name
+
+
+async def _drop(url: str, stream: str) -> None:
+    async with await rmq.connect(url) as client:
+        await client.delete_stream(stream)
+
+
+async def plain_write(url: str, stream: str, count: int, size: int) -> float:
+    """Seconds to publish ``count`` messages with ``send_many``, all confirmed."""
+    async with await rmq.connect(url) as client, client.producer(stream) as producer:
+        body = b"x" * size
+        started, cpu = time.perf_counter(), time.process_time()
+        futures = [
+            await producer.send_many([body] * min(10_000, count - start))
+            for start in range(0, count, 10_000)
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT)
+        last_cpu[0] = time.process_time() - cpu
+        return time.perf_counter() - started
+
+
+async def plain_read(url: str, stream: str, count: int) -> float:
+    """Seconds to read ``count`` messages with ``next_batch(2000)`` from the first offset."""
+    async with await streamwire.connect(url) as client:
+        started, cpu = time.perf_counter(), time.process_time()
+        seen = 0
+        async with client.consumer(stream, offset="first") as consumer:
+            while seen < count:
+                batch = await consumer.next_batch(2000, timeout=10)
+                if not batch:
+                    raise RuntimeError(f"plain read stalled after {seen} messages")
+                seen += len(batch)
+        last_cpu[0] = time.process_time() - cpu
+        return time.perf_counter() - started
+
+
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) used so far by this process and every live descendant:
+    the JVM Spark runs in and its Python workers."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    mine, total, frontier = {os.getpid()}, 0.0, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        total += cpu.get(pid, 0.0)
+        children = [c for c, p in parents.items() if p == pid and c not in mine]
+        mine.update(children)
+        frontier += children
+    return total
+
+
+#: CPU seconds of the last timed job, this process and its descendants
+last_cpu: list[float] = [0.0]
+
+
+def _timed(job: Callable[[], object]) -> float:
+    cpu = _tree_cpu()
+    started = time.perf_counter()
+    job()
+    elapsed = time.perf_counter() - started
+    last_cpu[0] = _tree_cpu() - cpu
+    return elapsed
+
+
+def spark_read(spark: Any, url: str, stream: str, rows: int) -> float:
+    """Seconds for a Spark job reading offsets ``[0, rows)`` of ``stream`` into ``noop``."""
+    df = (
+        spark.read.format("streamwire")
+        .option("url", url)
+        .option("stream", stream)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", f'{{"0": {rows}}}')
+        .load()
+    )
+    return _timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+
+def spark_write(spark: Any, url: str, stream: str, rows: int, size: int) -> float:
+    """Seconds for a Spark job publishing ``rows`` rows of ``size`` bytes from one partition."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, rows, 1, 1).select(F.lit(b"x" * size).alias("value"))
+    df.count()  # plan the source before the clock starts
+    writer = df.write.format("streamwire").mode("append").option("url", url)
+    return _timed(lambda: writer.option("stream", stream).save())
+
+
+def run(url: str, rounds: int, count: int, size: int) -> dict[str, Any]:
+    """Medians over ``rounds`` of rows/s: plain read and write, Spark read and write (raw and
+    net of the one-row job), and the ratios."""
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("plain read", "spark read", "spark read net", "plain write")
+    }
+    samples.update({"spark write": [], "spark write net": []})
+    cpu_us: dict[str, list[float]] = {
+        k: [] for k in ("plain read", "spark read net", "plain write", "spark write net")
+    }
+    with session() as spark:
+        warm = asyncio.run(_create(url))  # a first job pays for JVM warm-up and the worker
+        asyncio.run(plain_write(url, warm, 1000, size))
+        spark_read(spark, url, warm, 1000)
+        spark_write(spark, url, warm, 1000, size)
+        asyncio.run(_drop(url, warm))
+        for r in range(rounds):
+            stream = asyncio.run(_create(url))
+            target = asyncio.run(_create(url))
+            try:
+                write_s = asyncio.run(plain_write(url, stream, count, size))
+                samples["plain write"].append(count / write_s)
+                cpu_us["plain write"].append(last_cpu[0] * 1e6 / count)
+
+                def spark_part(stream: str = stream, target: str = target) -> None:
+                    one = spark_read(spark, url, stream, 1)
+                    one_cpu = last_cpu[0]
+                    full = spark_read(spark, url, stream, count)
+                    samples["spark read"].append(count / full)
+                    samples["spark read net"].append(count / max(full - one, 1e-9))
+                    cpu_us["spark read net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
+                    one_w = spark_write(spark, url, target, 1, size)
+                    one_cpu = last_cpu[0]
+                    full_w = spark_write(spark, url, target, count, size)
+                    samples["spark write"].append(count / full_w)
+                    samples["spark write net"].append(count / max(full_w - one_w, 1e-9))
+                    cpu_us["spark write net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
+
+                def plain_part(stream: str = stream) -> None:
+                    seconds = asyncio.run(plain_read(url, stream, count))
+                    samples["plain read"].append(count / seconds)
+                    cpu_us["plain read"].append(last_cpu[0] * 1e6 / count)
+
+                for part in (plain_part, spark_part) if r % 2 == 0 else (spark_part, plain_part):
+                    part()
+            finally:
+                asyncio.run(_drop(url, stream))
+                asyncio.run(_drop(url, target))
+    medians = {k: median(v) for k, v in samples.items()}
+    return {
+        "count": count,
+        "size": size,
+        "rounds": {k: [round(x) for x in v] for k, v in samples.items()},
+        "msg_per_s": medians,
+        "cpu_us_per_msg": {k: median(v) for k, v in cpu_us.items()},
+        "cpu_rounds": {k: [round(x, 2) for x in v] for k, v in cpu_us.items()},
+        "read_ratio": ratio(medians["spark read"], medians["plain read"]),
+        "read_ratio_net": ratio(medians["spark read net"], medians["plain read"]),
+        "write_ratio": ratio(medians["spark write"], medians["plain write"]),
+        "write_ratio_net": ratio(medians["spark write net"], medians["plain write"]),
+    }
+
+
+def _us(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def table(result: dict[str, Any]) -> str:
+    rates = result["msg_per_s"]
+    rows = [
+        [
+            "read",
+            fmt_rate(rates["plain read"]),
+            fmt_rate(rates["spark read"]),
+            fmt_ratio(result["read_ratio"]),
+            fmt_rate(rates["spark read net"]),
+            fmt_ratio(result["read_ratio_net"]),
+        ],
+        [
+            "write",
+            fmt_rate(rates["plain write"]),
+            fmt_rate(rates["spark write"]),
+            fmt_ratio(result["write_ratio"]),
+            fmt_rate(rates["spark write net"]),
+            fmt_ratio(result["write_ratio_net"]),
+        ],
+    ]
+    cpu = result["cpu_us_per_msg"]
+    for r, op in zip(rows, ("read", "write"), strict=True):
+        plain, spark = cpu[f"plain {op}"], cpu[f"spark {op} net"]
+        r += [_us(plain), _us(spark), fmt_ratio(ratio(plain, spark))]
+    header = ["", "plain client", "Spark (local[1])", "ratio", "Spark net of fixed", "ratio"]
+    header += ["plain CPU µs/row", "Spark CPU µs/row (net)", "CPU ratio"]
+    return markdown_table(header, rows, right=range(1, 9))
