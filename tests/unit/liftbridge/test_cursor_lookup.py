@@ -8,7 +8,6 @@ the stream never appears.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,8 +17,8 @@ import pytest
 
 import streamwire.liftbridge as lb
 from streamwire.errors import ConfigurationError
-from streamwire.liftbridge._grpc import METHODS
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from tests.unit.liftbridge.fake_api import dead_port, one_node_metadata, start_api
 
 CURSORS = "__cursors"
 
@@ -35,43 +34,21 @@ class LateCursorsServer:
         self.port = 0
 
     def metadata(self, request: pb.FetchMetadataRequest, context: Any) -> Any:
-        response = pb.FetchMetadataResponse(
-            brokers=[pb.Broker(id="b1", host="127.0.0.1", port=self.port)]
-        )
         names = list(request.streams)
         if CURSORS in names:
             self.cursor_lookups += 1
             if self.cursors_from is None or self.cursor_lookups < self.cursors_from:
                 names.remove(CURSORS)
-        for name in names:
-            meta = response.streamMetadata.add(name=name, subject=name)
-            meta.partitions[0].CopyFrom(pb.PartitionMetadata(id=0, leader="b1"))
-        return response
+        return one_node_metadata(self.port, names)
 
     def fetch_cursor(self, request: pb.FetchCursorRequest, context: Any) -> Any:
         self.fetched.append(request)
         return pb.FetchCursorResponse(offset=41)
 
     async def start(self) -> None:
-        handlers = {}
-        for name, fn in (("FetchMetadata", self.metadata), ("FetchCursor", self.fetch_cursor)):
-            m = METHODS[name]
-            handlers[name] = grpc.unary_unary_rpc_method_handler(
-                fn,
-                request_deserializer=m.request.FromString,
-                response_serializer=m.response.SerializeToString,
-            )
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("proto.API", handlers),)
+        self.port = await start_api(
+            self.server, {"FetchMetadata": self.metadata, "FetchCursor": self.fetch_cursor}
         )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        await self.server.start()
-
-
-def dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def connected(server: LateCursorsServer) -> lb.Client:

@@ -7,7 +7,6 @@ fails; a message that timed out while waiting is not written again."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,10 +18,10 @@ import pytest
 import streamwire.liftbridge as lb
 from streamwire import ConnectError, ConnectionClosed
 from streamwire.liftbridge import ReconnectPolicy
-from streamwire.liftbridge._grpc import METHODS
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import Unauthenticated
 from tests.proxy import wait_until
+from tests.unit.liftbridge.fake_api import dead_port, one_node_metadata, start_api
 
 FAST = ReconnectPolicy(initial_delay=0.01, max_delay=0.05, max_elapsed=10)
 
@@ -56,13 +55,7 @@ class FlakyServer:
         self.port = 0
 
     def metadata(self, request: pb.FetchMetadataRequest, context: Any) -> Any:
-        response = pb.FetchMetadataResponse(
-            brokers=[pb.Broker(id="b1", host="127.0.0.1", port=self.port)]
-        )
-        for name in request.streams or ["orders"]:
-            meta = response.streamMetadata.add(name=name, subject=name)
-            meta.partitions[0].CopyFrom(pb.PartitionMetadata(id=0, leader="b1"))
-        return response
+        return one_node_metadata(self.port, list(request.streams or ["orders"]))
 
     async def publish_async(self, requests: Any, context: Any) -> AsyncIterator[Any]:
         plan: Plan | None = None
@@ -81,30 +74,9 @@ class FlakyServer:
                 await context.abort(plan.code, "the stream broke (scripted)")
 
     async def start(self) -> None:
-        m = METHODS["FetchMetadata"]
-        unary = grpc.unary_unary_rpc_method_handler(
-            self.metadata,
-            request_deserializer=m.request.FromString,
-            response_serializer=m.response.SerializeToString,
+        self.port = await start_api(
+            self.server, {"FetchMetadata": self.metadata}, {"PublishAsync": self.publish_async}
         )
-        m = METHODS["PublishAsync"]
-        streaming = grpc.stream_stream_rpc_method_handler(
-            self.publish_async,
-            request_deserializer=m.request.FromString,
-            response_serializer=m.response.SerializeToString,
-        )
-        handlers = {"FetchMetadata": unary, "PublishAsync": streaming}
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("proto.API", handlers),)
-        )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        await self.server.start()
-
-
-def dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ message as a unary Publish call."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +13,8 @@ import grpc.aio
 import pytest
 
 import streamwire.liftbridge as lb
-from streamwire.liftbridge._grpc import METHODS
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from tests.unit.liftbridge.fake_api import dead_port, one_node_metadata, start_api
 
 
 class OldServer:
@@ -27,13 +26,7 @@ class OldServer:
         self.port = 0
 
     def metadata(self, request: pb.FetchMetadataRequest, context: Any) -> Any:
-        response = pb.FetchMetadataResponse(
-            brokers=[pb.Broker(id="b1", host="127.0.0.1", port=self.port)]
-        )
-        for name in request.streams or ["orders"]:
-            meta = response.streamMetadata.add(name=name, subject=name)
-            meta.partitions[0].CopyFrom(pb.PartitionMetadata(id=0, leader="b1"))
-        return response
+        return one_node_metadata(self.port, list(request.streams or ["orders"]))
 
     async def publish(self, request: pb.PublishRequest, context: Any) -> Any:
         if request.expectedOffset not in (-1, len(self.published)):
@@ -45,25 +38,9 @@ class OldServer:
         return pb.PublishResponse(ack=ack)
 
     async def start(self) -> None:
-        handlers = {}
-        for name, fn in (("FetchMetadata", self.metadata), ("Publish", self.publish)):
-            m = METHODS[name]
-            handlers[name] = grpc.unary_unary_rpc_method_handler(
-                fn,
-                request_deserializer=m.request.FromString,
-                response_serializer=m.response.SerializeToString,
-            )
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("proto.API", handlers),)
+        self.port = await start_api(
+            self.server, {"FetchMetadata": self.metadata, "Publish": self.publish}
         )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        await self.server.start()
-
-
-def dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
