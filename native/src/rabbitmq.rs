@@ -7,12 +7,45 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, Owned};
+use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, Owned, State};
 
 /// An AMQP 1.0 message that is one data section with a 1-byte length (`vbin8`).
 const DATA8: [u8; 4] = [0x00, 0x53, 0x75, 0xa0];
 /// The same with a 4-byte big-endian length (`vbin32`: bodies above 255 bytes).
 const DATA32: [u8; 4] = [0x00, 0x53, 0x75, 0xb0];
+
+/// The chunk's CRC-32 over its entries, when the broker sent one.
+fn check_crc(py: Python<'_>, st: &State, entries: &[u8], crc: Option<u32>) -> PyResult<()> {
+    if let Some(expected) = crc {
+        let actual = crc32fast::hash(entries);
+        if actual != expected {
+            return Err(st.checksum_error(
+                py,
+                "chunk CRC-32".to_owned(),
+                expected as u64,
+                actual as u64,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The size word of the entry at ``pos`` (its top bit marks a sub-batch).
+fn entry_size(py: Python<'_>, st: &State, data: &[u8], pos: usize, end: usize) -> PyResult<u32> {
+    if pos + 4 > end {
+        return Err(st.decode_error(py, "entry size".to_owned(), pos, "Deliver"));
+    }
+    Ok(u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap()))
+}
+
+/// Where a simple entry of ``size`` bytes starting at ``pos`` (after its size word) ends.
+fn entry_end(py: Python<'_>, st: &State, pos: usize, size: usize, end: usize) -> PyResult<usize> {
+    let stop = pos + size;
+    if stop > end {
+        return Err(st.decode_error(py, format!("entry of {size} bytes"), pos - 4, "Deliver"));
+    }
+    Ok(stop)
+}
 
 /// The body of an entry that is exactly one data section (`decode_data_body`), if it is.
 #[inline]
@@ -58,27 +91,14 @@ pub fn rmq_decode_records(
     if start > end || end > data.len() {
         return Err(PyValueError::new_err("entries outside the buffer"));
     }
-    if let Some(expected) = crc {
-        let actual = crc32fast::hash(&data[start..end]);
-        if actual != expected {
-            return Err(st.checksum_error(
-                py,
-                "chunk CRC-32".to_owned(),
-                expected as u64,
-                actual as u64,
-            ));
-        }
-    }
+    check_crc(py, st, &data[start..end], crc)?;
     let mut out = Owned::with_capacity(num_records.min(1 << 20) as usize);
     let mut offset: u128 = first_offset as u128;
     let ts = ts.as_ptr();
     let stream = stream.as_ptr();
     let mut pos = start;
     while pos < end {
-        if pos + 4 > end {
-            return Err(st.decode_error(py, "entry size".to_owned(), pos, "Deliver"));
-        }
-        let size = u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap());
+        let size = entry_size(py, st, data, pos, end)?;
         if size & 0x8000_0000 != 0 {
             let got = sub_batch.call1((pos, offset))?;
             let (next, count, messages): (usize, u64, Bound<'_, PyList>) = got.extract()?;
@@ -94,15 +114,7 @@ pub fn rmq_decode_records(
         }
         let size = size as usize;
         pos += 4;
-        let stop = pos + size;
-        if stop > end {
-            return Err(st.decode_error(
-                py,
-                format!("entry of {size} bytes"),
-                pos - 4,
-                "Deliver",
-            ));
-        }
+        let stop = entry_end(py, st, pos, size, end)?;
         if offset as i128 >= skip_below {
             let value = if !amqp {
                 Some(&data[pos..stop])
@@ -178,23 +190,19 @@ pub fn rmq_chunk_columns<'py>(
     skip_below: i128,
     amqp: bool,
     crc: Option<u32>,
-) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+) -> PyResult<
+    Option<(
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    )>,
+> {
     let st = state(py)?;
     let data = buf.as_bytes();
     if start > end || end > data.len() || end - start > i32::MAX as usize {
         return Err(PyValueError::new_err("entries outside the buffer"));
     }
-    if let Some(expected) = crc {
-        let actual = crc32fast::hash(&data[start..end]);
-        if actual != expected {
-            return Err(st.checksum_error(
-                py,
-                "chunk CRC-32".to_owned(),
-                expected as u64,
-                actual as u64,
-            ));
-        }
-    }
+    check_crc(py, st, &data[start..end], crc)?;
     let cap = num_records.min(1 << 20) as usize;
     let mut ends: Vec<u8> = Vec::with_capacity((cap + 1) * 4);
     let mut offsets: Vec<u8> = Vec::with_capacity(cap * 8);
@@ -203,28 +211,18 @@ pub fn rmq_chunk_columns<'py>(
     let mut offset: u128 = first_offset as u128;
     let mut pos = start;
     while pos < end {
-        if pos + 4 > end {
-            return Err(st.decode_error(py, "entry size".to_owned(), pos, "Deliver"));
-        }
-        let size = u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap());
+        let size = entry_size(py, st, data, pos, end)?;
         if size & 0x8000_0000 != 0 {
             return Ok(None);
         }
         let size = size as usize;
         pos += 4;
-        let stop = pos + size;
-        if stop > end {
-            return Err(st.decode_error(
-                py,
-                format!("entry of {size} bytes"),
-                pos - 4,
-                "Deliver",
-            ));
-        }
+        let stop = entry_end(py, st, pos, size, end)?;
         if offset as i128 >= skip_below {
             let value = if !amqp {
                 &data[pos..stop]
-            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8 {
+            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8
+            {
                 &data[pos + 5..stop]
             } else {
                 return Ok(None);
