@@ -144,6 +144,7 @@ async def connect(
     name: str | None = None,
     nats_options: Mapping[str, object] | None = None,
     require_nats: bool = True,
+    subscribe_transport: str = "auto",
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 
@@ -160,6 +161,11 @@ async def connect(
     client then has none (``Client.nats_error`` says why) and its producers need
     ``transport="grpc"`` or ``"auto"`` (they publish through the gRPC API). Consumers never
     need NATS.
+
+    ``subscribe_transport``: how consumers read their Subscribe streams: ``"auto"``
+    (default: streamwire's own HTTP/2 reader on the event loop, falling back to grpcio for
+    a broker that does not negotiate HTTP/2), ``"http2"`` (that reader only) or
+    ``"grpcio"`` (a thread per stream over grpcio's synchronous API).
 
     Cancellation: nothing is left open.
     """
@@ -205,6 +211,8 @@ async def connect(
         name=name,
         nats_options=nats_options,
         require_nats=require_nats,
+        grpc_tls=tls if isinstance(tls, TLSOptions) else None,
+        subscribe_transport=subscribe_transport,
     )
     try:
         return await client._open()

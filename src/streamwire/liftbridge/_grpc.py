@@ -238,6 +238,10 @@ class Channels:
         self._stream_channels: dict[tuple[str, int], grpc.Channel] = {}
         self._closed = False
 
+    def resolve(self, host: str, port: int) -> tuple[str, int]:
+        """Where the broker advertised as ``host:port`` is reached (the address resolver)."""
+        return self._resolve(host, port)
+
     def _target(self, host: str, port: int, resolve: bool) -> str:
         h, p = self._resolve(host, port) if resolve else (host, port)
         return f"[{h}]:{p}" if ":" in h else f"{h}:{p}"

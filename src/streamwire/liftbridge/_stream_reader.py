@@ -29,7 +29,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import grpc
 
@@ -124,6 +124,9 @@ class Handover(Generic[_T]):
         self.received_bytes = 0
         """Bytes of the messages the reading threads handed over, as the server sent them
         (one thread at a time writes it; the loop reads it for the consumer's stats)."""
+        self.room_listeners: set[Callable[[], None]] = set()
+        """Called (on the loop) after ``take`` made room: readers on the event loop (the
+        HTTP/2 subscriptions) credit the server back then."""
 
     def __len__(self) -> int:
         """Items buffered (the final item not counted)."""
@@ -154,6 +157,26 @@ class Handover(Generic[_T]):
             except RuntimeError:  # the event loop is closed: nobody will take anything
                 return False
         return True
+
+    def offer(self, items: list[_T], nbytes: int) -> bool:
+        """On the event loop: append ``items`` (``nbytes`` as received) without waiting, and
+        wake the waiting tasks. False (nothing appended) after ``finish``. The caller keeps
+        the buffer bounded by holding the server back while ``room()`` is False."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._items.extend(items)
+            self.received_bytes += nbytes
+            waiters, self._waiters = self._waiters, []
+            self._eager = 0
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        return True
+
+    def room(self) -> bool:
+        """Whether fewer than ``capacity`` items are buffered."""
+        return len(self._items) < self.capacity
 
     def release(self) -> None:
         """Wake threads blocked in ``put`` so that they look at their stop flag."""
@@ -189,6 +212,9 @@ class Handover(Generic[_T]):
             if count < limit and not items and self._final is not None:
                 out.append(self._final)
                 self._final = None
+        if count and self.room_listeners:
+            for listener in tuple(self.room_listeners):
+                listener()
         return out
 
     async def get(self, limit: int, timeout: float | None) -> list[_T]:
@@ -402,9 +428,18 @@ class Subscription:
         return ENDED
 
 
+class _Startable(Protocol):
+    ready: asyncio.Future[Outcome | None]
+
+    def start(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Startable)
+
+
 async def handshake(
-    sub: Subscription, *, timeout: float | None, what: str, end: Callable[[], Awaitable[object]]
-) -> Subscription:
+    sub: _S, *, timeout: float | None, what: str, end: Callable[[], Awaitable[object]]
+) -> _S:
     """Start ``sub`` and wait (at most ``timeout`` seconds) for its handshake: the first
     response of the Subscribe stream. Anything else ends it (``end()``, bounded) and raises
     what the outcome means, as a streamwire error naming ``what``."""

@@ -36,8 +36,14 @@ from streamwire.errors import (
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._grpc import AddressResolver, Channels
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
+from streamwire.liftbridge._h2_subscription import (
+    SUBSCRIBE_TRANSPORTS,
+    AnySubscription,
+    H2Subscription,
+)
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
+from streamwire.liftbridge._stream_reader import Handover, Subscription
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
 from streamwire.liftbridge.producer import Producer, ProducerOptions
@@ -74,8 +80,10 @@ from streamwire.liftbridge.protocol.metadata import (
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
+from streamwire.transport.h2grpc import alpn_context
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
+from streamwire.transport.tls import TLSOptions, create_ssl_context
 
 __all__ = ("Client", "ClientStats")
 
@@ -121,6 +129,8 @@ class Client(AsyncClosing):
         name: str | None = None,
         nats_options: Mapping[str, object] | None = None,
         require_nats: bool = True,
+        grpc_tls: TLSOptions | None = None,
+        subscribe_transport: str = "auto",
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -154,6 +164,20 @@ class Client(AsyncClosing):
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._meter = ConnectionMeter(Destination("liftbridge", "", f"{host}:{port}"))
+        if subscribe_transport not in SUBSCRIBE_TRANSPORTS:
+            raise ConfigurationError(
+                f"subscribe_transport must be one of {SUBSCRIBE_TRANSPORTS}, "
+                f"not {subscribe_transport!r}"
+            )
+        if grpc_credentials is not None and grpc_tls is None and subscribe_transport != "grpcio":
+            subscribe_transport = "grpcio"  # credentials alone: only grpcio can use them
+        self.subscribe_transport = subscribe_transport
+        """How Subscribe streams are read: ``"http2"`` (streamwire's own HTTP/2 reader),
+        ``"grpcio"`` (a thread per stream over grpcio), ``"auto"`` (``http2``, falling back
+        to ``grpcio`` for a broker that does not negotiate HTTP/2)."""
+        self._h2_ssl = alpn_context(create_ssl_context(grpc_tls)) if grpc_tls else None
+        self._h2_server_hostname = grpc_tls.server_hostname if grpc_tls else None
+        self._h2_refused: set[tuple[str, int]] = set()  # brokers "auto" fell back for
 
     # --- connecting --------------------------------------------------------------------
 
@@ -441,11 +465,10 @@ class Client(AsyncClosing):
             )
         return p
 
-    async def _subscribe_channel(
+    async def _subscribe_broker(
         self, stream: str, partition: int, *, any_replica: bool = False
-    ) -> grpc.Channel:
-        """The synchronous channel to the partition leader (or a random in-sync replica) on
-        which a consumer's reading thread subscribes."""
+    ) -> str:
+        """The partition leader (or a random in-sync replica) to subscribe at."""
         p = await self._partition_info(stream, partition)
         broker = p.leader
         if any_replica and p.isr:
@@ -454,7 +477,63 @@ class Client(AsyncClosing):
             raise GRPC_ERRORS.from_code(
                 GrpcStatus.FAILED_PRECONDITION, f"{stream}/{partition} has no leader"
             )
+        return broker
+
+    async def _subscribe_channel(
+        self, stream: str, partition: int, *, any_replica: bool = False
+    ) -> grpc.Channel:
+        """The synchronous channel to the partition leader (or a random in-sync replica) on
+        which a consumer's reading thread subscribes."""
+        broker = await self._subscribe_broker(stream, partition, any_replica=any_replica)
         return self._broker_stream_channel(broker)
+
+    async def _subscription(
+        self,
+        request: pb.SubscribeRequest,
+        handover: Handover[Any],
+        *,
+        skip_below: int,
+        server_headers: bool,
+        any_replica: bool = False,
+    ) -> AnySubscription:
+        """A subscription, not started, to ``request``'s partition at its leader (or a
+        random in-sync replica): read by streamwire's HTTP/2 reader or by a grpcio thread,
+        as ``subscribe_transport`` says. Cancellation: nothing is left open."""
+        stream, partition = request.stream, request.partition
+        broker = await self._subscribe_broker(stream, partition, any_replica=any_replica)
+        loop = asyncio.get_running_loop()
+        name = f"{stream}/{partition}"
+        channels = self._channels_or_fail()
+        b = self._brokers.get(broker)
+        addr = (b.host, b.port) if b is not None else (self.host, self.port)
+        if self.subscribe_transport != "grpcio" and addr not in self._h2_refused:
+            host, port = channels.resolve(*addr) if b is not None else addr
+            sub = H2Subscription(
+                handover,
+                host=host,
+                port=port,
+                request=request.SerializeToString(),
+                ssl_context=self._h2_ssl,
+                server_hostname=self._h2_server_hostname,
+                loop=loop,
+                skip_below=skip_below,
+                server_headers=server_headers,
+                name=name,
+            )
+            if await sub.connect(self.request_timeout):
+                return sub
+            if self.subscribe_transport == "http2":
+                raise ConnectError(f"subscribing to {name}: the server does not speak HTTP/2")
+            self._h2_refused.add(addr)
+        channel = self._broker_stream_channel(broker)
+        return Subscription(
+            lambda: channels.subscribe(channel, request),
+            handover,
+            loop=loop,
+            skip_below=skip_below,
+            server_headers=server_headers,
+            name=name,
+        )
 
     async def partition_metadata(
         self, stream: str, partition: int = 0, *, timeout: float | None = _DEFAULT

@@ -42,12 +42,12 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
+from streamwire.liftbridge._h2_subscription import AnySubscription
 from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
     Handover,
     Outcome,
-    Subscription,
     handshake,
 )
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
@@ -136,7 +136,7 @@ class Consumer(AsyncStartable):
         # Messages from the reading threads, then the end marker or the error that ends
         # consumption (``finish``); ``_handover.wakeups`` counts the loop's wake-ups.
         self._handover: Handover[_Item] = Handover(options.max_buffered_messages)
-        self._subscription: Subscription | None = None
+        self._subscription: AnySubscription | None = None
         self._reader: asyncio.Task[None] | None = None  # follows subscriptions, resubscribes
         self._next_offset: int | None = None
         self._last_offset: int | None = None
@@ -204,25 +204,20 @@ class Consumer(AsyncStartable):
             resume=resume,
         )
 
-    async def _subscribe(self, start: Offset, resume: bool) -> Subscription:
+    async def _subscribe(self, start: Offset, resume: bool) -> AnySubscription:
         """Open a subscription, start its reading thread and wait for the handshake.
 
         Cancellation (or a failure): the call is cancelled and the thread ended.
         """
         request = self._request(start, resume)
-        channel = await self._client._subscribe_channel(
-            self.stream, self.partition, any_replica=self.options.read_isr_replica
-        )
-        channels = self._client._channels_or_fail()
-        sub = Subscription(
-            lambda: channels.subscribe(channel, request),
+        sub = await self._client._subscription(
+            request,
             self._handover,
-            loop=asyncio.get_running_loop(),
             # Asked for an offset beyond the high watermark, the server (v1.9.0) starts at
             # the watermark + 1 instead of waiting for the offset: drop what comes before it.
             skip_below=(start.value or 0) if start.kind is OffsetKind.OFFSET else 0,
             server_headers=self.options.server_headers,
-            name=str(self),
+            any_replica=self.options.read_isr_replica,
         )
         return await handshake(
             sub,
@@ -255,7 +250,7 @@ class Consumer(AsyncStartable):
             logger.exception("consumer %s failed", self)
             self._handover.finish(ConnectionClosed(f"consumer {self} failed: {exc!r}"))
 
-    async def _end(self, sub: Subscription) -> None:
+    async def _end(self, sub: AnySubscription) -> None:
         """Stop ``sub``'s thread (bounded) and take over where it got to, so that a
         resubscription starts right after the last message it handed over."""
         await sub.stop(_JOIN_TIMEOUT)
@@ -314,7 +309,7 @@ class Consumer(AsyncStartable):
         logger.info("subscription to %s broke (%s); subscribing again", self, cause)
         resume_at = self._start if self._next_offset is None else Offset.at(self._next_offset)
 
-        async def attempt() -> Subscription:
+        async def attempt() -> AnySubscription:
             self._client._invalidate_metadata()
             return await self._subscribe(resume_at, self.options.resume)
 

@@ -53,11 +53,11 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
+from streamwire.liftbridge._h2_subscription import AnySubscription
 from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
     Handover,
-    Subscription,
     handshake,
 )
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
@@ -168,7 +168,7 @@ class _Part:
 
     def __init__(self, key: _Key) -> None:
         self.key = key
-        self.sub: Subscription | None = None
+        self.sub: AnySubscription | None = None
         self.watch: asyncio.Task[None] | None = None
         self.start: Offset | None = None  # where the current/last subscription started
         self.next_offset: int | None = None  # after the last message a subscription read
@@ -640,28 +640,24 @@ class GroupConsumer(AsyncStartable):
         part.retry_at = asyncio.get_running_loop().time() + delay
         logger.info("%s: subscription to %s/%s broke: %s", self, *part.key, cause)
 
-    async def _subscribe(self, key: _Key, start: Offset) -> Subscription:
+    async def _subscribe(self, key: _Key, start: Offset) -> AnySubscription:
         stream, partition = key
         request = subscribe_request(stream, partition, start, resume=self.options.resume)
         request.consumer.CopyFrom(
             pb.Consumer(groupId=self.group, groupEpoch=self._epoch, consumerId=self.consumer_id)
         )
-        channel = await self._client._subscribe_channel(stream, partition)
-        channels = self._client._channels_or_fail()
         what = f"subscribing to {stream}/{partition} for {self}"
-        sub = Subscription(
-            lambda: channels.subscribe(channel, request),
+        sub = await self._client._subscription(
+            request,
             self._handover,
-            loop=asyncio.get_running_loop(),
             skip_below=(start.value or 0) if start.kind is OffsetKind.OFFSET else 0,
             server_headers=self.options.server_headers,
-            name=f"{stream}/{partition}",
         )
         return await handshake(
             sub, timeout=self._timeout(), what=what, end=lambda: sub.stop(_JOIN_TIMEOUT)
         )
 
-    async def _follow(self, part: _Part, sub: Subscription) -> None:
+    async def _follow(self, part: _Part, sub: AnySubscription) -> None:
         """Wait for ``sub`` to end; unless stopped here, mark ``part`` for resubscription
         and wake the heartbeat (a newer member may have taken the partition over)."""
         outcome = await asyncio.shield(sub.finished)
