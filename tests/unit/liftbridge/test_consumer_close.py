@@ -1,7 +1,10 @@
-"""The Liftbridge consumer's reading thread against a scripted in-process gRPC server.
+"""The Liftbridge consumer's subscriptions against a scripted in-process gRPC server.
 
-Each Subscribe call is read by its own thread over grpc's synchronous API (see
-``streamwire.liftbridge._stream_reader``). The server here is a real gRPC server (threads, not
+Every test runs with both readers of a Subscribe call: a thread per call over grpc's
+synchronous API (``subscribe_transport="grpcio"``, ``streamwire.liftbridge._stream_reader``)
+and streamwire's own HTTP/2 reader on the event loop (``"http2"``,
+``streamwire.liftbridge._h2_subscription``), which this grpcio server also checks for
+interoperability. The server here is a real gRPC server (threads, not
 this event loop): FetchMetadata names one stream ``s`` whose partition 0 it leads, and every
 Subscribe call plays the next script. What is checked:
 
@@ -31,6 +34,7 @@ from typing import Any
 import grpc
 import pytest
 
+import streamwire.liftbridge._h2_subscription as h2_subscription
 import streamwire.liftbridge._stream_reader as stream_reader
 from streamwire.codec.offset import Offset
 from streamwire.errors import (
@@ -39,6 +43,7 @@ from streamwire.errors import (
     RequestTimeout,
 )
 from streamwire.liftbridge import ReconnectPolicy, StreamNotFound
+from streamwire.liftbridge._h2_subscription import H2Subscription
 from streamwire.liftbridge._stream_reader import THREAD_NAME
 from streamwire.liftbridge.client import Client
 from streamwire.liftbridge.consumer import Consumer
@@ -52,8 +57,23 @@ BUDGET = 10.0
 Script = Callable[["Call"], Iterator[bytes]]
 
 
-def reader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+TRANSPORTS = ("grpcio", "http2")
+transport = TRANSPORTS[0]  # set by the autouse fixture below
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def subscribe_transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    global transport
+    transport = request.param
+    yield transport
+    transport = TRANSPORTS[0]
+
+
+def reader_threads() -> list[Any]:
+    """The readers still running: grpcio's threads, or the HTTP/2 subscriptions' tasks."""
+    threads = [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+    tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("streamwire h2 ")]
+    return [*threads, *tasks]
 
 
 def handshake() -> bytes:
@@ -125,6 +145,7 @@ class FakeApi:
 async def client_of(api: FakeApi, **kwargs: Any) -> AsyncIterator[Client]:
     kwargs.setdefault("reconnect", ReconnectPolicy(initial_delay=0.01, max_elapsed=5.0))
     kwargs.setdefault("request_timeout", 5.0)
+    kwargs.setdefault("subscribe_transport", transport)
     client = Client("127.0.0.1", api.port, nats_servers=["nats://127.0.0.1:1"], **kwargs)
     try:
         yield client
@@ -163,15 +184,26 @@ async def test_close_ends_the_thread_cancels_the_call_and_drops_it() -> None:
             await expect_value(consumer, b"m0")
             sub = consumer._subscription
             assert sub is not None
-            thread, ref = sub.thread, weakref.ref(sub._call)
-            assert thread.is_alive()
+            if isinstance(sub, H2Subscription):
+                proto = sub._proto
+                assert proto is not None
+                assert proto._transport is not None
+                socket = proto._transport
+                ref = weakref.ref(proto)
+                del proto
+            else:
+                ref = weakref.ref(sub._call)
+            assert reader_threads()
             del sub
             gc.disable()  # only plain references count: what the application holds keeps it
             try:
                 async with asyncio.timeout(BUDGET):
                     await consumer.close()
-                assert not thread.is_alive(), "the reading thread outlived close()"
-                assert ref() is None, "the closed consumer still holds the gRPC call"
+                assert not reader_threads(), "the reader outlived close()"
+                if transport == "http2":
+                    assert socket.is_closing(), "close() left the connection open"
+                else:
+                    assert ref() is None, "the closed consumer still holds the gRPC call"
             finally:
                 gc.enable()
             assert api.calls[0].ended.wait(BUDGET), "the server never saw the cancellation"
@@ -179,7 +211,10 @@ async def test_close_ends_the_thread_cancels_the_call_and_drops_it() -> None:
             assert await consumer.next_batch(10, timeout=0) == []
 
 
-async def test_close_while_the_thread_waits_for_room() -> None:
+@pytest.mark.parametrize("subscribe_transport", ["grpcio"], indirect=True)
+async def test_close_while_the_thread_waits_for_room(subscribe_transport: str) -> None:
+    """grpcio: the thread waits for room (http2: ``test_h2_holds_the_server_back``)."""
+
     def script(call: Call) -> Iterator[bytes]:
         yield handshake()
         for offset in range(100):
@@ -197,7 +232,7 @@ async def test_close_while_the_thread_waits_for_room() -> None:
             assert sub.delivered == 3
             async with asyncio.timeout(BUDGET):
                 await consumer.close()
-            assert not sub.thread.is_alive()
+            assert not reader_threads()
             # what was buffered can still be read after close
             got = await consumer.next_batch(10, timeout=0)
             assert [m.offset for m in got] == [0, 1, 2]
@@ -213,10 +248,11 @@ async def test_closing_the_client_ends_its_consumers_threads() -> None:
         async with client_of(api) as client:
             consumers = [await started(client) for _ in range(3)]
             assert len(reader_threads()) == 3
-            # the three share the client's one synchronous channel to the broker
+            # grpcio: the three share the client's one synchronous channel to the broker;
+            # http2: a connection each
             channels = client._channels
             assert channels is not None
-            assert len(channels._stream_channels) == 1
+            assert len(channels._stream_channels) == (transport == "grpcio")
         assert all(c._subscription is None for c in consumers)
         assert all(call.ended.wait(BUDGET) for call in api.calls)
 
@@ -356,6 +392,7 @@ async def test_a_bug_in_the_reading_thread_fails_the_consumer(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(stream_reader, "decode_message", broken)
+    monkeypatch.setattr(h2_subscription, "decode_message", broken)
     with FakeApi([script]) as api:
         async with client_of(api) as client:
             consumer = await started(client)
@@ -425,3 +462,34 @@ async def test_cancelling_start_cancels_the_subscription() -> None:
                 await task
             assert not reader_threads()
             assert api.calls[0].ended.wait(BUDGET)
+
+
+@pytest.mark.parametrize("subscribe_transport", ["http2"], indirect=True)
+async def test_h2_holds_the_server_back(subscribe_transport: str) -> None:
+    """HTTP/2: with the buffer full, nothing is credited back, so the server stops after one
+    flow-control window; taking messages credits it and the rest arrives in order."""
+    value = b"v" * 60_000
+    count = 100  # 6 MB: several windows (1 MiB) beyond what is taken
+
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        for offset in range(count):
+            yield message(offset, value)
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client, max_buffered_messages=3)
+            sub = consumer._subscription
+            assert isinstance(sub, H2Subscription)
+            await wait_until(lambda: sub.delivered >= 3, BUDGET, "3 buffered")
+            await asyncio.sleep(0.3)  # the server could send all 6 MB if nothing held it
+            window = h2_subscription.WINDOW
+            held = sub.delivered
+            assert held * len(value) <= 2 * window, f"{held} messages in, the server ran on"
+            got: list[int] = []
+            async with asyncio.timeout(BUDGET * 3):
+                while len(got) < count:
+                    got += [m.offset or 0 for m in await consumer.next_batch(10, BUDGET)]
+            assert got == list(range(count))
+            await consumer.close()
