@@ -159,19 +159,20 @@ class Handover(Generic[_T]):
         return True
 
     def offer(self, items: list[_T], nbytes: int) -> bool:
-        """On the event loop: append ``items`` (``nbytes`` as received) without waiting, and
-        wake the waiting tasks. False (nothing appended) after ``finish``. The caller keeps
-        the buffer bounded by holding the server back while ``room()`` is False."""
+        """On the event loop: append ``items`` (``nbytes`` as received) without waiting.
+        Waiting tasks are woken as ``put`` wakes them (a task that waits after a quiet spell
+        at once, one in a run of items once ``wake_batch`` are buffered or by its linger
+        timer; counted in ``wakeups``). False (nothing appended) after ``finish``. The
+        caller keeps the buffer bounded by holding the server back while ``room()`` is
+        False."""
         with self._lock:
             if self._finished:
                 return False
             self._items.extend(items)
             self.received_bytes += nbytes
-            waiters, self._waiters = self._waiters, []
-            self._eager = 0
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            if not self._waiters or not (self._eager or len(self._items) >= self.wake_batch):
+                return True
+        self._wake()
         return True
 
     def room(self) -> bool:

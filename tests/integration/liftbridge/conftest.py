@@ -3,6 +3,8 @@ v1.9.0 on nats-server 2.15.1) and fresh, uniquely named streams (deleted afterwa
 
 from __future__ import annotations
 
+import asyncio
+import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,8 +32,16 @@ def url(broker: BrokerInfo) -> str:
 
 
 @pytest.fixture
-async def client(url: str) -> AsyncIterator[lb.Client]:
-    c = await lb.connect(url, timeout=10)
+def subscribe_transport() -> str:
+    """How the ``client`` fixture's consumers read Subscribe streams: the connect default
+    (``auto``: HTTP/2), or ``STREAMWIRE_LIFTBRIDGE_SUBSCRIBE`` (``grpcio`` runs the suite
+    over grpcio's reading threads)."""
+    return os.environ.get("STREAMWIRE_LIFTBRIDGE_SUBSCRIBE", "auto")
+
+
+@pytest.fixture
+async def client(url: str, subscribe_transport: str) -> AsyncIterator[lb.Client]:
+    c = await lb.connect(url, timeout=10, subscribe_transport=subscribe_transport)
     try:
         yield c
     finally:
@@ -42,9 +52,15 @@ def unique(prefix: str = "sw-lb") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def reader_threads() -> list[threading.Thread]:
-    """The consumers' subscription-reading threads still running (see ``_stream_reader``)."""
-    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+def reader_threads() -> list[object]:
+    """The consumers' subscription readers still running: grpcio's threads (see
+    ``_stream_reader``) and the HTTP/2 subscriptions' tasks (``_h2_subscription``)."""
+    threads = [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+    try:
+        tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("streamwire h2 ")]
+    except RuntimeError:  # no running loop
+        tasks = []
+    return [*threads, *tasks]
 
 
 @pytest.fixture
