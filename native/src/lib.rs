@@ -33,7 +33,7 @@ mod rabbitmq;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 4;
+pub const ABI: u32 = 5;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 const SLOTS: [&str; 8] = [
@@ -351,6 +351,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(make_message, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(liftbridge::lb_decode_message, m)?)?;
+    m.add_function(wrap_pyfunction!(liftbridge::lb_decode_grpc, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;

@@ -11,7 +11,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyByteArray, PyByteArrayMethods, PyBytes, PyList, PyListMethods};
 
 use crate::{
     bytes_of, new_dict, none, state, HEADERS, ID, KEY, OFFSET, PARTITION, STREAM, TIMESTAMP, VALUE,
@@ -121,12 +121,12 @@ fn owned(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<*mut ffi::PyObject
     }
 }
 
-/// The received `Message` of one subscribed message, or None (see the module's text).
-#[pyfunction]
-pub fn lb_decode_message(py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
+/// The received `Message` of one subscribed message (a new reference), or null when the
+/// native decoder does not take it (see the module's text).
+fn build(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObject> {
     let st = state(py)?;
-    let Some(f) = parse(raw.as_bytes()) else {
-        return Ok(py.None());
+    let Some(f) = parse(data) else {
+        return Ok(std::ptr::null_mut());
     };
     let mut values = [std::ptr::null_mut(); 8];
     let made = (|| -> PyResult<()> {
@@ -160,5 +160,48 @@ pub fn lb_decode_message(py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<P
         }
         return Err(err);
     }
-    unsafe { Ok(Bound::from_owned_ptr(py, st.message(py, values)?).unbind()) }
+    unsafe { st.message(py, values) }
+}
+
+/// The received `Message` of one subscribed message, or None (see the module's text).
+#[pyfunction]
+pub fn lb_decode_message(py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
+    let msg = build(py, raw.as_bytes())?;
+    if msg.is_null() {
+        return Ok(py.None());
+    }
+    unsafe { Ok(Bound::from_owned_ptr(py, msg).unbind()) }
+}
+
+/// gRPC messages (a flag byte, a 4-byte big-endian length, the message) from `start` in
+/// `buf`, each a subscribed message decoded as `lb_decode_message` decodes it: the list of
+/// `Message`s and the position after the last one taken. The walk stops (before it) at an
+/// incomplete message, a flagged (compressed) one, one longer than `limit`, or one the
+/// native decoder does not take: the Python code deals with those (the pure twin,
+/// `streamwire.liftbridge._h2_subscription`, raises the same errors and decodes the rest).
+#[pyfunction]
+pub fn lb_decode_grpc(
+    py: Python<'_>,
+    buf: &Bound<'_, PyByteArray>,
+    start: usize,
+    limit: usize,
+) -> PyResult<(Py<PyList>, usize)> {
+    let out = PyList::empty(py);
+    // The buffer is the caller's private bytearray: nothing resizes it during the walk.
+    let data = unsafe { buf.as_bytes() };
+    let mut pos = start;
+    while data.len().saturating_sub(pos) >= 5 {
+        let size = u32::from_be_bytes([data[pos + 1], data[pos + 2], data[pos + 3], data[pos + 4]])
+            as usize;
+        if data[pos] != 0 || size > limit || data.len() - pos - 5 < size {
+            break;
+        }
+        let msg = build(py, &data[pos + 5..pos + 5 + size])?;
+        if msg.is_null() {
+            break;
+        }
+        out.append(unsafe { Bound::from_owned_ptr(py, msg) })?;
+        pos += 5 + size;
+    }
+    Ok((out.unbind(), pos))
 }

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 4
+ABI: Final = 5
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -81,6 +81,10 @@ class NativeCore(Protocol):
     ) -> list[Message]: ...
 
     def lb_decode_message(self, raw: bytes) -> Message | None: ...
+
+    def lb_decode_grpc(
+        self, buf: bytearray, start: int, limit: int
+    ) -> tuple[list[Message], int]: ...
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 

@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import grpc
 
+from streamwire._native import NativeCore
+from streamwire._native import core as _native
 from streamwire.codec.message import Message
 from streamwire.errors import DecodeError
 from streamwire.liftbridge._grpc import METHODS, RpcFailed
@@ -33,7 +35,7 @@ from streamwire.liftbridge._stream_reader import (
     Outcome,
     Subscription,
 )
-from streamwire.liftbridge.protocol.messages import decode_message
+from streamwire.liftbridge.protocol.messages import decode_message_pure
 from streamwire.transport import h2grpc
 
 __all__ = ("SUBSCRIBE_TRANSPORTS", "AnySubscription", "H2Subscription", "split_subscribed")
@@ -53,20 +55,51 @@ def status_of(ended: h2grpc.CallEnded) -> RpcFailed:
     return RpcFailed(_CODES.get(ended.code, grpc.StatusCode.UNKNOWN), ended.message)
 
 
-def split_subscribed(server_headers: bool) -> Callable[[bytearray], tuple[list[Message], int, int]]:
+def split_subscribed(
+    server_headers: bool, core: NativeCore | None = _native
+) -> Callable[[bytearray], tuple[list[Message], int, int]]:
     """A ``split`` for :class:`h2grpc.GrpcStreamProtocol`: the whole gRPC messages at the
-    start of a buffer decoded as ``liftbridge.Message``s (raises :class:`DecodeError`)."""
+    start of a buffer decoded as ``liftbridge.Message``s (raises :class:`DecodeError`, or
+    :class:`h2grpc.CallEnded` for a compressed or oversized message).
+
+    With the native core (and without ``server_headers``) ``lb_decode_grpc`` walks and
+    decodes a whole run of messages per call; where it stops short of the end (a message it
+    does not take, a flagged or oversized one) the pure walk takes one message, raising what
+    it raises, and the native walk goes on after it. Both give the same messages and errors
+    (tests/property/test_lb_grpc_walk.py)."""
     split = h2grpc.split_messages
+    if core is None or server_headers:
 
-    def walk(buf: bytearray) -> tuple[list[Message], int, int]:
-        raws, consumed, nbytes = split(buf, MAX_MESSAGE)
-        return (
-            [decode_message(raw, server_headers=server_headers) for raw in raws],
-            consumed,
-            nbytes,
-        )
+        def walk_pure(buf: bytearray) -> tuple[list[Message], int, int]:
+            try:
+                raws, consumed, nbytes = split(buf, MAX_MESSAGE)
+            except h2grpc.CallEnded as exc:  # what comes first fails first
+                for raw in exc.before:
+                    decode_message_pure(raw, server_headers=server_headers)
+                raise
+            out = [decode_message_pure(raw, server_headers=server_headers) for raw in raws]
+            return out, consumed, nbytes
 
-    return walk
+        return walk_pure
+
+    decode_grpc = core.lb_decode_grpc
+
+    def walk_native(buf: bytearray) -> tuple[list[Message], int, int]:
+        out, pos = decode_grpc(buf, 0, MAX_MESSAGE)
+        end = len(buf)
+        while end - pos >= 5:
+            # the native walk stopped here: one message the pure way (or its error)
+            size = int.from_bytes(buf[pos + 1 : pos + 5])
+            if end - pos - 5 < size and not buf[pos] and size <= MAX_MESSAGE:
+                break  # incomplete
+            raws, consumed, _ = split(buf[pos : pos + 5 + size], MAX_MESSAGE)
+            out.append(decode_message_pure(raws[0], server_headers=False))
+            pos += consumed
+            more, pos = decode_grpc(buf, pos, MAX_MESSAGE)
+            out += more
+        return out, pos, pos
+
+    return walk_native
 
 
 class H2Subscription:

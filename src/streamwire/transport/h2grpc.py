@@ -115,6 +115,8 @@ class CallEnded(Exception):
         super().__init__(f"{code}: {message}" if message else str(code))
         self.code = code
         self.message = message
+        self.before: list[bytes] = []
+        """For a bad message prefix: the whole messages before it (``split_messages``)."""
 
 
 class NotHttp2(Exception):
@@ -140,17 +142,22 @@ def encode_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> by
 def split_messages(buf: bytes | bytearray, limit: int) -> tuple[list[bytes], int, int]:
     """The whole gRPC messages at the start of ``buf``: ``(messages, consumed, nbytes)``
     where ``consumed`` (= ``nbytes``) is where the first incomplete one starts. Raises
-    :class:`CallEnded` (INTERNAL) for a compressed message (none was asked for) or one
-    longer than ``limit``."""
+    :class:`CallEnded` (INTERNAL) for a compressed message (none was asked for), or
+    RESOURCE_EXHAUSTED for one longer than ``limit``; its ``before`` holds the messages
+    that came before it, for a caller that handles them in order first."""
     out: list[bytes] = []
     pos, end = 0, len(buf)
     while end - pos >= 5:
         flag = buf[pos]
         size = int.from_bytes(buf[pos + 1 : pos + 5])
-        if flag:
-            raise CallEnded(Status.INTERNAL, "compressed gRPC message without grpc-encoding")
-        if size > limit:
-            raise CallEnded(Status.RESOURCE_EXHAUSTED, f"gRPC message of {size} bytes > {limit}")
+        if flag or size > limit:
+            exc = (
+                CallEnded(Status.INTERNAL, "compressed gRPC message without grpc-encoding")
+                if flag
+                else CallEnded(Status.RESOURCE_EXHAUSTED, f"gRPC message of {size} bytes > {limit}")
+            )
+            exc.before = out
+            raise exc
         stop = pos + 5 + size
         if stop > end:
             break

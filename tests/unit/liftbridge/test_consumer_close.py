@@ -392,7 +392,20 @@ async def test_a_bug_in_the_reading_thread_fails_the_consumer(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(stream_reader, "decode_message", broken)
-    monkeypatch.setattr(h2_subscription, "decode_message", broken)
+    walk = h2_subscription.split_subscribed
+
+    def broken_walk(server_headers: bool) -> Any:
+        real = walk(server_headers)
+
+        def walking(buf: bytearray) -> Any:
+            out = real(buf)
+            if any(m.value for m in out[0]):  # not just the handshake
+                raise RuntimeError("boom")
+            return out
+
+        return walking
+
+    monkeypatch.setattr(h2_subscription, "split_subscribed", broken_walk)
     with FakeApi([script]) as api:
         async with client_of(api) as client:
             consumer = await started(client)
