@@ -19,6 +19,7 @@ import streamwire.liftbridge as lb
 from integration.harness import tls
 from streamwire import Message
 from streamwire.errors import ConnectError
+from streamwire.liftbridge._h2_subscription import H2Subscription
 from tests.brokers import require, require_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -44,12 +45,15 @@ async def _read(consumer: lb.Consumer, count: int) -> list[Message]:
     return out
 
 
-async def test_tls_round_trip_with_the_harness_ca() -> None:
+@pytest.mark.parametrize("transport", ["grpcio", "http2"])
+async def test_tls_round_trip_with_the_harness_ca(transport: str) -> None:
     url, ca, port = _tls_facts()
     assert url.startswith("liftbridge+tls://localhost:")
     assert "nats=tls://" in url  # NATS over TLS too, through the TLS nats-server
     trust = lb.TLSOptions(ca_file=ca)
-    client = await lb.connect(url, tls=trust, nats_tls=trust, timeout=_TIMEOUT)
+    client = await lb.connect(
+        url, tls=trust, nats_tls=trust, timeout=_TIMEOUT, subscribe_transport=transport
+    )
     name = f"sw-lb-tls-{uuid.uuid4().hex[:12]}"
     try:
         assert client.port == port
@@ -64,6 +68,8 @@ async def test_tls_round_trip_with_the_harness_ca() -> None:
         assert ack.offset == 1
         async with client.consumer(name, offset="first") as consumer:  # Subscribe (TLS)
             got = await _read(consumer, 2)
+            reader = consumer._subscription
+            assert isinstance(reader, H2Subscription) is (transport == "http2")
         assert [m.value for m in got] == [b"over tls", b"through grpc"]
         assert got[0].key == b"k"
         assert got[0].headers["h"].as_bytes() == b"v"
@@ -113,9 +119,12 @@ def _mtls_facts() -> tuple[str, lb.TLSOptions, lb.TLSOptions, int]:
     return url, trust, lb.TLSOptions(ca_file=ca, cert_file=cert, key_file=key), port
 
 
-async def test_mutual_tls_round_trip_with_a_client_certificate() -> None:
+@pytest.mark.parametrize("transport", ["grpcio", "http2"])
+async def test_mutual_tls_round_trip_with_a_client_certificate(transport: str) -> None:
     url, trust, with_cert, port = _mtls_facts()
-    client = await lb.connect(url, tls=with_cert, nats_tls=trust, timeout=_TIMEOUT)
+    client = await lb.connect(
+        url, tls=with_cert, nats_tls=trust, timeout=_TIMEOUT, subscribe_transport=transport
+    )
     name = f"sw-lb-mtls-{uuid.uuid4().hex[:12]}"
     try:
         assert client.port == port
@@ -127,6 +136,8 @@ async def test_mutual_tls_round_trip_with_a_client_certificate() -> None:
         assert (first.offset, second.offset) == (0, 1)
         async with client.consumer(name, offset="first") as consumer:  # Subscribe (mTLS)
             got = await _read(consumer, 2)
+            reader = consumer._subscription
+            assert isinstance(reader, H2Subscription) is (transport == "http2")
         assert [m.value for m in got] == [b"over nats", b"over grpc"]
         assert got[0].key == b"k"
     finally:
