@@ -27,6 +27,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
 mod futures;
+mod h2;
 mod iggy;
 mod liftbridge;
 mod rabbitmq;
@@ -352,6 +353,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(liftbridge::lb_decode_message, m)?)?;
     m.add_function(wrap_pyfunction!(liftbridge::lb_decode_grpc, m)?)?;
+    m.add_function(wrap_pyfunction!(h2::h2_gather_data, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;

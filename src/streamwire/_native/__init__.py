@@ -82,6 +82,10 @@ class NativeCore(Protocol):
 
     def lb_decode_message(self, raw: bytes) -> Message | None: ...
 
+    def h2_gather_data(
+        self, buf: bytearray, start: int, stream: int, out: bytearray, budget: int, max_frame: int
+    ) -> tuple[int, int]: ...
+
     def lb_decode_grpc(
         self, buf: bytearray, start: int, limit: int
     ) -> tuple[list[Message], int]: ...

@@ -59,26 +59,41 @@ def split_subscribed(
     server_headers: bool, core: NativeCore | None = _native
 ) -> Callable[[bytearray], tuple[list[Message], int, int]]:
     """A ``split`` for :class:`h2grpc.GrpcStreamProtocol`: the whole gRPC messages at the
-    start of a buffer decoded as ``liftbridge.Message``s (raises :class:`DecodeError`, or
-    :class:`h2grpc.CallEnded` for a compressed or oversized message).
+    start of a buffer decoded as ``liftbridge.Message``s. A message that does not decode
+    (:class:`DecodeError`), a compressed or oversized one (:class:`h2grpc.CallEnded`) ends
+    the run, and raises when it is the first: what came before it is handed out first.
 
     With the native core (and without ``server_headers``) ``lb_decode_grpc`` walks and
     decodes a whole run of messages per call; where it stops short of the end (a message it
-    does not take, a flagged or oversized one) the pure walk takes one message, raising what
-    it raises, and the native walk goes on after it. Both give the same messages and errors
+    does not take, a flagged or oversized one) the pure code takes one message, and the
+    native walk goes on after it. Both give the same messages and errors
     (tests/property/test_lb_grpc_walk.py)."""
     split = h2grpc.split_messages
+
+    def one(buf: bytearray, pos: int) -> tuple[Message | None, int]:
+        """The message at ``pos`` the pure way, or None if it is incomplete; raises."""
+        end = len(buf)
+        size = int.from_bytes(buf[pos + 1 : pos + 5])
+        if end - pos - 5 < size and not buf[pos] and size <= MAX_MESSAGE:
+            return None, pos
+        raws, consumed, _ = split(buf[pos : pos + 5 + size], MAX_MESSAGE)
+        return decode_message_pure(raws[0], server_headers=server_headers), pos + consumed
+
     if core is None or server_headers:
 
         def walk_pure(buf: bytearray) -> tuple[list[Message], int, int]:
+            raws, consumed, _ = split(buf, MAX_MESSAGE)  # raises only for a first bad one
+            out: list[Message] = []
+            pos = 0
             try:
-                raws, consumed, nbytes = split(buf, MAX_MESSAGE)
-            except h2grpc.CallEnded as exc:  # what comes first fails first
-                for raw in exc.before:
-                    decode_message_pure(raw, server_headers=server_headers)
-                raise
-            out = [decode_message_pure(raw, server_headers=server_headers) for raw in raws]
-            return out, consumed, nbytes
+                for raw in raws:
+                    out.append(decode_message_pure(raw, server_headers=server_headers))
+                    pos += 5 + len(raw)
+            except DecodeError:
+                if not out:
+                    raise
+                return out, pos, pos
+            return out, consumed, consumed
 
         return walk_pure
 
@@ -87,16 +102,17 @@ def split_subscribed(
     def walk_native(buf: bytearray) -> tuple[list[Message], int, int]:
         out, pos = decode_grpc(buf, 0, MAX_MESSAGE)
         end = len(buf)
-        while end - pos >= 5:
-            # the native walk stopped here: one message the pure way (or its error)
-            size = int.from_bytes(buf[pos + 1 : pos + 5])
-            if end - pos - 5 < size and not buf[pos] and size <= MAX_MESSAGE:
-                break  # incomplete
-            raws, consumed, _ = split(buf[pos : pos + 5 + size], MAX_MESSAGE)
-            out.append(decode_message_pure(raws[0], server_headers=False))
-            pos += consumed
-            more, pos = decode_grpc(buf, pos, MAX_MESSAGE)
-            out += more
+        try:
+            while end - pos >= 5:  # the native walk stopped here: one message the pure way
+                msg, pos = one(buf, pos)
+                if msg is None:
+                    break
+                out.append(msg)
+                more, pos = decode_grpc(buf, pos, MAX_MESSAGE)
+                out += more
+        except (DecodeError, h2grpc.CallEnded):
+            if not out:
+                raise
         return out, pos, pos
 
     return walk_native

@@ -37,6 +37,8 @@ from urllib.parse import unquote
 
 import hpack
 
+from streamwire._native import core as _native
+
 __all__ = (
     "ALPN",
     "CallEnded",
@@ -115,8 +117,6 @@ class CallEnded(Exception):
         super().__init__(f"{code}: {message}" if message else str(code))
         self.code = code
         self.message = message
-        self.before: list[bytes] = []
-        """For a bad message prefix: the whole messages before it (``split_messages``)."""
 
 
 class NotHttp2(Exception):
@@ -141,29 +141,65 @@ def encode_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> by
 
 def split_messages(buf: bytes | bytearray, limit: int) -> tuple[list[bytes], int, int]:
     """The whole gRPC messages at the start of ``buf``: ``(messages, consumed, nbytes)``
-    where ``consumed`` (= ``nbytes``) is where the first incomplete one starts. Raises
-    :class:`CallEnded` (INTERNAL) for a compressed message (none was asked for), or
-    RESOURCE_EXHAUSTED for one longer than ``limit``; its ``before`` holds the messages
-    that came before it, for a caller that handles them in order first."""
+    where ``consumed`` (= ``nbytes``) is where the first incomplete one starts. A
+    compressed message (none was asked for) or one longer than ``limit`` ends the run; when
+    it is the first, :class:`CallEnded` is raised (INTERNAL, RESOURCE_EXHAUSTED), so what
+    came before it is handed out first."""
     out: list[bytes] = []
     pos, end = 0, len(buf)
     while end - pos >= 5:
         flag = buf[pos]
         size = int.from_bytes(buf[pos + 1 : pos + 5])
         if flag or size > limit:
-            exc = (
-                CallEnded(Status.INTERNAL, "compressed gRPC message without grpc-encoding")
-                if flag
-                else CallEnded(Status.RESOURCE_EXHAUSTED, f"gRPC message of {size} bytes > {limit}")
-            )
-            exc.before = out
-            raise exc
+            if out:
+                break
+            if flag:
+                raise CallEnded(Status.INTERNAL, "compressed gRPC message without grpc-encoding")
+            raise CallEnded(Status.RESOURCE_EXHAUSTED, f"gRPC message of {size} bytes > {limit}")
         stop = pos + 5 + size
         if stop > end:
             break
         out.append(bytes(buf[pos + 5 : stop]))
         pos = stop
     return out, pos, pos
+
+
+def gather_data_pure(
+    buf: bytearray, start: int, stream: int, out: bytearray, budget: int, max_frame: int
+) -> tuple[int, int]:
+    """From ``start`` in ``buf``, each whole DATA frame of ``stream`` without END_STREAM, at
+    most ``max_frame`` long, with valid padding and fitting the flow-control ``budget``
+    left, has its payload (padding removed) appended to ``out``; stops before the first
+    frame that is anything else. ``(position after the last frame taken, their lengths
+    summed)``. The native core's ``h2_gather_data`` is its twin (property tests)."""
+    pos, end, counted = start, len(buf), 0
+    while end - pos >= 9:
+        head = int.from_bytes(buf[pos : pos + 4])
+        length, kind, flags = head >> 8, head & 0xFF, buf[pos + 4]
+        sid = int.from_bytes(buf[pos + 5 : pos + 9]) & 0x7FFFFFFF
+        if (
+            kind != DATA
+            or sid != stream
+            or flags & END_STREAM
+            or length > max_frame
+            or end - pos - 9 < length
+            or counted + length > budget
+        ):
+            break
+        s, e = pos + 9, pos + 9 + length
+        if flags & PADDED:
+            if length < 1 or buf[s] >= length:
+                break
+            e -= buf[s]
+            s += 1
+        out += memoryview(buf)[s:e]
+        counted += length
+        pos += 9 + length
+    return pos, counted
+
+
+gather_data = _native.h2_gather_data if _native is not None else gather_data_pure
+"""Native when the core is there, else :func:`gather_data_pure`."""
 
 
 Split = Callable[[bytearray], tuple[list[_T], int, int]]
@@ -219,6 +255,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
     ) -> None:
         self._loop = loop
         self._split = split
+        self._gather = gather_data
         self._sink = sink
         self._window = window
         self._max_message = max_message
@@ -298,12 +335,27 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
     # --- frames ---------------------------------------------------------------------
 
     def _frames(self, buf: bytearray) -> int:
-        """Handle every whole frame in ``buf``; where the first incomplete one starts."""
+        """Handle every whole frame in ``buf``; where the first incomplete one starts.
+
+        Runs of DATA frames are gathered (``gather_data``, native when built) into the
+        message buffer, whose whole messages are split and delivered before any other frame
+        is handled and at the end; a frame the gathering does not take is handled alone
+        (and raises what is wrong with it)."""
         pos, end = 0, len(buf)
         if not self._got_settings and end >= 9 and buf[3] != SETTINGS:
             self._fail_open(NotHttp2("the server's first frame was not SETTINGS"))
             raise CallEnded(Status.UNAVAILABLE, "not an HTTP/2 server")
+        gather, mbuf = self._gather, self._msgbuf
         while end - pos >= 9:
+            if buf[pos + 3] == DATA and self._got_headers:
+                taken, counted = gather(
+                    buf, pos, STREAM_ID, mbuf, self._budget - self._received, _MAX_ACCEPTED_FRAME
+                )
+                if taken != pos:
+                    self._received += counted
+                    self._uncredited += counted
+                    pos = taken
+                    continue
             head = int.from_bytes(buf[pos : pos + 4])
             length, kind = head >> 8, head & 0xFF
             if length > _MAX_ACCEPTED_FRAME:
@@ -316,15 +368,32 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
             if kind == DATA:
                 self._data(buf, pos + 9, stop, flags, stream)
             else:
+                self._split_messages()
                 self._control(kind, flags, stream, bytes(buf[pos + 9 : stop]))
             pos = stop
             if self.ended.done():
-                break
+                return pos
+        self._split_messages()
         if self._uncredited >= self._window >> 2 and self._sink.credit():
             self.give_credit()
         return pos
 
+    def _split_messages(self) -> None:
+        """Deliver the whole messages gathered so far. ``split`` hands out what comes before
+        a bad message and raises for it on the next call."""
+        mbuf = self._msgbuf
+        while len(mbuf) >= 5:
+            messages, consumed, nbytes = self._split(mbuf)
+            if consumed:
+                del mbuf[:consumed]
+            if not messages:
+                if len(mbuf) > self._max_message + 5:  # split raises for a long one first
+                    raise CallEnded(Status.RESOURCE_EXHAUSTED, "gRPC message too long")
+                return
+            self._sink.deliver(messages, nbytes)
+
     def _data(self, buf: bytearray, start: int, stop: int, flags: int, stream: int) -> None:
+        """A DATA frame the gathering did not take: what is wrong with it, or the last one."""
         length = stop - start
         self._received += length
         self._uncredited += length
@@ -337,18 +406,10 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
                 raise CallEnded(Status.INTERNAL, "bad DATA padding")
             stop -= buf[start]
             start += 1
-        mbuf = self._msgbuf
-        mbuf += memoryview(buf)[start:stop]
-        if len(mbuf) >= 5:
-            messages, consumed, nbytes = self._split(mbuf)
-            if consumed:
-                del mbuf[:consumed]
-            if messages:
-                self._sink.deliver(messages, nbytes)
-            elif len(mbuf) > self._max_message + 5:  # split raises for a long one first
-                raise CallEnded(Status.RESOURCE_EXHAUSTED, "gRPC message too long")
+        self._msgbuf += memoryview(buf)[start:stop]
+        self._split_messages()
         if flags & END_STREAM:
-            if mbuf:
+            if self._msgbuf:
                 raise CallEnded(Status.INTERNAL, "the stream ended inside a gRPC message")
             raise CallEnded(Status.INTERNAL, "the stream ended without trailers")
 

@@ -532,11 +532,23 @@ def test_split_messages_finds_every_message_however_the_bytes_arrive(
     assert not buf
 
 
-@given(body=st.binary(max_size=50), flag=st.integers(min_value=1, max_value=255))
-def test_split_messages_refuses_compressed_and_oversized_messages(body: bytes, flag: int) -> None:
-    with pytest.raises(CallEnded, match="compressed"):
-        split_messages(bytes([flag]) + grpc_message(body)[1:], 1 << 20)
-    if body:
+@given(
+    body=st.binary(max_size=50),
+    flag=st.integers(min_value=1, max_value=255),
+    before=st.lists(st.binary(max_size=20), min_size=1, max_size=3),
+)
+def test_split_messages_refuses_compressed_and_oversized_messages_after_the_good_ones(
+    body: bytes, flag: int, before: list[bytes]
+) -> None:
+    """What comes before a bad message is handed out; the bad one raises once it is first."""
+    good = b"".join(grpc_message(b) for b in before)
+    limit = 1 << 10
+    for bad, code in [
+        (bytes([flag]) + grpc_message(body)[1:], Status.INTERNAL),
+        (b"\0" + struct.pack(">I", limit + 1) + body, Status.RESOURCE_EXHAUSTED),
+    ]:
+        got, consumed, nbytes = split_messages(good + bad, limit)
+        assert (got, consumed, nbytes) == (before, len(good), len(good))
         with pytest.raises(CallEnded) as info:
-            split_messages(grpc_message(body), len(body) - 1)
-        assert info.value.code == Status.RESOURCE_EXHAUSTED
+            split_messages(bad, limit)
+        assert info.value.code == code
