@@ -10,7 +10,10 @@ Liftbridge server and nats-server are not).
 * **streamwire**: envelopes published straight onto NATS with LEADER acks, pipelined: at
   most ``window`` messages await their ack (the producer's ``max_in_flight``), handed over
   with ``send_batch`` in chunks of up to 1 000, then ``flush`` waits for every ack. Consuming:
-  ``next_batch`` over the gRPC Subscribe stream.
+  ``next_batch`` over the gRPC Subscribe stream, read by streamwire's own HTTP/2 reader
+  (``subscribe_transport="auto"``, the default).
+* **streamwire grpcio** (consuming): the same consumer reading the Subscribe stream with a
+  thread over grpcio (``subscribe_transport="grpcio"``, the fallback).
 * **streamwire grpc**: the same producer with ``transport="grpc"`` (the server's streaming
   PublishAsync RPC, as go-liftbridge publishes).
 * **go-liftbridge** (``bench/liftbridge_go.py``): the Go client v2.3.0 in its own process,
@@ -92,8 +95,10 @@ def grpc_address(url: str) -> str:
     return f"{host}:{parsed.port}"
 
 
-async def _connect(url: str) -> lb.Client:
-    return await lb.connect(url, timeout=10, reconnect=None)
+async def _connect(url: str, subscribe_transport: str = "auto") -> lb.Client:
+    return await lb.connect(
+        url, timeout=10, reconnect=None, subscribe_transport=subscribe_transport
+    )
 
 
 # --- streamwire -------------------------------------------------------------------------
@@ -126,8 +131,10 @@ async def streamwire_publish(
         return sw.result(count)
 
 
-async def streamwire_consume(url: str, stream: str, count: int) -> Measurement:
-    async with await _connect(url) as client:
+async def streamwire_consume(
+    url: str, stream: str, count: int, subscribe_transport: str = "auto"
+) -> Measurement:
+    async with await _connect(url, subscribe_transport) as client:
         seen = 0
         with Stopwatch() as sw:
             async with client.consumer(stream, offset="first") as consumer:
@@ -137,6 +144,10 @@ async def streamwire_consume(url: str, stream: str, count: int) -> Measurement:
                         raise RuntimeError(f"streamwire stalled after {seen} messages")
                     seen += len(batch)
         return sw.result(seen)
+
+
+async def streamwire_consume_grpcio(url: str, stream: str, count: int) -> Measurement:
+    return await streamwire_consume(url, stream, count, "grpcio")
 
 
 async def streamwire_publish_grpc(
@@ -282,6 +293,7 @@ PUBLISHERS: dict[str, Publisher] = {
 }
 CONSUMERS: dict[str, Consumer] = {
     "streamwire": streamwire_consume,
+    "streamwire grpcio": streamwire_consume_grpcio,
     GO: go_consume,
     "gufo": gufo_consume,
 }
