@@ -565,12 +565,14 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._close()
 
     def cancel(self) -> None:
-        """End the call locally: RST_STREAM CANCEL, then close. Idempotent."""
+        """End the call locally: RST_STREAM CANCEL (written at once when the socket takes
+        it), then abort the connection, so that a peer that stopped reading cannot keep it
+        open. Idempotent."""
         if not self.ended.done():
             self._write(encode_frame(RST_STREAM, 0, STREAM_ID, _U32.pack(CANCEL)))
         self._end(CallEnded(Status.CANCELLED, "cancelled locally"))
         if self._transport is not None:
-            self._transport.abort() if self._transport.is_closing() else self._transport.close()
+            self._transport.abort()
 
 
 def _setting(ident: int, value: int) -> bytes:
