@@ -235,6 +235,7 @@ class H2Subscription:
     def deliver(self, messages: list[Message], nbytes: int) -> None:
         if self._stopped:
             return
+        nbytes -= 5 * len(messages)  # the messages as the server sent them, as grpcio counts
         if self._handshake:
             self._handshake = False
             del messages[0]

@@ -508,3 +508,23 @@ async def test_h2_holds_the_server_back(subscribe_transport: str) -> None:
                     got += [m.offset or 0 for m in await consumer.next_batch(10, BUDGET)]
             assert got == list(range(count))
             await consumer.close()
+
+
+async def test_both_readers_count_the_bytes_of_the_messages_alike() -> None:
+    """``stats.bytes_consumed``: the messages as the server sent them (no gRPC prefixes)."""
+    sent = [message(0), message(1, b"x" * 300)]
+
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield from sent
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            got = await consumer.next_batch(10, timeout=BUDGET)
+            while len(got) < 2:
+                got += await consumer.next_batch(10, timeout=BUDGET)
+            assert consumer.stats.consumed == 2
+            assert consumer.stats.bytes_consumed == sum(len(raw) for raw in sent)
+            await consumer.close()
