@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 4
+ABI: Final = 5
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -85,7 +85,7 @@ class NativeCore(Protocol):
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 
     def iggy_locate_frames(
-        self, buf: bytes, start: int, end: int | None, frame: str
+        self, buf: bytes | memoryview, start: int, end: int | None, frame: str
     ) -> _FrameIndex: ...
 
     def iggy_received_messages(
