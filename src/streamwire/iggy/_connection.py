@@ -118,7 +118,9 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
-        stream = await open_tcp(host, port, tls=tls, timeout=deadline.remaining())
+        stream = await open_tcp(
+            host, port, tls=tls, timeout=deadline.remaining(), receive_into=True
+        )
         return await cls.start(
             stream, address, credentials, deadline=deadline, settings=settings, stats=stats
         )
