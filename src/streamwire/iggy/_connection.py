@@ -259,7 +259,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         await self.request(Ping(), timeout=timeout)
 
     async def _flush(self) -> None:
-        self._wakeup.set()  # a reply deadline may have come first
+        self._deadline_moved()  # a reply deadline may come first
         await self.flush()
 
     # --- events --------------------------------------------------------------------------
@@ -293,7 +293,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         else:
             self._inflight.resolve(pending, result)
         self._progress.set()
-        self._wakeup.set()  # the next deadline moved (reply deadline → heartbeat)
+        self._deadline_moved()  # the next deadline moved (reply deadline → heartbeat)
 
     def _ended(self) -> None:
         self._progress.set()
