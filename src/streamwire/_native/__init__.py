@@ -93,7 +93,7 @@ class NativeCore(Protocol):
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 
     def iggy_locate_frames(
-        self, buf: bytes, start: int, end: int | None, frame: str
+        self, buf: bytes | memoryview, start: int, end: int | None, frame: str
     ) -> _FrameIndex: ...
 
     def iggy_received_messages(

@@ -118,7 +118,9 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
-        stream = await open_tcp(host, port, tls=tls, timeout=deadline.remaining())
+        stream = await open_tcp(
+            host, port, tls=tls, timeout=deadline.remaining(), receive_into=True
+        )
         return await cls.start(
             stream, address, credentials, deadline=deadline, settings=settings, stats=stats
         )
@@ -257,7 +259,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         await self.request(Ping(), timeout=timeout)
 
     async def _flush(self) -> None:
-        self._wakeup.set()  # a reply deadline may have come first
+        self._deadline_moved()  # a reply deadline may come first
         await self.flush()
 
     # --- events --------------------------------------------------------------------------
@@ -291,7 +293,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         else:
             self._inflight.resolve(pending, result)
         self._progress.set()
-        self._wakeup.set()  # the next deadline moved (reply deadline → heartbeat)
+        self._deadline_moved()  # the next deadline moved (reply deadline → heartbeat)
 
     def _ended(self) -> None:
         self._progress.set()

@@ -70,6 +70,7 @@ class Driver(Generic[M, E, K]):
         self._inflight: InflightTable[K, Any] = InflightTable(name="request")
         self._tasks: list[asyncio.Task[None]] = []
         self._wakeup = asyncio.Event()  # the machine's next deadline may have moved
+        self._timer_until: float | None = None  # when the timer wakes by itself (None: never)
         self._closed = asyncio.Event()  # set once the connection ended
         self._error: StreamwireError | None = None
         self._closing = False
@@ -162,10 +163,9 @@ class Driver(Generic[M, E, K]):
         try:
             while self._error is None:
                 deadline = machine.next_deadline()
-                if deadline is None:
-                    delay = self.idle_wait
-                else:
-                    delay = max(0.0, deadline - self._loop.time())
+                now = self._loop.time()
+                delay = self.idle_wait if deadline is None else max(0.0, deadline - now)
+                self._timer_until = None if delay is None else now + delay
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
@@ -176,6 +176,14 @@ class Driver(Generic[M, E, K]):
             raise
         except StreamwireError as exc:
             self._fail(exc)
+
+    def _deadline_moved(self) -> None:
+        """Wake the timer if the machine's next deadline now comes before the time the timer
+        wakes by itself (a later deadline waits: the timer recomputes it when it wakes)."""
+        deadline = self._machine.next_deadline()
+        until = self._timer_until
+        if deadline is not None and (until is None or deadline < until):
+            self._wakeup.set()
 
     # --- sending -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import socket
 import ssl
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from streamwire.errors import (
     ClosedError,
@@ -32,6 +32,48 @@ logger = logging.getLogger(__name__)
 DEFAULT_READ_SIZE: Final = 65536
 
 
+class _ReceiveInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
+    """A stream reader's protocol that has the transport receive into one buffer of its
+    own, reused for every receive, instead of a fresh ``bytes`` per receive (asyncio's
+    default: a new 256 KiB object each time the socket is readable, which for large
+    replies is fresh memory, page faults included, on every read). What arrives is handed
+    to the :class:`asyncio.StreamReader` as a view, so everything else (its bounded
+    buffer and flow control, end of stream, errors, the writer's drain) is asyncio's own.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, size: int) -> None:
+        super().__init__(reader)
+        self._receive = memoryview(bytearray(size))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._receive
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # StreamReader.feed_data copies the view into its buffer at once (bytearray.extend)
+        self.data_received(cast(bytes, self._receive[:nbytes]))
+
+
+async def _connect(
+    host: str,
+    port: int,
+    limit: int,
+    receive_into: bool,
+    ctx: ssl.SSLContext | None,
+    server_hostname: str | None,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if not receive_into:
+        return await asyncio.open_connection(
+            host, port, ssl=ctx, server_hostname=server_hostname, limit=limit
+        )
+    loop = asyncio.get_running_loop()  # as asyncio.open_connection, with _ReceiveInto
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    protocol = _ReceiveInto(reader, limit)
+    transport, _ = await loop.create_connection(
+        lambda: protocol, host, port, ssl=ctx, server_hostname=server_hostname
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
 async def open_tcp(
     host: str,
     port: int,
@@ -39,8 +81,14 @@ async def open_tcp(
     tls: TLSOptions | ssl.SSLContext | None = None,
     timeout: float | None,
     read_size: int = DEFAULT_READ_SIZE,
+    receive_into: bool = False,
 ) -> TcpStream:
     """Connect to ``host:port`` (TLS if ``tls`` is given) and return the stream.
+
+    ``receive_into``: the socket is read into one buffer of the connection's (as large as
+    the reads, at least 64 KiB) reused for every receive, instead of a fresh object per
+    receive; reads return the same bytes either way. For connections that receive large
+    replies back to back.
 
     ``timeout`` covers DNS, TCP and the TLS handshake together; ``None`` means no limit
     (the OS and asyncio's 60 s TLS handshake limit still apply). Callers with a larger
@@ -67,12 +115,13 @@ async def open_tcp(
     deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {target}")
     async with deadline.scope():
         with map_errors("connect", target=target):
-            reader, writer = await asyncio.open_connection(
+            reader, writer = await _connect(
                 host,
                 port,
-                ssl=ctx,
-                server_hostname=server_hostname,
-                limit=max(read_size, DEFAULT_READ_SIZE),
+                max(read_size, DEFAULT_READ_SIZE),
+                receive_into,
+                ctx,
+                server_hostname,
             )
     stream = TcpStream(reader, writer, read_size=read_size, target=target)
     logger.debug("connected to %s (tls=%s)", target, ctx is not None)

@@ -132,6 +132,37 @@ async def test_the_timer_wakes_the_machine_at_its_deadline(conn: ToyConnection) 
     await conn.close()
 
 
+async def _timer_sleeping(conn: ToyConnection) -> None:
+    """Let the timer task reach its wait."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_only_an_earlier_deadline_wakes_the_timer(conn: ToyConnection) -> None:
+    stream = conn._stream
+    assert isinstance(stream, ScriptedStream)
+    loop = asyncio.get_running_loop()
+    conn.machine.deadline = loop.time() + 3600
+    conn._wakeup.set()
+    await _timer_sleeping(conn)
+    assert conn._timer_until == pytest.approx(conn.machine.deadline, abs=60)
+    assert not conn._wakeup.is_set()
+    conn.machine.deadline += 10  # later than the timer's: it need not wake now
+    conn._deadline_moved()
+    assert not conn._wakeup.is_set()
+    conn.machine.deadline = loop.time() + 0.01  # earlier: it must
+    conn._deadline_moved()
+    assert conn._wakeup.is_set()
+    assert await stream.wait_written(5, timeout=5) == b"tick\n"
+    await _timer_sleeping(conn)
+    assert conn._timer_until is None  # no deadline, no idle wait: until woken
+    conn.machine.deadline = loop.time() + 3600  # any deadline is earlier than never
+    conn._deadline_moved()
+    assert conn._wakeup.is_set()
+    conn.goodbye.set()
+    await conn.close()
+
+
 async def test_close_says_goodbye_then_drops_everything(conn: ToyConnection) -> None:
     stream = conn._stream
     assert isinstance(stream, ScriptedStream)

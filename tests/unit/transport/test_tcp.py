@@ -7,6 +7,7 @@ import builtins
 import random
 import socket
 import struct
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,9 +23,25 @@ from streamwire.transport import ByteStream, TcpStream, open_tcp
 
 from .helpers import LocalServer, ServerFactory
 
+#: Whether :func:`connect` asks for ``receive_into`` (every test here runs both ways).
+RECEIVE_INTO = [False]
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["streamreader", "receive_into"])
+def receive_into(request: pytest.FixtureRequest) -> Iterator[bool]:
+    RECEIVE_INTO[0] = request.param
+    yield request.param
+    RECEIVE_INTO[0] = False
+
 
 async def connect(server: LocalServer, *, read_size: int = 65536) -> TcpStream:
-    return await open_tcp(server.host, server.port, timeout=5.0, read_size=read_size)
+    return await open_tcp(
+        server.host,
+        server.port,
+        timeout=5.0,
+        read_size=read_size,
+        receive_into=RECEIVE_INTO[0],
+    )
 
 
 async def read_n(stream: TcpStream, n: int) -> bytes:
@@ -292,3 +309,29 @@ async def test_aclose_aborts_when_flush_takes_too_long(start_server: ServerFacto
         await stream.aclose(timeout=0.05)
     assert stream.is_closing
     assert stream._writer.transport.is_closing()
+
+
+async def test_receive_into_reuses_one_buffer_and_reads_the_same_bytes(
+    start_server: ServerFactory, receive_into: bool
+) -> None:
+    """Many receives through one reused buffer: every read is its own bytes, unchanged by
+    the receives after it."""
+    pieces = [bytes([i]) * random.randint(1, 200_000) for i in range(1, 30)]
+
+    async def burst(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+        writer.close()
+
+    server = await start_server(burst)
+    stream = await connect(server)
+    protocol = stream._writer.transport.get_protocol()
+    assert isinstance(protocol, asyncio.BufferedProtocol) is receive_into
+    reads: list[bytes] = []
+    while chunk := await stream.read(timeout=10.0):
+        assert type(chunk) is bytes
+        assert len(chunk) <= stream.read_size
+        reads.append(chunk)
+    assert b"".join(reads) == b"".join(pieces)
+    await stream.aclose()

@@ -135,6 +135,18 @@ async def test_verified_connection_with_ca_data(tls_echo: LocalServer, ca: trust
         assert tls.getpeercert() is not None
 
 
+async def test_receive_into_over_tls(tls_echo: LocalServer, ca: trustme.CA) -> None:
+    opts = TLSOptions(ca_data=ca.cert_pem.bytes())
+    payload = bytes(range(256)) * 2000  # 512 000 bytes: many TLS records and receives
+    async with await open_tcp(
+        tls_echo.host, tls_echo.port, tls=opts, timeout=5.0, receive_into=True
+    ) as stream:
+        assert isinstance(stream._writer.transport.get_protocol(), asyncio.BufferedProtocol)
+        await stream.send(payload, timeout=10.0)
+        assert await stream.read_exactly(len(payload), timeout=10.0) == payload
+        assert stream.ssl_object is not None
+
+
 async def test_prebuilt_context_is_used_as_is(tls_echo: LocalServer, ca: trustme.CA) -> None:
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)

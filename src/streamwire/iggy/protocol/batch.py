@@ -34,6 +34,7 @@ __all__ = (
     "FrameRef",
     "StoredMessage",
     "batch_checksum",
+    "bytes_view",
     "decode_batch",
     "decode_batches",
     "encode_batch",
@@ -313,18 +314,24 @@ covers ``buf[start + 8:end]``."""
 
 
 def locate_frames(
-    buf: bytes, start: int = 0, end: int | None = None, *, frame: str = "batch records"
+    buf: bytes | memoryview,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    frame: str = "batch records",
 ) -> Sequence[FrameRef]:
     """Check the structure of the batch records in ``buf[start:end]`` and locate every
     message frame (no checksum work). Raises :class:`DecodeError` (offsets into ``buf``)
-    for a truncated or inconsistent record.
+    for a truncated or inconsistent record. ``buf`` is ``bytes`` or a view of ``bytes``
+    (:func:`bytes_view`: a poll reply's records are a slice of the received frame, not a
+    copy).
 
     With the native core loaded (:mod:`streamwire._native`) the frames come back as a
     compact index over ``buf`` (a read-only sequence making each tuple on access);
     :func:`locate_frames_py` returns the same tuples as a list."""
     if (
         _native is not None
-        and type(buf) is bytes
+        and (type(buf) is bytes or bytes_view(buf))
         and type(start) is int
         and 0 <= start < _I62
         and (end is None or (type(end) is int and abs(end) < _I62))
@@ -336,8 +343,24 @@ def locate_frames(
 _I62: Final = 1 << 62
 
 
+def bytes_view(buf: object) -> bool:
+    """Whether ``buf`` is a one-dimensional, contiguous byte view of an immutable ``bytes``
+    (what the native core takes besides ``bytes``)."""
+    return (
+        type(buf) is memoryview
+        and type(buf.obj) is bytes
+        and buf.c_contiguous
+        and buf.ndim == 1
+        and buf.format == "B"
+    )
+
+
 def locate_frames_py(
-    buf: bytes, start: int = 0, end: int | None = None, *, frame: str = "batch records"
+    buf: bytes | memoryview,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    frame: str = "batch records",
 ) -> list[FrameRef]:
     """:func:`locate_frames` in pure Python: one tuple per frame."""
     stop_all = len(buf) if end is None else min(end, len(buf))
@@ -400,12 +423,12 @@ def locate_frames_py(
     return out
 
 
-def stored_messages(buf: bytes, refs: Sequence[FrameRef]) -> list[StoredMessage]:
+def stored_messages(buf: bytes | memoryview, refs: Sequence[FrameRef]) -> list[StoredMessage]:
     """The located frames as :class:`StoredMessage` objects."""
     head = FRAME_HEADER_SIZE
     out: list[StoredMessage] = []
     for offset, timestamp, origin, msg_id, checksum, at, p_end, f_end, pid, od, td in refs:
-        payload, headers = buf[at + head : p_end], buf[p_end:f_end]
+        payload, headers = bytes(buf[at + head : p_end]), bytes(buf[p_end:f_end])
         out.append(
             StoredMessage(
                 offset=offset,

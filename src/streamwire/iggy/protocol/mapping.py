@@ -151,8 +151,7 @@ def received_messages_py(
             headers: dict[str, HeaderValue] = {}
             key = None
         else:
-            headers, key = _headers_and_key(buf[p_end:f_end], key_header)
-        append(
-            received(buf[at + head : p_end], key, headers, timestamp, offset, stream, pid, msg_id)
-        )
+            headers, key = _headers_and_key(bytes(buf[p_end:f_end]), key_header)
+        value = bytes(buf[at + head : p_end])
+        append(received(value, key, headers, timestamp, offset, stream, pid, msg_id))
     return out

@@ -31,6 +31,7 @@ from streamwire.iggy.protocol._wire import (
 from streamwire.iggy.protocol.batch import (
     FrameRef,
     StoredMessage,
+    bytes_view,
     locate_frames,
     stored_messages,
 )
@@ -131,7 +132,8 @@ class SendMessages(RequestPayload[SendConfirmations]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PolledMessages(Payload):
-    """Poll reply. ``records`` holds the batch records as received and ``frames`` where each
+    """Poll reply. ``records`` holds the batch records as received (decoded from a frame in
+    ``bytes``: a read-only view of that frame, not a copy) and ``frames`` where each
     message lies in them (checked for structure when the reply is decoded, so a malformed
     reply fails the connection); :attr:`messages` decodes them into objects on demand, and
     :func:`streamwire.iggy.protocol.mapping.received_messages` straight into
@@ -140,7 +142,7 @@ class PolledMessages(Payload):
     partition_id: int
     current_offset: int
     messages_count: int
-    records: bytes = field(default=b"", repr=False)
+    records: bytes | memoryview = field(default=b"", repr=False)
     frames: Sequence[FrameRef] = field(default=(), compare=False, repr=False)
 
     @classmethod
@@ -176,7 +178,8 @@ class PolledMessages(Payload):
     def read(cls, r: Reader) -> PolledMessages:
         partition_id, current, count = r.u32le(), r.u64le(), r.u32le()
         start = r.pos
-        records = bytes(r.rest())
+        rest = r.rest()  # a view of the received frame (bytes), copied otherwise
+        records: bytes | memoryview = rest if bytes_view(rest) else bytes(rest)
         try:
             frames = locate_frames(records, frame="poll reply")
         except DecodeError as exc:
