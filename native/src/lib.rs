@@ -34,7 +34,7 @@ mod rabbitmq;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 5;
+pub const ABI: u32 = 6;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 const SLOTS: [&str; 8] = [
