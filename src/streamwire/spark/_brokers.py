@@ -20,7 +20,7 @@ broker name:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -28,7 +28,13 @@ import streamwire
 from streamwire.codec.columns import Columns
 from streamwire.spark.errors import SparkConfigurationError
 
-__all__ = ("Broker", "ColumnarConsumer", "Publisher")
+__all__ = (
+    "Broker",
+    "ColumnarConsumer",
+    "Publisher",
+    "RunDeduplicatingProducer",
+    "RunProducer",
+)
 
 #: Protocols whose producers deduplicate by (producer name, publishing id): what the driver
 #: reports before any executor has connected (executors ask the producer itself).
@@ -47,6 +53,25 @@ class ColumnarConsumer(Protocol):
     async def next_columns(
         self, max_chunks: int = 16, timeout: float | None = 1.0
     ) -> list[Columns | list[streamwire.Message]]: ...
+
+
+@runtime_checkable
+class RunProducer(Protocol):
+    """A producer that accepts a run of messages with one future for all of them."""
+
+    async def send_many(
+        self, values: Iterable[bytes | streamwire.Message]
+    ) -> asyncio.Future[Any]: ...
+
+
+@runtime_checkable
+class RunDeduplicatingProducer(Protocol):
+    """A deduplicating producer whose runs take the publishing id of their first message
+    (the others follow it): ``streamwire.rabbitmq.Producer``."""
+
+    async def send_many(
+        self, values: Iterable[bytes | streamwire.Message], *, publishing_id: int | None = None
+    ) -> asyncio.Future[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +199,25 @@ class Publisher:
         """Whether the broker drops re-sent publishing ids of this producer."""
         return self._dedup is not None
 
-    async def send(
-        self, message: streamwire.Message, publishing_id: int
-    ) -> asyncio.Future[streamwire.Confirmation]:
-        """Accept one message; ``publishing_id`` is used only where the broker dedups."""
-        if self._dedup is not None:
-            return await self._dedup.send(message, publishing_id=publishing_id)
-        return await self.producer.send(message)
+    async def send_run(
+        self, values: list[bytes | streamwire.Message], first_publishing_id: int
+    ) -> asyncio.Future[Any]:
+        """Accept ``values`` in order; one future for all of them, failing with the first
+        error. Where the broker dedups they get consecutive publishing ids from
+        ``first_publishing_id`` on; otherwise the ids are not used. Waits for room in the
+        producer's buffer like ``send``."""
+        dedup, producer = self._dedup, self.producer
+        if dedup is not None:
+            if isinstance(dedup, RunDeduplicatingProducer):
+                return await dedup.send_many(values, publishing_id=first_publishing_id)
+            futures = [
+                await dedup.send(value, publishing_id=first_publishing_id + i)
+                for i, value in enumerate(values)
+            ]
+            return asyncio.gather(*futures)
+        if isinstance(producer, RunProducer):
+            return await producer.send_many(values)
+        return asyncio.gather(*await producer.send_batch(values))
 
     async def flush(self, timeout: float) -> None:
         await self.producer.flush(timeout)
