@@ -37,6 +37,7 @@ from typing import Any, Final
 import streamwire
 from streamwire.spark._brokers import Broker, Publisher
 from streamwire.spark._messages import Run, run_values
+from streamwire.spark._options import DEFAULT_CHUNK_ROWS
 from streamwire.spark._runtime import ClientKey, runtime
 from streamwire.spark._schema import SinkLayout
 from streamwire.spark.errors import SparkConfigurationError
@@ -95,7 +96,7 @@ class PublishSpec:
     max_in_flight: int | None = None
     producer_options: tuple[tuple[str, Any], ...] = ()
     connect_options: tuple[tuple[str, Any], ...] = ()
-    chunk_rows: int = 1000
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     @property
     def client_key(self) -> ClientKey:

@@ -33,6 +33,7 @@ from typing import Any, Final
 from streamwire.spark import _identity
 from streamwire.spark._brokers import Broker
 from streamwire.spark._messages import runs
+from streamwire.spark._options import DEFAULT_CHUNK_ROWS, DEFAULT_MAX_IN_FLIGHT
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._schema import SinkLayout, sink_layout
 from streamwire.spark.errors import SparkConfigurationError
@@ -147,7 +148,8 @@ class ForeachBatchSink:
         *,
         name: str = "streamwire-sink",
         timeout: float = 60.0,
-        max_in_flight: int | None = 1000,
+        max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
         query_id: str | None = None,
         ignore_extra_columns: bool = False,
         connect_options: Mapping[str, Any] | None = None,
@@ -163,6 +165,8 @@ class ForeachBatchSink:
             raise SparkConfigurationError("timeout must be > 0")
         if max_in_flight is not None and max_in_flight < 1:
             raise SparkConfigurationError("max_in_flight must be >= 1")
+        if chunk_rows < 1:
+            raise SparkConfigurationError("chunk_rows must be >= 1")
         options = dict(producer_options or {})
         connect = dict(connect_options or {})
         connect.setdefault("timeout", timeout)
@@ -171,6 +175,7 @@ class ForeachBatchSink:
         self.name = name
         self.timeout = timeout
         self.max_in_flight = max_in_flight
+        self.chunk_rows = chunk_rows
         self.query_id = query_id
         self.ignore_extra_columns = ignore_extra_columns
         self.producer_options = tuple(sorted(options.items()))
@@ -198,6 +203,7 @@ class ForeachBatchSink:
             timeout=self.timeout,
             layout=layout,
             max_in_flight=self.max_in_flight,
+            chunk_rows=self.chunk_rows,
             producer_options=self.producer_options,
             connect_options=self.connect_options,
         )
@@ -242,7 +248,8 @@ def foreach_batch_sink(
     *,
     name: str = "streamwire-sink",
     timeout: float = 60.0,
-    max_in_flight: int | None = 1000,
+    max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
     query_id: str | None = None,
     ignore_extra_columns: bool = False,
     connect_options: Mapping[str, Any] | None = None,
@@ -270,8 +277,11 @@ def foreach_batch_sink(
     ``timeout`` (seconds) bounds connecting, opening a producer and waiting for the
     confirmations of one partition. ``max_in_flight`` bounds unconfirmed messages per
     producer where the protocol has such a bound (RabbitMQ, Liftbridge; ``None``: the
-    client's default). ``connect_options`` go to
-    :func:`streamwire.connect`, other keyword arguments to ``client.producer``.
+    client's default). A task hands its rows to the producer in runs of at most
+    ``chunk_rows`` (one confirmation future and, on RabbitMQ, consecutive publishing ids per
+    run); rows of a run not yet handed over when a task dies are not sent.
+    ``connect_options`` go to :func:`streamwire.connect`, other keyword arguments to
+    ``client.producer``.
     """
     return ForeachBatchSink(
         url,
@@ -279,6 +289,7 @@ def foreach_batch_sink(
         name=name,
         timeout=timeout,
         max_in_flight=max_in_flight,
+        chunk_rows=chunk_rows,
         query_id=query_id,
         ignore_extra_columns=ignore_extra_columns,
         connect_options=connect_options,
