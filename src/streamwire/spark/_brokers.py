@@ -7,8 +7,9 @@ broker name:
 
 * **Deduplication**: a producer named after the reference that is a
   :class:`streamwire.DeduplicatingProducer` (RabbitMQ Streams) reports the last publishing
-  id stored under its name and takes an explicit ``publishing_id`` per message. Other
-  producers publish plainly (at-least-once); ``name=`` is a no-op for them.
+  id stored under its name and, being a :class:`RunDeduplicatingProducer`, takes runs of
+  messages with the publishing id of the first. Other producers publish plainly
+  (at-least-once); ``name=`` is a no-op for them.
 * **Partitions**: a :class:`streamwire.Partitioned` client lists a stream's partitions and
   opens a consumer of one; any other stream is one partition, ``0``.
 * **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
@@ -123,7 +124,11 @@ class Broker:
             del opts[_IN_FLIGHT_OPTION]  # this broker's producer has no such bound
             producer = client.producer(stream, name=reference, **opts)
         await producer.__aenter__()
-        if reference is not None and isinstance(producer, streamwire.DeduplicatingProducer):
+        if (
+            reference is not None
+            and isinstance(producer, streamwire.DeduplicatingProducer)
+            and isinstance(producer, RunDeduplicatingProducer)
+        ):
             return Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)
         return Publisher(producer, dedup=None, last_stored=0)
 
@@ -187,7 +192,7 @@ class Publisher:
         self,
         producer: streamwire.Producer,
         *,
-        dedup: streamwire.DeduplicatingProducer | None,
+        dedup: RunDeduplicatingProducer | None,
         last_stored: int,
     ) -> None:
         self.producer = producer
@@ -208,13 +213,7 @@ class Publisher:
         producer's buffer like ``send``."""
         dedup, producer = self._dedup, self.producer
         if dedup is not None:
-            if isinstance(dedup, RunDeduplicatingProducer):
-                return await dedup.send_many(values, publishing_id=first_publishing_id)
-            futures = [
-                await dedup.send(value, publishing_id=first_publishing_id + i)
-                for i, value in enumerate(values)
-            ]
-            return asyncio.gather(*futures)
+            return await dedup.send_many(values, publishing_id=first_publishing_id)
         if isinstance(producer, RunProducer):
             return await producer.send_many(values)
         return asyncio.gather(*await producer.send_batch(values))
