@@ -156,7 +156,7 @@ def start_query(
     )
     sink = None
     if how == "foreachBatch":
-        sink = foreach_batch_sink(t.url, stream, name="eo")
+        sink = foreach_batch_sink(t.url, stream, name="eo", chunk_rows=100)
         writer = writer.foreachBatch(sink)
     else:
         writer = writer.format("streamwire").option("url", t.url).option("stream", stream)
@@ -189,7 +189,8 @@ def test_a_replayed_batch_stores_every_row_exactly_once(
         # until it stays put; with a failing UDF, Spark may feed the writer its input in
         # size-bounded Arrow batches, so the task can die before any row reached the writer
         # (nothing was confirmed for those rows: not a loss). The failing sink publishes in
-        # chunks of 1000 rows, so one chunk of the failing partition went out.
+        # runs of at most 100 rows (chunk_rows / chunkRows), so runs of the failing partition
+        # before the null went out.
         partial = read_back(rabbitmq, stream, expect=1 if failure == "sink" else 0, settle=2.0)
         assert len(partial) < 2 * ROWS_PER_FILE, "the failure should stop batch 0"
         if failure == "sink":
@@ -244,7 +245,8 @@ def test_a_replayed_batch_loses_no_row_at_least_once(
         # until it stays put; with a failing UDF, Spark may feed the writer its input in
         # size-bounded Arrow batches, so the task can die before any row reached the writer
         # (nothing was confirmed for those rows: not a loss). The failing sink publishes in
-        # chunks of 1000 rows, so one chunk of the failing partition went out.
+        # runs of at most 100 rows (chunk_rows / chunkRows), so runs of the failing partition
+        # before the null went out.
         partial = read_back(t, stream, expect=1 if failure == "sink" else 0, settle=2.0)
         assert len(partial) < 2 * ROWS_PER_FILE, "the failure should stop batch 0"
         if failure == "sink":

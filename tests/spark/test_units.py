@@ -140,12 +140,12 @@ def test_sink_options() -> None:
     opts = SinkOptions.parse({"url": URL, "stream": "s", "ignoreExtraColumns": "TRUE"})
     assert (opts.name, opts.max_in_flight, opts.ignore_extra_columns) == (
         "streamwire-sink",
-        1000,
+        10_000,
         True,
     )
     with pytest.raises(SparkConfigurationError, match="true or false"):
         SinkOptions.parse({"url": URL, "stream": "s", "ignoreExtraColumns": "yes"})
-    assert opts.chunk_rows == 1000
+    assert opts.chunk_rows == 10_000
     assert SinkOptions.parse({"url": URL, "stream": "s", "CHUNKROWS": "100"}).chunk_rows == 100
     with pytest.raises(SparkConfigurationError, match="chunkRows"):
         SinkOptions.parse({"url": URL, "stream": "s", "chunkRows": "0"})

@@ -344,15 +344,22 @@ class Producer(AsyncStartable):
         *,
         futures: bool,
         batch: Batch | None,
+        first: int | None = None,
     ) -> list[Group]:
-        """Encode and accept ``values`` as groups that fit the buffer, waiting for room."""
+        """Encode and accept ``values`` as groups that fit the buffer, waiting for room;
+        ``first``: the publishing id of the first message (default: the next id)."""
         opts = self.options
         if opts.sub_batch_size:
-            return (await self._accept_entries(values, timeout, futures=futures, batch=batch))[0]
+            accepted = await self._accept_entries(
+                values, timeout, futures=futures, batch=batch, first=first
+            )
+            return accepted[0]
         fast = opts.filter_value is None
         if fast and type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
             bodies = cast("Sequence[bytes]", values)
-            return await self._accept_bodies(bodies, timeout, futures=futures, batch=batch)
+            return await self._accept_bodies(
+                bodies, timeout, futures=futures, batch=batch, first=first
+            )
         encode = self._encode
         groups: list[Group] = []
         data: list[bytes] = []
@@ -369,7 +376,10 @@ class Producer(AsyncStartable):
             n = len(body)
             if len(data) >= room_messages or size + n > room_bytes:
                 if data:
-                    groups.append(self._add(data, filters, futures=futures, batch=batch))
+                    groups.append(
+                        self._add(data, filters, futures=futures, batch=batch, first=first)
+                    )
+                    first = None if first is None else first + len(data)
                     data, filters, size = [], [], 0
                 await self._wait_for_room(n, timeout)
                 self._check()
@@ -379,7 +389,7 @@ class Producer(AsyncStartable):
             filters.append(fv)
             size += n
         if data:
-            groups.append(self._add(data, filters, futures=futures, batch=batch))
+            groups.append(self._add(data, filters, futures=futures, batch=batch, first=first))
         return groups
 
     async def _accept_bodies(
@@ -389,6 +399,7 @@ class Producer(AsyncStartable):
         *,
         futures: bool,
         batch: Batch | None,
+        first: int | None = None,
     ) -> list[Group]:
         """The fast path of :meth:`_accept_many` for a list of plain ``bytes`` bodies: they
         are kept as given (the AMQP data section is written around them when the frame is
@@ -408,7 +419,10 @@ class Producer(AsyncStartable):
                 await self._wait_for_room(len(values[start]), timeout)
                 self._check()
                 continue
-            groups.append(self._add(chunk, None, futures=futures, batch=batch, wrap=wrap))
+            groups.append(
+                self._add(chunk, None, futures=futures, batch=batch, wrap=wrap, first=first)
+            )
+            first = None if first is None else first + len(chunk)
             start += len(chunk)
         return groups
 
@@ -419,6 +433,7 @@ class Producer(AsyncStartable):
         *,
         futures: bool,
         batch: Batch | None,
+        first: int | None = None,
     ) -> tuple[list[Group], list[int]]:
         """Accept ``values`` packed into sub-batch entries of ``sub_batch_size`` messages;
         returns the groups and how many messages each entry holds."""
@@ -434,8 +449,17 @@ class Producer(AsyncStartable):
             await self._wait_for_room(len(entry), timeout)
             self._check()
             groups.append(
-                self._add([entry], None, futures=futures, batch=batch, entries=True, messages=count)
+                self._add(
+                    [entry],
+                    None,
+                    futures=futures,
+                    batch=batch,
+                    entries=True,
+                    messages=count,
+                    first=first,
+                )
             )
+            first = None if first is None else first + 1
         return groups, counts
 
     async def send_batch(
@@ -460,12 +484,20 @@ class Producer(AsyncStartable):
         return [f for g in groups for f in _futures(g)]
 
     async def send_many(
-        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+        self,
+        values: Iterable[bytes | Message],
+        *,
+        publishing_id: int | None = None,
+        timeout: float | None = None,
     ) -> asyncio.Future[BatchConfirmation]:
         """Accept several messages in order with **one** future for all of them: it resolves
         to a :class:`BatchConfirmation` (first/last publishing id, count) once every message
         is stored, or fails with the first error (the others may be stored). The fastest
         way to publish: no per-message future.
+
+        ``publishing_id`` overrides the id of the first message, the others following it
+        one by one (to replay ids for exactly-once resumption, as with :meth:`send`; with
+        ``sub_batch_size`` each entry takes one id).
 
         Cancellation: the messages accepted before the cancellation stay accepted; the future
         then covers only those.
@@ -473,7 +505,7 @@ class Producer(AsyncStartable):
         self._check()
         future: asyncio.Future[BatchConfirmation] = self._loop.create_future()
         batch = Batch(future)
-        await self._accept_many(values, timeout, futures=False, batch=batch)
+        await self._accept_many(values, timeout, futures=False, batch=batch, first=publishing_id)
         if not batch.groups and not future.done():
             future.set_result(BatchConfirmation(self._next_id, self._next_id - 1, 0, self.stream))
         return future

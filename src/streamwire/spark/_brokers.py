@@ -7,8 +7,9 @@ broker name:
 
 * **Deduplication**: a producer named after the reference that is a
   :class:`streamwire.DeduplicatingProducer` (RabbitMQ Streams) reports the last publishing
-  id stored under its name and takes an explicit ``publishing_id`` per message. Other
-  producers publish plainly (at-least-once); ``name=`` is a no-op for them.
+  id stored under its name and, being a :class:`RunDeduplicatingProducer`, takes runs of
+  messages with the publishing id of the first. Other producers publish plainly
+  (at-least-once); ``name=`` is a no-op for them.
 * **Partitions**: a :class:`streamwire.Partitioned` client lists a stream's partitions and
   opens a consumer of one; any other stream is one partition, ``0``.
 * **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
@@ -20,7 +21,7 @@ broker name:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -28,7 +29,13 @@ import streamwire
 from streamwire.codec.columns import Columns
 from streamwire.spark.errors import SparkConfigurationError
 
-__all__ = ("Broker", "ColumnarConsumer", "Publisher")
+__all__ = (
+    "Broker",
+    "ColumnarConsumer",
+    "Publisher",
+    "RunDeduplicatingProducer",
+    "RunProducer",
+)
 
 #: Protocols whose producers deduplicate by (producer name, publishing id): what the driver
 #: reports before any executor has connected (executors ask the producer itself).
@@ -47,6 +54,25 @@ class ColumnarConsumer(Protocol):
     async def next_columns(
         self, max_chunks: int = 16, timeout: float | None = 1.0
     ) -> list[Columns | list[streamwire.Message]]: ...
+
+
+@runtime_checkable
+class RunProducer(Protocol):
+    """A producer that accepts a run of messages with one future for all of them."""
+
+    async def send_many(
+        self, values: Iterable[bytes | streamwire.Message]
+    ) -> asyncio.Future[Any]: ...
+
+
+@runtime_checkable
+class RunDeduplicatingProducer(Protocol):
+    """A deduplicating producer whose runs take the publishing id of their first message
+    (the others follow it): ``streamwire.rabbitmq.Producer``."""
+
+    async def send_many(
+        self, values: Iterable[bytes | streamwire.Message], *, publishing_id: int | None = None
+    ) -> asyncio.Future[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +124,11 @@ class Broker:
             del opts[_IN_FLIGHT_OPTION]  # this broker's producer has no such bound
             producer = client.producer(stream, name=reference, **opts)
         await producer.__aenter__()
-        if reference is not None and isinstance(producer, streamwire.DeduplicatingProducer):
+        if (
+            reference is not None
+            and isinstance(producer, streamwire.DeduplicatingProducer)
+            and isinstance(producer, RunDeduplicatingProducer)
+        ):
             return Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)
         return Publisher(producer, dedup=None, last_stored=0)
 
@@ -162,7 +192,7 @@ class Publisher:
         self,
         producer: streamwire.Producer,
         *,
-        dedup: streamwire.DeduplicatingProducer | None,
+        dedup: RunDeduplicatingProducer | None,
         last_stored: int,
     ) -> None:
         self.producer = producer
@@ -174,13 +204,19 @@ class Publisher:
         """Whether the broker drops re-sent publishing ids of this producer."""
         return self._dedup is not None
 
-    async def send(
-        self, message: streamwire.Message, publishing_id: int
-    ) -> asyncio.Future[streamwire.Confirmation]:
-        """Accept one message; ``publishing_id`` is used only where the broker dedups."""
-        if self._dedup is not None:
-            return await self._dedup.send(message, publishing_id=publishing_id)
-        return await self.producer.send(message)
+    async def send_run(
+        self, values: list[bytes | streamwire.Message], first_publishing_id: int
+    ) -> asyncio.Future[Any]:
+        """Accept ``values`` in order; one future for all of them, failing with the first
+        error. Where the broker dedups they get consecutive publishing ids from
+        ``first_publishing_id`` on; otherwise the ids are not used. Waits for room in the
+        producer's buffer like ``send``."""
+        dedup, producer = self._dedup, self.producer
+        if dedup is not None:
+            return await dedup.send_many(values, publishing_id=first_publishing_id)
+        if isinstance(producer, RunProducer):
+            return await producer.send_many(values)
+        return asyncio.gather(*await producer.send_batch(values))
 
     async def flush(self, timeout: float) -> None:
         await self.producer.flush(timeout)

@@ -16,8 +16,8 @@ endingOffsets            latest | JSON (batch reader only; default latest)
 maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming reader)
 name                     sink name, prefix of the RabbitMQ producer references
                          (default streamwire-sink)
-maxInFlight              unconfirmed messages per producer (default 1000)
-chunkRows                rows a writer task hands to its producer at a time (default 1000);
+maxInFlight              unconfirmed messages per producer (default 10000)
+chunkRows                rows a writer task hands to its producer at a time (default 10000);
                          rows of a chunk not yet handed over when a task dies are not sent
 ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
 writeId                  batch writer: a stable identity for deduplication across reruns
@@ -29,14 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import streamwire
 from streamwire.spark._brokers import Broker
 from streamwire.spark._offsets import StartSpec, parse_spec
 from streamwire.spark.errors import SparkConfigurationError
 
-__all__ = ("SinkOptions", "SourceOptions")
+__all__ = ("DEFAULT_CHUNK_ROWS", "DEFAULT_MAX_IN_FLIGHT", "SinkOptions", "SourceOptions")
+
+#: Rows a writer task hands to its producer at a time: Spark's Arrow batch size
+#: (``spark.sql.execution.arrow.maxRecordsPerBatch``), so a batch goes out in one run.
+DEFAULT_CHUNK_ROWS: Final = 10_000
+#: Unconfirmed messages per producer: the RabbitMQ producer's own default. Fewer cut the
+#: stream into smaller frames and cost CPU per row (docs/benchmarks.md, Spark).
+DEFAULT_MAX_IN_FLIGHT: Final = 10_000
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -142,7 +149,7 @@ class SinkOptions:
     max_in_flight: int
     ignore_extra_columns: bool
     write_id: str | None
-    chunk_rows: int = 1000
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -153,8 +160,8 @@ class SinkOptions:
             stream=_stream(opts, url),
             timeout=_float(opts, "timeout", 60.0),
             name=opts.get("name", "").strip() or "streamwire-sink",
-            max_in_flight=_int(opts, "maxInFlight") or 1000,
+            max_in_flight=_int(opts, "maxInFlight") or DEFAULT_MAX_IN_FLIGHT,
             ignore_extra_columns=_bool(opts, "ignoreExtraColumns"),
             write_id=opts.get("writeid", "").strip() or None,
-            chunk_rows=_int(opts, "chunkRows") or 1000,
+            chunk_rows=_int(opts, "chunkRows") or DEFAULT_CHUNK_ROWS,
         )

@@ -31,11 +31,13 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, Final
 
 import streamwire
 from streamwire.spark._brokers import Broker, Publisher
+from streamwire.spark._messages import Run, run_values
+from streamwire.spark._options import DEFAULT_CHUNK_ROWS
 from streamwire.spark._runtime import ClientKey, runtime
 from streamwire.spark._schema import SinkLayout
 from streamwire.spark.errors import SparkConfigurationError
@@ -94,7 +96,7 @@ class PublishSpec:
     max_in_flight: int | None = None
     producer_options: tuple[tuple[str, Any], ...] = ()
     connect_options: tuple[tuple[str, Any], ...] = ()
-    chunk_rows: int = 1000
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     @property
     def client_key(self) -> ClientKey:
@@ -112,10 +114,17 @@ class PartitionResult:
     exactly_once: bool
 
 
-def _chunks(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    it = iter(rows)
-    while chunk := list(islice(it, size)):
-        yield chunk
+def _slices(runs: Iterable[Run], size: int) -> Iterator[Run]:
+    """``runs`` cut into runs of at most ``size`` rows (record batches are sliced without
+    copying)."""
+    for run in runs:
+        count = len(run)
+        if count <= size:
+            if count:
+                yield run
+            continue
+        for start in range(0, count, size):
+            yield run[start : start + size]
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -125,7 +134,7 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 
 
 class _Partition:
-    """State of one partition being published (lives on the runtime's loop)."""
+    """State of one partition being published."""
 
     def __init__(self, publisher: Publisher, batch_id: int) -> None:
         self.publisher = publisher
@@ -133,28 +142,37 @@ class _Partition:
         self.published = 0
         self.skipped = 0
 
-    async def send(self, first_position: int, messages: list[streamwire.Message]) -> None:
-        publisher, last_stored = self.publisher, self.publisher.last_stored
-        for offset, message in enumerate(messages):
-            pid = publishing_id(self.batch_id, first_position + offset)
-            if publisher.dedup and pid <= last_stored:
-                self.skipped += 1
-                continue
-            future = await publisher.send(message, pid)
-            future.add_done_callback(_retrieve)
-            self.published += 1
+    def already_stored(self, first_position: int, count: int) -> int:
+        """How many of the ``count`` rows from ``first_position`` on the broker stored
+        before (a replay): they lead the run, as ids only grow. Checks that the run's
+        ids fit the scheme."""
+        publishing_id(self.batch_id, first_position + count - 1)
+        if not self.publisher.dedup:
+            return 0
+        first = publishing_id(self.batch_id, first_position)
+        return min(count, max(0, self.publisher.last_stored - first + 1))
+
+    async def send(self, first_position: int, values: list[Any]) -> None:
+        """Accept ``values``, the rows from ``first_position`` on, as one run: one
+        confirmation future, consecutive publishing ids."""
+        pid = publishing_id(self.batch_id, first_position)
+        future = await self.publisher.send_run(values, pid)
+        future.add_done_callback(_retrieve)
+        self.published += len(values)
 
 
 def publish_partition(
     spec: PublishSpec,
-    rows: Iterable[Any],
+    runs: Iterable[Run],
     *,
     query_id: str | None,
     batch_id: int,
     partition: int,
 ) -> PartitionResult:
-    """Publish ``rows`` (in order) and wait for every confirmation; raises on any failure
-    so Spark fails the task. Deduplicates when the broker can and ``query_id`` is known."""
+    """Publish the rows of ``runs`` (record batches or sequences of rows, in order) and
+    wait for every confirmation; raises on any failure so Spark fails the task.
+    Deduplicates when the broker can and ``query_id`` is known. Rows go out in runs of at
+    most ``spec.chunk_rows``, one confirmation future per run."""
     broker = Broker.of(spec.url)
     exactly_once = broker.exactly_once and query_id is not None
     ref = reference(spec.name, query_id, partition) if exactly_once and query_id else None
@@ -175,19 +193,22 @@ def publish_partition(
             timeout=spec.timeout,
         )
 
-    chunks = _chunks(rows, spec.chunk_rows)
-    first_chunk = next(chunks, None)
-    if first_chunk is None:  # an empty partition opens nothing
+    slices = _slices(runs, spec.chunk_rows)
+    first_run = next(slices, None)
+    if first_run is None:  # an empty partition opens nothing
         return PartitionResult(partition, 0, 0, 0, exactly_once)
     publisher = rt.with_client(spec.client_key, open_with)
     state = _Partition(publisher, batch_id)
     rows_seen = 0
     try:
-        for chunk in chain((first_chunk,), chunks):
-            messages = [spec.layout.message(row, rows_seen + i) for i, row in enumerate(chunk)]
-            first = rows_seen
-            rows_seen += len(chunk)
-            rt.call(partial(state.send, first, messages))
+        for run in chain((first_run,), slices):
+            first, count = rows_seen, len(run)
+            rows_seen += count
+            skip = state.already_stored(first, count)
+            state.skipped += skip
+            if skip < count:
+                values = run_values(spec.layout, run[skip:] if skip else run, first + skip)
+                rt.call(partial(state.send, first + skip, values))
         rt.call(lambda: publisher.flush(spec.timeout))
     except BaseException:
         try:

@@ -43,16 +43,26 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
+
+try:  # record batches in (PySpark 4.1+); older ones hand the writers a Row per row
+    from pyspark.sql.datasource import DataSourceArrowWriter as _BatchWriterBase
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
+except ImportError:  # pragma: no cover - depends on the installed PySpark
+    from pyspark.sql.datasource import (  # type: ignore[assignment]
+        DataSourceStreamWriter as _StreamWriterBase,
+    )
+    from pyspark.sql.datasource import (  # type: ignore[assignment]
+        DataSourceWriter as _BatchWriterBase,
+    )
 
 import streamwire
 from streamwire.codec.columns import Columns
 from streamwire.spark import _arrow, _identity, _offsets
 from streamwire.spark._brokers import Broker, ColumnarConsumer
+from streamwire.spark._messages import runs
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
@@ -367,8 +377,9 @@ def _summary(messages: Sequence[Any]) -> str:
     )
 
 
-class StreamwireStreamWriter(DataSourceStreamWriter):
-    """``df.writeStream.format("streamwire")``: exactly-once on RabbitMQ Streams."""
+class StreamwireStreamWriter(_StreamWriterBase):
+    """``df.writeStream.format("streamwire")``: exactly-once on RabbitMQ Streams. Takes
+    the task's rows as Arrow record batches (rows where PySpark has no Arrow writer)."""
 
     def __init__(self, spec: PublishSpec) -> None:
         self.spec = spec
@@ -377,7 +388,7 @@ class StreamwireStreamWriter(DataSourceStreamWriter):
         task = _identity.task()
         result = publish_partition(
             self.spec,
-            iterator,
+            runs(iterator),
             query_id=task.query_id if task.batch_id is not None else None,
             batch_id=task.batch_id or 0,
             partition=task.partition,
@@ -398,7 +409,7 @@ class StreamwireStreamWriter(DataSourceStreamWriter):
         )
 
 
-class StreamwireBatchWriter(DataSourceWriter):
+class StreamwireBatchWriter(_BatchWriterBase):
     """``df.write.format("streamwire").mode("append")``. On RabbitMQ every write gets an
     identity (``writeId``, else a fresh one per write) so retried tasks store nothing
     twice."""
@@ -410,7 +421,7 @@ class StreamwireBatchWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Any]) -> StreamwireCommitMessage:
         task = _identity.task()
         result = publish_partition(
-            self.spec, iterator, query_id=self.write_id, batch_id=0, partition=task.partition
+            self.spec, runs(iterator), query_id=self.write_id, batch_id=0, partition=task.partition
         )
         return StreamwireCommitMessage(
             result.partition, result.rows, result.published, result.skipped, result.exactly_once

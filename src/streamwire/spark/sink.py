@@ -13,24 +13,27 @@
     )
 
 The function Spark calls on the driver checks the schema, reads the query id and runs
-``batch_df.foreachPartition`` with a small picklable task; each task publishes its
-partition through the worker process's cached client (see ``_runtime``) and returns only
-once the broker confirmed every message. Exactly-once on RabbitMQ Streams, at-least-once
-elsewhere (see ``_publish``). Per-batch counts are logged and kept in
+``batch_df.mapInArrow`` with a small picklable task; each task publishes its partition's
+Arrow record batches through the worker process's cached client (see ``_runtime``, and
+``_messages``: no Python object per row unless it has a key or headers) and returns only
+once the broker confirmed every message, with one row of counts the driver collects.
+Exactly-once on RabbitMQ Streams, at-least-once elsewhere (see ``_publish``). Per-batch
+counts are logged and kept in
 :attr:`ForeachBatchSink.metrics`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from streamwire.spark import _identity
 from streamwire.spark._brokers import Broker
+from streamwire.spark._messages import runs
+from streamwire.spark._options import DEFAULT_CHUNK_ROWS, DEFAULT_MAX_IN_FLIGHT
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._schema import SinkLayout, sink_layout
 from streamwire.spark.errors import SparkConfigurationError
@@ -43,8 +46,8 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class BatchMetrics:
     """What one call of the sink did. ``skipped`` rows had been stored by an earlier run of
-    the same micro-batch (a replay), so were not sent again. The counts come from Spark
-    accumulators (``None`` where there is no SparkContext, as in Spark Connect)."""
+    the same micro-batch (a replay), so were not sent again. The counts come back from the
+    tasks with the job's result, in Spark Connect too."""
 
     batch_id: int
     query_id: str | None
@@ -85,32 +88,53 @@ class SinkMetrics:
         )
 
 
-class _PartitionTask:
-    """The function ``foreachPartition`` ships to executors: configuration and Spark
-    accumulators only, nothing live."""
+#: What each task of the publishing job returns: its counts, one row.
+_COUNTS_SCHEMA: Final = "rows long, published long, skipped long"
 
-    def __init__(
-        self, spec: PublishSpec, query_id: str | None, batch_id: int, counters: Any | None
-    ) -> None:
+
+class _PartitionTask:
+    """The function shipped to executors: configuration only, nothing live. It publishes
+    one partition (record batches from ``mapInArrow``, or rows) and yields its counts."""
+
+    def __init__(self, spec: PublishSpec, query_id: str | None, batch_id: int) -> None:
         self.spec = spec
         self.query_id = query_id
         self.batch_id = batch_id
-        self.counters = counters
 
-    def __call__(self, rows: Iterator[Any]) -> None:
-        task = _identity.task()
+    def counts(self, items: Iterator[Any]) -> tuple[int, int, int]:
         result = publish_partition(
             self.spec,
-            rows,
+            runs(items, self.spec.chunk_rows),
             query_id=self.query_id,
             batch_id=self.batch_id,
-            partition=task.partition,
+            partition=_identity.task().partition,
         )
-        if self.counters is not None:
-            rows_acc, published_acc, skipped_acc = self.counters
-            rows_acc.add(result.rows)
-            published_acc.add(result.published)
-            skipped_acc.add(result.skipped)
+        return result.rows, result.published, result.skipped
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """``mapInArrow``: record batches in, one row of counts out."""
+        import pyarrow as pa
+
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([n], pa.int64()) for n in self.counts(batches)],
+            names=["rows", "published", "skipped"],
+        )
+
+    def rows(self, rows: Iterator[Any]) -> Iterator[tuple[int, int, int]]:
+        """``rdd.mapPartitions``: rows in, one tuple of counts out."""
+        yield self.counts(rows)
+
+
+def _publish(batch_df: Any, task: _PartitionTask) -> list[Any]:
+    """Run ``task`` over every partition of ``batch_df``; the counts of each. Record
+    batches through ``mapInArrow`` where PySpark can (it wants pandas installed), else
+    rows through the RDD."""
+    try:
+        counted = batch_df.mapInArrow(task, _COUNTS_SCHEMA)
+    except ImportError as exc:  # PySparkImportError: mapInArrow needs pandas
+        logger.debug("mapInArrow unavailable (%s): publishing rows", exc)
+        return list(batch_df.rdd.mapPartitions(task.rows).collect())
+    return list(counted.collect())
 
 
 class ForeachBatchSink:
@@ -124,7 +148,8 @@ class ForeachBatchSink:
         *,
         name: str = "streamwire-sink",
         timeout: float = 60.0,
-        max_in_flight: int | None = 1000,
+        max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
         query_id: str | None = None,
         ignore_extra_columns: bool = False,
         connect_options: Mapping[str, Any] | None = None,
@@ -140,6 +165,8 @@ class ForeachBatchSink:
             raise SparkConfigurationError("timeout must be > 0")
         if max_in_flight is not None and max_in_flight < 1:
             raise SparkConfigurationError("max_in_flight must be >= 1")
+        if chunk_rows < 1:
+            raise SparkConfigurationError("chunk_rows must be >= 1")
         options = dict(producer_options or {})
         connect = dict(connect_options or {})
         connect.setdefault("timeout", timeout)
@@ -148,35 +175,12 @@ class ForeachBatchSink:
         self.name = name
         self.timeout = timeout
         self.max_in_flight = max_in_flight
+        self.chunk_rows = chunk_rows
         self.query_id = query_id
         self.ignore_extra_columns = ignore_extra_columns
         self.producer_options = tuple(sorted(options.items()))
         self.connect_options = tuple(sorted(connect.items()))
         self.metrics = SinkMetrics()
-        self._lock = threading.Lock()
-        self._counters: tuple[Any, Any, Any, Any] | None = None  # (SparkContext, 3 accumulators)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_lock"], state["_counters"]  # live objects of this driver process
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._counters = None
-
-    def _counters_for(self, df: Any) -> tuple[Any, Any, Any] | None:
-        """Three Spark accumulators (rows, published, skipped), made once per
-        SparkContext: accumulators stay registered in the driver for good, so a sink does
-        not make new ones per batch. ``None`` without a SparkContext (Spark Connect)."""
-        try:
-            sc = df.sparkSession.sparkContext
-        except Exception:
-            return None
-        if self._counters is None or self._counters[0] is not sc:
-            self._counters = (sc, sc.accumulator(0), sc.accumulator(0), sc.accumulator(0))
-        return self._counters[1:]
 
     def __repr__(self) -> str:
         return (
@@ -199,6 +203,7 @@ class ForeachBatchSink:
             timeout=self.timeout,
             layout=layout,
             max_in_flight=self.max_in_flight,
+            chunk_rows=self.chunk_rows,
             producer_options=self.producer_options,
             connect_options=self.connect_options,
         )
@@ -214,17 +219,9 @@ class ForeachBatchSink:
                 "query_id given: publishing at-least-once",
                 self.name,
             )
-        with self._lock:  # one batch at a time per sink: the counters are shared
-            counters = self._counters_for(batch_df)
-            before = [c.value for c in counters] if counters is not None else None
-            task = _PartitionTask(self._spec(layout), query_id, batch_id, counters)
-            batch_df.foreachPartition(task)
-            if counters is not None and before is not None:
-                rows, published, skipped = (
-                    c.value - b for c, b in zip(counters, before, strict=True)
-                )
-            else:
-                rows = published = skipped = None
+        task = _PartitionTask(self._spec(layout), query_id, batch_id)
+        counts = _publish(batch_df, task)
+        rows, published, skipped = (sum(c[i] for c in counts) for i in range(3))
         metrics = BatchMetrics(
             batch_id=batch_id,
             query_id=query_id,
@@ -251,7 +248,8 @@ def foreach_batch_sink(
     *,
     name: str = "streamwire-sink",
     timeout: float = 60.0,
-    max_in_flight: int | None = 1000,
+    max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
     query_id: str | None = None,
     ignore_extra_columns: bool = False,
     connect_options: Mapping[str, Any] | None = None,
@@ -279,8 +277,11 @@ def foreach_batch_sink(
     ``timeout`` (seconds) bounds connecting, opening a producer and waiting for the
     confirmations of one partition. ``max_in_flight`` bounds unconfirmed messages per
     producer where the protocol has such a bound (RabbitMQ, Liftbridge; ``None``: the
-    client's default). ``connect_options`` go to
-    :func:`streamwire.connect`, other keyword arguments to ``client.producer``.
+    client's default). A task hands its rows to the producer in runs of at most
+    ``chunk_rows`` (one confirmation future and, on RabbitMQ, consecutive publishing ids per
+    run); rows of a run not yet handed over when a task dies are not sent.
+    ``connect_options`` go to :func:`streamwire.connect`, other keyword arguments to
+    ``client.producer``.
     """
     return ForeachBatchSink(
         url,
@@ -288,6 +289,7 @@ def foreach_batch_sink(
         name=name,
         timeout=timeout,
         max_in_flight=max_in_flight,
+        chunk_rows=chunk_rows,
         query_id=query_id,
         ignore_extra_columns=ignore_extra_columns,
         connect_options=connect_options,

@@ -96,6 +96,24 @@ async def test_a_named_producer_continues_after_the_stored_sequence(
         assert again.next_publishing_id == 43
 
 
+@pytest.mark.parametrize("bodies", [True, False], ids=["bytes", "messages"])
+async def test_send_many_takes_the_first_publishing_id_of_a_run(
+    broker: RabbitMQDouble, client: rmq.Client, stream: str, bodies: bool
+) -> None:
+    """A run with an explicit first id: consecutive ids from it, across the groups a small
+    buffer cuts the run into; ids the broker stored under the name are dropped."""
+    broker.state.sequences[("app", stream)] = 102
+    plain = [b"%d" % i for i in range(7)]
+    values: list[bytes | Message] = [*plain] if bodies else [Message(v, key=b"k") for v in plain]
+    async with client.producer(stream, name="app", max_buffer_messages=3) as producer:
+        run = await producer.send_many(values, publishing_id=100)
+        assert (await asyncio.wait_for(run, 5)).first_publishing_id == 100
+        later = await producer.send_many([b"next"], publishing_id=200)
+        assert (await asyncio.wait_for(later, 5)).last_publishing_id == 200
+    assert published_ids(broker) == [*range(100, 107), 200]
+    assert stored_values(broker, stream) == [b"3", b"4", b"5", b"6", b"next"]
+
+
 async def test_max_in_flight_holds_back_unconfirmed_messages(
     broker: RabbitMQDouble, client: rmq.Client, stream: str
 ) -> None:
