@@ -67,6 +67,39 @@ def test_round_trip_keeps_keys_headers_and_partition_order(spark: Any, any_broke
         any_broker.delete_stream(stream)
 
 
+class _NoArrow:
+    """A DataFrame as PySpark hands it over without pandas: ``mapInArrow`` raises its
+    ImportError, everything else is the real DataFrame."""
+
+    def __init__(self, df: Any) -> None:
+        self._df = df
+
+    def mapInArrow(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (PySpark's name)
+        raise ImportError("Pandas >= 2.2.0 must be installed; however, it was not found.")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._df, name)
+
+
+def test_without_pandas_the_rows_route_publishes_the_same(spark: Any, rabbitmq: Target) -> None:
+    stream = rabbitmq.new_stream("sink-rows")
+    try:
+        data = rows(30)
+        df = spark.createDataFrame(spark.sparkContext.parallelize(data, 2), SINK_SCHEMA)
+        sink = foreach_batch_sink(rabbitmq.url, stream, max_in_flight=8, query_id="rows")
+        metrics = sink(_NoArrow(df), 0)
+        assert (metrics.rows, metrics.published, metrics.skipped) == (30, 30, 0)
+        # the same batch again (a replay) is deduplicated on this route too
+        again = sink(_NoArrow(df), 0)
+        assert (again.rows, again.published, again.skipped) == (30, 0, 30)
+        stored = read_back(rabbitmq, stream, expect=30)
+        assert sorted((m.value, m.key, m.headers) for m in stored) == sorted(
+            (v, k, h or {}) for v, k, h in data
+        )
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
 def test_wrong_schema_fails_on_the_driver_before_any_job(spark: Any, rabbitmq: Target) -> None:
     sink = foreach_batch_sink(rabbitmq.url, "never-created")
     sc = spark.sparkContext
