@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
-from streamwire._native import core
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -46,7 +45,7 @@ from streamwire.rabbitmq.protocol.consuming import (
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
-from streamwire.transport.ready import ready_iterator
+from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable, AutoCommit
 from streamwire.transport.tasks import cancel_now, cancel_tasks
 
@@ -251,8 +250,8 @@ class Consumer(AsyncStartable):
     def __aiter__(self) -> AsyncIterator[Message]:
         """``async for``: ready messages without a coroutine each (with the native core,
         :mod:`streamwire.transport.ready`), else :meth:`__anext__`."""
-        if self.name is not None or core is None:
-            # auto-commit counts every message; without the core, __anext__ is the twin
+        if self.name is not None or not NATIVE_PAYS:
+            # auto-commit counts every message; else __anext__ is the twin
             return self
         return ready_iterator(self._ready, self, "_last_offset", "offset", self.__anext__)
 

@@ -10,21 +10,31 @@ unawaited loses nothing), and when none are it returns ``slow()``, the consumer'
 coroutine (waiting, timeouts, the end, errors). :class:`ReadyIterator` is the pure-Python
 twin (and the reference): the same steps in an ``async def``.
 
+The native iterator pays where ``await`` takes a result through ``am_send`` without an
+exception, which is Python 3.11: measured over a ready queue, 47 ns per message against
+124 ns for the coroutine. Python 3.12 and later resume such an awaitable through
+``tp_iternext`` and a ``StopIteration`` carrying the message, while their coroutines got
+cheaper (150 against 140 ns), so :data:`NATIVE_PAYS` says whether to use it.
+
 Either way, each message taken sets ``owner.<name>`` to its ``<field>`` (the consumer's last
 handed-out offset), exactly as the consumer's own ``__anext__`` does.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from streamwire._native import core
 
-__all__ = ("ReadyIterator", "ready_iterator")
+__all__ = ("NATIVE_PAYS", "ReadyIterator", "ready_iterator")
 
 _T = TypeVar("_T")
+
+NATIVE_PAYS: Final = core is not None and sys.version_info < (3, 12)
+"""Whether :func:`ready_iterator` beats a consumer's own ``async def __anext__`` here."""
 
 
 class ReadyIterator(Generic[_T]):
