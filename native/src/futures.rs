@@ -47,6 +47,8 @@ unsafe impl Sync for FreeList {}
 
 static FREE: FreeList = FreeList(std::cell::UnsafeCell::new(Vec::new()));
 const MAX_FREE: usize = 1 << 14;
+const MANAGED_DICT: std::os::raw::c_ulong = 1 << 4;
+const MANAGED_WEAKREF: std::os::raw::c_ulong = 1 << 3;
 
 /// Whether the pointer at `at` in the object at `base` is NULL (or there is none: 0).
 unsafe fn unset(base: *mut u8, at: isize) -> bool {
@@ -143,9 +145,6 @@ pub(crate) fn lazy_futures(
         let offsets = slot_offsets(py, cls, ["_ledger", "_index"])?;
         let tp = cls.as_type_ptr();
         unsafe {
-            if (*tp).tp_dictoffset < 0 || (*tp).tp_dealloc.is_none() {
-                return Err(PyTypeError::new_err("lazy_futures needs a fixed-size class"));
-            }
             let lazy = Lazy {
                 cls: cls.clone().unbind(),
                 offsets,
@@ -153,7 +152,14 @@ pub(crate) fn lazy_futures(
                 weaklist: (*tp).tp_weaklistoffset,
                 dict: (*tp).tp_dictoffset,
             };
-            (*tp).tp_dealloc = Some(lazy_dealloc);
+            // Recycled only where an instance's `__dict__` and weak references are plain
+            // fields: not with the dictionary or weak references managed by the
+            // interpreter before the object (`Py_TPFLAGS_MANAGED_DICT`/`_WEAKREF`, negative
+            // offsets), as `asyncio.Future` subclasses have on Python 3.13.
+            let managed = (*tp).tp_flags & (MANAGED_DICT | MANAGED_WEAKREF) != 0;
+            if !managed && lazy.dict >= 0 && lazy.weaklist >= 0 && lazy.dealloc.is_some() {
+                (*tp).tp_dealloc = Some(lazy_dealloc);
+            }
             Ok(lazy)
         }
     })?;
