@@ -10,6 +10,7 @@
 //!   turned into `Message` objects with their checksums verified.
 //! * Producers: `send_batch`'s per-message futures made without a Python call each and not
 //!   tracked by the garbage collector until used (`futures.rs`).
+//! * Consumers: `async for` over ready messages without a coroutine per message (`aiter.rs`).
 //!
 //! Every function mirrors a pure-Python function of the package byte for byte and error for
 //! error (same exception classes and texts, raised in the same order); the property tests in
@@ -26,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
+mod aiter;
 mod futures;
 mod h2;
 mod iggy;
@@ -34,10 +36,10 @@ mod rabbitmq;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 6;
+pub const ABI: u32 = 7;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
-const SLOTS: [&str; 8] = [
+pub(crate) const SLOTS: [&str; 8] = [
     "value",
     "key",
     "headers",
@@ -57,8 +59,8 @@ pub(crate) const PARTITION: usize = 6;
 pub(crate) const ID: usize = 7;
 
 pub(crate) struct State {
-    message: Py<PyType>,
-    offsets: [isize; 8],
+    pub(crate) message: Py<PyType>,
+    pub(crate) offsets: [isize; 8],
     decode_error: Py<PyAny>,
     checksum_error: Py<PyAny>,
     local_error: Py<PyAny>,
@@ -360,6 +362,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;
     m.add_function(wrap_pyfunction!(futures::lazy_futures, m)?)?;
     m.add_function(wrap_pyfunction!(futures::gc_track, m)?)?;
+    m.add_function(wrap_pyfunction!(aiter::ready_iterator, m)?)?;
     m.add_class::<iggy::FrameIndex>()?;
     Ok(())
 }

@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import weakref
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -572,3 +573,83 @@ def test_confirmation_futures_are_bound_to_one_class_and_tracked_again_on_use() 
     core().gc_track(made)  # already tracked: nothing to do
     core().gc_track(3)  # not a GC type: nothing to do
     assert gc.is_tracked(made)
+
+
+def test_lazy_future_cannot_be_subclassed() -> None:
+    with pytest.raises(TypeError, match="cannot be subclassed"):
+        type("Sub", (LazyFuture,), {"__slots__": ()})
+
+
+async def _awaited(future: LazyFuture) -> Confirmation:
+    return await future
+
+
+_FREE_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["make", "drop", "weakref", "attr", "await", "callback", "confirm"]),
+        st.integers(0, 40),
+        st.integers(0, 40),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_FREE_OPS)
+def test_freed_futures_are_reused_alike(ops: list[tuple[str, int, int]]) -> None:
+    """Fresh native futures freed unused are kept and handed out again by the next call:
+    in any order of making, dropping, weak references, attributes, awaiting, callbacks and
+    confirmations, every live native future says what its pure twin (its index in a twin
+    ledger given the same confirmations) says, and weak references to freed ones are
+    called back."""
+
+    async def check() -> None:
+        loop = asyncio.get_running_loop()
+        live: list[tuple[LazyFuture, LazyFuture]] = []  # (native, pure twin)
+        books: list[tuple[Ledger, Ledger]] = []
+        dead: list[int] = []
+        refs: list[weakref.ref[LazyFuture]] = []
+        waiting: list[asyncio.Task[Confirmation]] = []
+        for op, a, b in ops:
+            if op == "make":
+                pair = tuple(Ledger(loop, a, "s", first_id=len(books) * 100) for _ in "np")
+                books.append((pair[0], pair[1]))
+                made: list[LazyFuture] = core().lazy_futures(LazyFuture, pair[0], a)
+                twins = (LazyFuture(pair[1], i) for i in range(a))
+                live.extend(zip(made, twins, strict=True))
+            elif not live:
+                continue
+            elif op == "drop":
+                del live[a % len(live) : a % len(live) + b]
+            elif op == "weakref":
+                refs.append(weakref.ref(live[a % len(live)][0], lambda _r: dead.append(1)))
+            elif op == "attr":
+                live[a % len(live)][0].extra = b  # type: ignore[attr-defined]
+            elif op in ("await", "callback"):
+                for f in live[a % len(live)]:
+                    if op == "callback":
+                        f.add_done_callback(lambda _f: None)
+                    else:
+                        waiting.append(asyncio.create_task(_awaited(f)))
+            elif op == "confirm":
+                native_book, pure_book = books[a % len(books)]
+                if len(native_book):
+                    start = b % len(native_book)
+                    run = 0
+                    while start + run < len(native_book) and not native_book.states[start + run]:
+                        run += 1
+                    if run:
+                        native_book.confirm(start, run)
+                        pure_book.confirm(start, run)
+        await asyncio.sleep(0)
+        for native, pure in live:
+            assert native._index == pure._index
+            assert any(native._ledger is n and pure._ledger is p for n, p in books)
+            assert type(native) is type(pure)
+            assert native.done() == pure.done()
+            if pure.done():
+                assert native.result() == pure.result()
+        alive = sum(r() is not None for r in refs)
+        assert alive + len(dead) == len(refs)
+
+    asyncio.run(check())

@@ -14,7 +14,7 @@ docs/development.md, "Native core".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from streamwire.codec.headers import HeaderValue
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 6
+ABI: Final = 7
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -108,6 +108,15 @@ class NativeCore(Protocol):
     def lazy_futures(self, cls: type[Any], ledger: object, count: int) -> list[Any]: ...
 
     def gc_track(self, obj: object) -> None: ...
+
+    def ready_iterator(
+        self,
+        ready: Any,
+        owner: object,
+        name: str,
+        field: str,
+        slow: Callable[[], Coroutine[Any, Any, Any]],
+    ) -> AsyncIterator[Any]: ...
 
 
 def forced_pure(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:

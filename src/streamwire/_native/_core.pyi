@@ -1,5 +1,5 @@
 # Types of the native extension (native/src); see streamwire._native.
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Final, overload
 
 from streamwire.codec.headers import HeaderValue
@@ -68,6 +68,13 @@ def iggy_received_messages(
 ) -> list[Message]: ...
 def lazy_futures(cls: type[Any], ledger: object, count: int) -> list[Any]: ...
 def gc_track(obj: object) -> None: ...
+def ready_iterator(
+    ready: Any,
+    owner: object,
+    name: str,
+    field: str,
+    slow: Callable[[], Coroutine[Any, Any, Any]],
+) -> AsyncIterator[Any]: ...
 
 class FrameIndex(Sequence[_FrameRef]):
     @property

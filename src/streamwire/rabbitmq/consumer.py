@@ -45,6 +45,7 @@ from streamwire.rabbitmq.protocol.consuming import (
 from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
+from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable, AutoCommit
 from streamwire.transport.tasks import cancel_now, cancel_tasks
 
@@ -247,7 +248,12 @@ class Consumer(AsyncStartable):
     # --- consuming -----------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self
+        """``async for``: ready messages without a coroutine each (with the native core,
+        :mod:`streamwire.transport.ready`), else :meth:`__anext__`."""
+        if self.name is not None or not NATIVE_PAYS:
+            # auto-commit counts every message; else __anext__ is the twin
+            return self
+        return ready_iterator(self._ready, self, "_last_offset", "offset", self.__anext__)
 
     async def __anext__(self) -> Message:
         """The next message; ends when the consumer is closed, raises if it failed.

@@ -199,6 +199,10 @@ class LazyFuture(asyncio.Future[Confirmation]):
 
     __slots__ = ("_index", "_ledger")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # the native core frees fresh instances of exactly this class its own way
+        raise TypeError("LazyFuture cannot be subclassed")
+
     def __init__(self, ledger: Ledger, index: int) -> None:  # no super().__init__: lazy
         self._ledger = ledger
         self._index = index

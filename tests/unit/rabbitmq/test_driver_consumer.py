@@ -17,6 +17,7 @@ from streamwire.rabbitmq.protocol import frames as f
 from streamwire.rabbitmq.protocol.constants import OffsetType
 from streamwire.rabbitmq.protocol.errors import StreamDoesNotExist
 from streamwire.rabbitmq.protocol.publishing import encode_sub_batch
+from streamwire.transport.ready import NATIVE_PAYS
 from tests.rabbitmq_double import RabbitMQDouble, encode_chunk, simple_entry
 from tests.unit.rabbitmq.support import CHUNK_V1, M0, M1
 
@@ -169,6 +170,28 @@ async def test_async_iteration_and_next(
     assert seen == [0, 1, 2, 3, 4]
     assert last is not None
     assert last.timestamp_us == 3_000_000
+
+
+async def test_async_for_iterates_natively_where_that_pays_and_keeps_the_offset(
+    broker: RabbitMQDouble, client: rmq.Client, chunks: str
+) -> None:
+    async with client.consumer(chunks) as consumer:
+        it = aiter(consumer)
+        assert (it is consumer) == (not NATIVE_PAYS)
+        seen: list[int | None] = []
+        async with asyncio.timeout(5):
+            async for message in consumer:
+                seen.append(message.offset)
+                assert consumer.last_offset == message.offset
+                if message.offset == 2:
+                    break
+            assert consumer.stats.last_offset == 2
+            assert (await anext(it)).offset == 3
+            batch = await consumer.next_batch(2, timeout=5)
+            assert [m.offset for m in batch] == [4, 5]
+        assert seen == [0, 1, 2]
+    async with client.consumer(chunks, name="named") as named:
+        assert aiter(named) is named  # auto-commit counts each message: the coroutine
 
 
 async def test_commit_then_resume_with_name_and_next(

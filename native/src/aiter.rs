@@ -1,0 +1,586 @@
+//! `async for` over a consumer's queue of ready messages without a coroutine per message
+//! (`streamwire.transport.ready.ReadyIterator` is the pure-Python twin).
+//!
+//! `ready_iterator(ready, owner, name, field, slow)` makes an asynchronous iterator whose
+//! `__anext__` is a C slot, so that `async for` calls no Python function per message:
+//!
+//! * when `ready` (a deque) is empty, `__anext__` returns `slow()` (the consumer's own
+//!   `__anext__` coroutine: waiting, timeouts, the end of the stream, errors);
+//! * otherwise it returns a `_Ready` awaitable that completes without suspending: when it is
+//!   first resumed (`await`, `send(None)`, `next`) it takes the first message of `ready`, sets
+//!   `owner.<name>` to the message's `<field>` and returns it (through `am_send` on 3.11, a
+//!   `StopIteration` on later Pythons). Nothing is taken before the awaitable runs, as with
+//!   a coroutine: one that is dropped or cancelled unawaited loses nothing. If the queue
+//!   was emptied in between, the awaitable runs `slow()` and delegates to it (`send`,
+//!   `throw`, `close`), so it behaves as that coroutine would.
+//!
+//! The iterator keeps the last `_Ready` it returned and hands it out again when nobody else
+//! holds it any more (its reference count is 1), so the common loop allocates nothing per
+//! message. Both types take part in garbage collection (a `_Ready` refers to its iterator,
+//! which refers to it).
+
+use std::os::raw::{c_int, c_void};
+use std::ptr::null_mut;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+use crate::new_ref;
+
+#[repr(C)]
+struct Iter {
+    ob_base: ffi::PyObject,
+    ready: *mut ffi::PyObject,
+    popleft: *mut ffi::PyObject,
+    owner: *mut ffi::PyObject,
+    name: *mut ffi::PyObject,
+    field: *mut ffi::PyObject,
+    slow: *mut ffi::PyObject,
+    spare: *mut ffi::PyObject,
+    /// `Message` (borrowed from the core's state, which lives as long as the module) and
+    /// where its `field` slot is, when `field` is one of its slots; else NULL and 0.
+    message: *mut ffi::PyTypeObject,
+    at: isize,
+}
+
+#[repr(C)]
+struct Ready {
+    ob_base: ffi::PyObject,
+    iter: *mut ffi::PyObject,
+    /// The coroutine delegated to when the queue was found empty, or NULL.
+    coro: *mut ffi::PyObject,
+    /// Set once the awaitable has completed (or failed): it cannot be resumed again.
+    used: c_int,
+}
+
+struct Types {
+    iter: Py<PyType>,
+    ready: Py<PyType>,
+}
+
+static TYPES: PyOnceLock<Types> = PyOnceLock::new();
+
+unsafe fn clear(slot: *mut *mut ffi::PyObject) {
+    let p = *slot;
+    if !p.is_null() {
+        *slot = null_mut();
+        ffi::Py_DECREF(p);
+    }
+}
+
+unsafe fn free(obj: *mut ffi::PyObject) {
+    let tp = ffi::Py_TYPE(obj);
+    match (*tp).tp_free {
+        Some(f) => f(obj as *mut c_void),
+        None => ffi::PyObject_GC_Del(obj as *mut c_void),
+    }
+    ffi::Py_DECREF(tp as *mut ffi::PyObject);
+}
+
+macro_rules! visit {
+    ($p:expr, $visit:expr, $arg:expr) => {
+        if !$p.is_null() {
+            let r = $visit($p, $arg);
+            if r != 0 {
+                return r;
+            }
+        }
+    };
+}
+
+// --- the iterator --------------------------------------------------------------------------
+
+unsafe extern "C" fn iter_traverse(
+    obj: *mut ffi::PyObject,
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    let it = obj as *mut Iter;
+    visit!((*it).ready, visit, arg);
+    visit!((*it).popleft, visit, arg);
+    visit!((*it).owner, visit, arg);
+    visit!((*it).name, visit, arg);
+    visit!((*it).field, visit, arg);
+    visit!((*it).slow, visit, arg);
+    visit!((*it).spare, visit, arg);
+    0
+}
+
+unsafe extern "C" fn iter_clear(obj: *mut ffi::PyObject) -> c_int {
+    let it = obj as *mut Iter;
+    clear(&mut (*it).ready);
+    clear(&mut (*it).popleft);
+    clear(&mut (*it).owner);
+    clear(&mut (*it).name);
+    clear(&mut (*it).field);
+    clear(&mut (*it).slow);
+    clear(&mut (*it).spare);
+    0
+}
+
+unsafe extern "C" fn iter_dealloc(obj: *mut ffi::PyObject) {
+    ffi::PyObject_GC_UnTrack(obj as *mut c_void);
+    iter_clear(obj);
+    free(obj);
+}
+
+unsafe extern "C" fn same(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    new_ref(obj)
+}
+
+unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let it = obj as *mut Iter;
+    if (*it).ready.is_null() {
+        ffi::PyErr_SetString(
+            ffi::PyExc_RuntimeError,
+            c"the iterator was cleared".as_ptr(),
+        );
+        return null_mut();
+    }
+    let n = ffi::PyObject_Size((*it).ready);
+    if n < 0 {
+        return null_mut();
+    }
+    if n == 0 {
+        return ffi::PyObject_CallNoArgs((*it).slow);
+    }
+    let spare = (*it).spare;
+    if !spare.is_null() && ffi::Py_REFCNT(spare) == 1 {
+        let r = spare as *mut Ready;
+        if (*r).coro.is_null() {
+            (*r).used = 0;
+            return new_ref(spare);
+        }
+    }
+    let tp = match TYPES.get(Python::assume_attached()) {
+        Some(t) => t.ready.as_ptr() as *mut ffi::PyTypeObject,
+        None => {
+            ffi::PyErr_SetString(ffi::PyExc_RuntimeError, c"no _Ready type".as_ptr());
+            return null_mut();
+        }
+    };
+    let made = match (*tp).tp_alloc {
+        Some(alloc) => alloc(tp, 0),
+        None => null_mut(),
+    };
+    if made.is_null() {
+        return null_mut();
+    }
+    let r = made as *mut Ready;
+    (*r).iter = new_ref(obj);
+    (*r).coro = null_mut();
+    (*r).used = 0;
+    let old = (*it).spare;
+    (*it).spare = new_ref(made);
+    if !old.is_null() {
+        ffi::Py_DECREF(old);
+    }
+    made
+}
+
+// --- the awaitable -------------------------------------------------------------------------
+
+unsafe extern "C" fn ready_traverse(
+    obj: *mut ffi::PyObject,
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    let r = obj as *mut Ready;
+    visit!((*r).iter, visit, arg);
+    visit!((*r).coro, visit, arg);
+    0
+}
+
+unsafe extern "C" fn ready_clear(obj: *mut ffi::PyObject) -> c_int {
+    let r = obj as *mut Ready;
+    clear(&mut (*r).iter);
+    clear(&mut (*r).coro);
+    0
+}
+
+unsafe extern "C" fn ready_dealloc(obj: *mut ffi::PyObject) {
+    ffi::PyObject_GC_UnTrack(obj as *mut c_void);
+    ready_clear(obj);
+    free(obj);
+}
+
+/// After the delegated coroutine finished (returned or raised): this awaitable is done too.
+unsafe fn finished(r: *mut Ready) {
+    (*r).used = 1;
+    clear(&mut (*r).coro);
+}
+
+unsafe fn delegate(
+    r: *mut Ready,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    let status = ffi::PyIter_Send((*r).coro, arg, result);
+    if !matches!(status, ffi::PySendResult::PYGEN_NEXT) {
+        finished(r);
+    }
+    status
+}
+
+/// One step: the first ready message (returned), or a step of the slow coroutine.
+unsafe fn step(
+    obj: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    let r = obj as *mut Ready;
+    if !(*r).coro.is_null() {
+        return delegate(r, arg, result);
+    }
+    if (*r).used != 0 || (*r).iter.is_null() {
+        ffi::PyErr_SetString(
+            ffi::PyExc_RuntimeError,
+            c"cannot reuse already awaited __anext__()".as_ptr(),
+        );
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    let it = (*r).iter as *mut Iter;
+    if (*it).ready.is_null() {
+        ffi::PyErr_SetString(
+            ffi::PyExc_RuntimeError,
+            c"the iterator was cleared".as_ptr(),
+        );
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    let n = ffi::PyObject_Size((*it).ready);
+    if n < 0 {
+        (*r).used = 1;
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    if n == 0 {
+        // emptied since __anext__ was called: be the consumer's own coroutine
+        let coro = ffi::PyObject_CallNoArgs((*it).slow);
+        if coro.is_null() {
+            (*r).used = 1;
+            return ffi::PySendResult::PYGEN_ERROR;
+        }
+        if ffi::PyCoro_CheckExact(coro) == 0 {
+            ffi::Py_DECREF(coro);
+            (*r).used = 1;
+            ffi::PyErr_SetString(
+                ffi::PyExc_TypeError,
+                c"slow() must return a coroutine".as_ptr(),
+            );
+            return ffi::PySendResult::PYGEN_ERROR;
+        }
+        (*r).coro = coro;
+        return delegate(r, arg, result);
+    }
+    (*r).used = 1;
+    let msg = ffi::PyObject_CallNoArgs((*it).popleft);
+    if msg.is_null() {
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    let value = if ffi::Py_TYPE(msg) == (*it).message {
+        let v = *((msg as *const u8).offset((*it).at) as *const *mut ffi::PyObject);
+        if v.is_null() {
+            ffi::PyObject_GetAttr(msg, (*it).field) // unset: the AttributeError
+        } else {
+            new_ref(v)
+        }
+    } else {
+        ffi::PyObject_GetAttr(msg, (*it).field)
+    };
+    if value.is_null() {
+        ffi::Py_DECREF(msg);
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    let rc = ffi::PyObject_SetAttr((*it).owner, (*it).name, value);
+    ffi::Py_DECREF(value);
+    if rc < 0 {
+        ffi::Py_DECREF(msg);
+        return ffi::PySendResult::PYGEN_ERROR;
+    }
+    *result = msg;
+    ffi::PySendResult::PYGEN_RETURN
+}
+
+unsafe extern "C" fn ready_send(
+    obj: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    step(obj, arg, result)
+}
+
+/// `StopIteration(value)` raised (a tuple or an exception as the value stays the value).
+unsafe fn stop(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let exc = ffi::PyObject_CallOneArg(ffi::PyExc_StopIteration, value);
+    ffi::Py_DECREF(value);
+    if !exc.is_null() {
+        ffi::PyErr_SetObject(ffi::PyExc_StopIteration, exc);
+        ffi::Py_DECREF(exc);
+    }
+    null_mut()
+}
+
+unsafe fn resume(obj: *mut ffi::PyObject, arg: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let mut result = null_mut();
+    match step(obj, arg, &mut result) {
+        ffi::PySendResult::PYGEN_NEXT => result,
+        ffi::PySendResult::PYGEN_RETURN => stop(result),
+        ffi::PySendResult::PYGEN_ERROR => null_mut(),
+    }
+}
+
+unsafe extern "C" fn ready_next(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    resume(obj, ffi::Py_None())
+}
+
+unsafe extern "C" fn ready_send_method(
+    obj: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let r = obj as *mut Ready;
+    if (*r).coro.is_null() && (*r).used == 0 && arg != ffi::Py_None() {
+        ffi::PyErr_SetString(
+            ffi::PyExc_TypeError,
+            c"can't send non-None value to a just-started coroutine".as_ptr(),
+        );
+        return null_mut();
+    }
+    resume(obj, arg)
+}
+
+unsafe extern "C" fn ready_throw(
+    obj: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let r = obj as *mut Ready;
+    if !(*r).coro.is_null() {
+        let meth = ffi::PyObject_GetAttrString((*r).coro, c"throw".as_ptr());
+        if meth.is_null() {
+            return null_mut();
+        }
+        let out = ffi::PyObject_Call(meth, args, null_mut());
+        ffi::Py_DECREF(meth);
+        if out.is_null() {
+            finished(r);
+        }
+        return out;
+    }
+    if (*r).used != 0 {
+        ffi::PyErr_SetString(
+            ffi::PyExc_RuntimeError,
+            c"cannot reuse already awaited __anext__()".as_ptr(),
+        );
+        return null_mut();
+    }
+    // Not started: the exception is raised here, as a coroutine that never ran raises what
+    // is thrown into it (and is finished); nothing was taken from the queue.
+    (*r).used = 1;
+    let n = ffi::PyTuple_Size(args);
+    if n < 1 {
+        ffi::PyErr_SetString(
+            ffi::PyExc_TypeError,
+            c"throw expected at least 1 argument".as_ptr(),
+        );
+        return null_mut();
+    }
+    let typ = ffi::PyTuple_GetItem(args, 0);
+    if ffi::PyExceptionInstance_Check(typ) != 0 {
+        ffi::PyErr_SetObject(ffi::PyExceptionInstance_Class(typ), typ);
+    } else if ffi::PyExceptionClass_Check(typ) != 0 {
+        let value = if n > 1 {
+            ffi::PyTuple_GetItem(args, 1)
+        } else {
+            ffi::Py_None()
+        };
+        ffi::PyErr_SetObject(typ, value);
+    } else {
+        ffi::PyErr_SetString(
+            ffi::PyExc_TypeError,
+            c"exceptions must be classes or instances deriving from BaseException".as_ptr(),
+        );
+    }
+    null_mut()
+}
+
+unsafe extern "C" fn ready_close(
+    obj: *mut ffi::PyObject,
+    _: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let r = obj as *mut Ready;
+    (*r).used = 1;
+    if !(*r).coro.is_null() {
+        let out = ffi::PyObject_CallMethod((*r).coro, c"close".as_ptr(), null_mut());
+        finished(r);
+        return out;
+    }
+    new_ref(ffi::Py_None())
+}
+
+// --- the types -------------------------------------------------------------------------------
+
+unsafe fn make_type(
+    name: &'static std::ffi::CStr,
+    basicsize: usize,
+    mut slots: Vec<ffi::PyType_Slot>,
+) -> PyResult<*mut ffi::PyObject> {
+    slots.push(ffi::PyType_Slot {
+        slot: 0,
+        pfunc: null_mut(),
+    });
+    let mut spec = ffi::PyType_Spec {
+        name: name.as_ptr(),
+        basicsize: basicsize as c_int,
+        itemsize: 0,
+        flags: (ffi::Py_TPFLAGS_DEFAULT
+            | ffi::Py_TPFLAGS_HAVE_GC
+            | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION) as std::os::raw::c_uint,
+        slots: slots.as_mut_ptr(),
+    };
+    let tp = ffi::PyType_FromSpec(&mut spec);
+    if tp.is_null() {
+        return Err(PyErr::fetch(Python::assume_attached()));
+    }
+    Ok(tp)
+}
+
+macro_rules! slot {
+    ($id:expr, $f:expr) => {
+        ffi::PyType_Slot {
+            slot: $id,
+            pfunc: $f as *mut c_void,
+        }
+    };
+}
+
+fn types(py: Python<'_>) -> PyResult<&'static Types> {
+    TYPES.get_or_try_init(py, || -> PyResult<Types> {
+        unsafe {
+            let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
+                ffi::PyMethodDef {
+                    ml_name: c"send".as_ptr(),
+                    ml_meth: ffi::PyMethodDefPointer {
+                        PyCFunction: ready_send_method,
+                    },
+                    ml_flags: ffi::METH_O,
+                    ml_doc: std::ptr::null(),
+                },
+                ffi::PyMethodDef {
+                    ml_name: c"throw".as_ptr(),
+                    ml_meth: ffi::PyMethodDefPointer {
+                        PyCFunction: ready_throw,
+                    },
+                    ml_flags: ffi::METH_VARARGS,
+                    ml_doc: std::ptr::null(),
+                },
+                ffi::PyMethodDef {
+                    ml_name: c"close".as_ptr(),
+                    ml_meth: ffi::PyMethodDefPointer {
+                        PyCFunction: ready_close,
+                    },
+                    ml_flags: ffi::METH_NOARGS,
+                    ml_doc: std::ptr::null(),
+                },
+                ffi::PyMethodDef::zeroed(),
+            ]));
+            let ready = make_type(
+                c"streamwire._native._core._Ready",
+                std::mem::size_of::<Ready>(),
+                vec![
+                    slot!(ffi::Py_tp_dealloc, ready_dealloc as unsafe extern "C" fn(_)),
+                    slot!(
+                        ffi::Py_tp_traverse,
+                        ready_traverse as unsafe extern "C" fn(_, _, _) -> _
+                    ),
+                    slot!(
+                        ffi::Py_tp_clear,
+                        ready_clear as unsafe extern "C" fn(_) -> _
+                    ),
+                    slot!(ffi::Py_am_await, same as unsafe extern "C" fn(_) -> _),
+                    slot!(
+                        ffi::Py_am_send,
+                        ready_send as unsafe extern "C" fn(_, _, _) -> _
+                    ),
+                    slot!(ffi::Py_tp_iter, same as unsafe extern "C" fn(_) -> _),
+                    slot!(
+                        ffi::Py_tp_iternext,
+                        ready_next as unsafe extern "C" fn(_) -> _
+                    ),
+                    slot!(ffi::Py_tp_methods, methods.as_mut_ptr()),
+                ],
+            )?;
+            let iter = make_type(
+                c"streamwire._native._core.ReadyIterator",
+                std::mem::size_of::<Iter>(),
+                vec![
+                    slot!(ffi::Py_tp_dealloc, iter_dealloc as unsafe extern "C" fn(_)),
+                    slot!(
+                        ffi::Py_tp_traverse,
+                        iter_traverse as unsafe extern "C" fn(_, _, _) -> _
+                    ),
+                    slot!(ffi::Py_tp_clear, iter_clear as unsafe extern "C" fn(_) -> _),
+                    slot!(ffi::Py_am_aiter, same as unsafe extern "C" fn(_) -> _),
+                    slot!(ffi::Py_am_anext, iter_anext as unsafe extern "C" fn(_) -> _),
+                ],
+            )?;
+            Ok(Types {
+                iter: Bound::from_owned_ptr(py, iter)
+                    .cast_into::<PyType>()?
+                    .unbind(),
+                ready: Bound::from_owned_ptr(py, ready)
+                    .cast_into::<PyType>()?
+                    .unbind(),
+            })
+        }
+    })
+}
+
+/// An asynchronous iterator over `ready` (a deque of messages): see the module docstring.
+#[pyfunction]
+pub(crate) fn ready_iterator(
+    py: Python<'_>,
+    ready: &Bound<'_, PyAny>,
+    owner: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyAny>,
+    field: &Bound<'_, PyAny>,
+    slow: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    if !name.is_instance_of::<pyo3::types::PyString>()
+        || !field.is_instance_of::<pyo3::types::PyString>()
+    {
+        return Err(PyTypeError::new_err("name and field must be str"));
+    }
+    let popleft = ready.getattr("popleft")?;
+    let (message, at) = match crate::state(py) {
+        Ok(st) => {
+            let field: String = field.extract()?;
+            match crate::SLOTS.iter().position(|s| *s == field) {
+                Some(i) => (st.message.as_ptr() as *mut ffi::PyTypeObject, st.offsets[i]),
+                None => (null_mut(), 0),
+            }
+        }
+        Err(_) => (null_mut(), 0),
+    };
+    let tp = types(py)?.iter.as_ptr() as *mut ffi::PyTypeObject;
+    unsafe {
+        let obj = match (*tp).tp_alloc {
+            Some(alloc) => alloc(tp, 0),
+            None => null_mut(),
+        };
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let it = obj as *mut Iter;
+        (*it).ready = new_ref(ready.as_ptr());
+        (*it).popleft = popleft.into_ptr();
+        (*it).owner = new_ref(owner.as_ptr());
+        (*it).name = new_ref(name.as_ptr());
+        (*it).field = new_ref(field.as_ptr());
+        (*it).slow = new_ref(slow.as_ptr());
+        (*it).spare = null_mut();
+        (*it).message = message;
+        (*it).at = at;
+        Ok(Bound::from_owned_ptr(py, obj).unbind())
+    }
+}
