@@ -37,6 +37,7 @@ from streamwire.errors import (
     ProducerBufferFull,
     StreamwireError,
 )
+from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import (
@@ -50,6 +51,7 @@ from streamwire.liftbridge.protocol.messages import (
 )
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
+from streamwire.transport.pending import Ledger
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
@@ -180,6 +182,8 @@ class Producer(AsyncStartable):
         self._subjects: list[str] = []
         self._round_robin = itertools.count()
         self._pending: set[asyncio.Future[Confirmation]] = set()
+        self._in_runs = 0
+        """Messages of ledger runs (``send_batch``) awaiting their ack."""
         self._room = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -243,7 +247,7 @@ class Producer(AsyncStartable):
     @property
     def pending(self) -> int:
         """Messages sent whose ack has not arrived (nor failed) yet."""
-        return len(self._pending)
+        return len(self._pending) + self._in_runs
 
     @property
     def stats(self) -> ProducerStats:
@@ -400,14 +404,14 @@ class Producer(AsyncStartable):
         self._check()
         if self._over_grpc():
             request = self._request(value, key, headers, expected_offset, partition)
-            if len(self._pending) >= self.options.max_in_flight:
+            if self.pending >= self.options.max_in_flight:
                 await self._wait_for_room(timeout)
             return self._publish_grpc(request)
         client = self._client
         cid = client._next_correlation_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
         p = self._partition(key_bytes, partition)
-        if len(self._pending) >= self.options.max_in_flight:
+        if self.pending >= self.options.max_in_flight:
             await self._wait_for_room(timeout)
         return await self._publish(cid, data, p)
 
@@ -472,23 +476,35 @@ class Producer(AsyncStartable):
         for cid in cids:
             self._client._forget(cid)
         self._pending.difference_update(futures)
-        if len(self._pending) < self.options.max_in_flight:
+        self._settled()
+
+    def _settled(self) -> None:
+        pending = len(self._pending) + self._in_runs
+        if pending < self.options.max_in_flight:
             self._room.set()
-        if not self._pending:
+        if not pending:
             self._idle.set()
 
     def _done(self, future: asyncio.Future[Confirmation]) -> None:
         self._pending.discard(future)
         if self._first_failure is None and not future.cancelled():
             self._first_failure = future.exception()
-        if len(self._pending) < self.options.max_in_flight:
-            self._room.set()
-        if not self._pending:
-            self._idle.set()
+        self._settled()
+
+    def _run_settled(self, run: AckRun, n: int, exc: BaseException | None) -> None:
+        """``n`` messages of ``run`` were acked (``exc`` None) or failed with ``exc``."""
+        self._in_runs -= n
+        if exc is not None:
+            run.failed += n
+            if self._first_failure is None:
+                self._first_failure = exc
+        if run.left <= 0:
+            self._meter.settled(run.started, len(run.cids) - run.failed, run.failed)
+        self._settled()
 
     async def _wait_for_room(self, timeout: float | None) -> None:
         await wait_for_room(
-            lambda: len(self._pending) < self.options.max_in_flight,
+            lambda: self.pending < self.options.max_in_flight,
             self._room,
             self.options.max_block if timeout is None else timeout,
             check=self._check,
@@ -538,9 +554,9 @@ class Producer(AsyncStartable):
         limit = self.options.max_in_flight
         start = 0
         while start < len(encoded):
-            if len(self._pending) >= limit:
+            if self.pending >= limit:
                 await self._wait_for_room(timeout)
-            end = start + max(limit - len(self._pending), 1)
+            end = start + max(limit - self.pending, 1)
             futures += await self._publish_many(encoded[start:end])
             start = end
         return futures
@@ -551,7 +567,7 @@ class Producer(AsyncStartable):
         requests = [self._request(value, None, None, None, None) for value in values]
         futures: list[asyncio.Future[Confirmation]] = []
         for request in requests:
-            if len(self._pending) >= self.options.max_in_flight:
+            if self.pending >= self.options.max_in_flight:
                 await self._wait_for_room(timeout)
             futures.append(self._publish_grpc(request))
         return futures
@@ -571,9 +587,11 @@ class Producer(AsyncStartable):
                 done.append(future)
             self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
             return done
+        whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
+        if len(whats) == 1 and not opts.detect_no_responders:
+            return await self._publish_run(items, nbytes, whats)
         expect = self._expect
         settle = _Settlement(self._meter, len(items), nbytes, self._done)
-        whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
         futures = [expect(cid, whats[p], settle) for cid, _, p in items]
         if opts.detect_no_responders:
             reply = client._reply_subject
@@ -586,6 +604,39 @@ class Producer(AsyncStartable):
             self._unexpect([cid for cid, _, _ in items], futures)
             raise
         return futures
+
+    async def _publish_run(
+        self, items: list[tuple[str, bytes, int]], nbytes: int, whats: dict[int, str]
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Publish acked messages to one partition as one ledger run: lazy futures
+        (``transport.pending``), acks resolved into the ledger (``_acks.AckRun``), one
+        deadline for the lot."""
+        client = self._client
+        acks = client._acks
+        if acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        ((p, what),) = whats.items()
+        ledger = Ledger(client._loop, len(items), self.stream, offsets=True)
+        ledger.partition = p
+        started = self._meter.sent(len(items), nbytes)
+        run = AckRun([cid for cid, _, _ in items], ledger, self._run_settled, started)
+        acks.expect_run(run, self.options.ack_timeout, what)
+        self._in_runs += len(items)
+        self._idle.clear()
+        subject = self._subjects[p]
+        try:
+            await client._publish_many(
+                [(subject, data, "") for _, data, _ in items], self.options.max_block
+            )
+        except BaseException:  # the caller gets none of these futures
+            left = run.left
+            acks.forget_run(run)
+            self._in_runs -= left
+            if left:
+                self._meter.settled(started, len(items) - run.failed - left, run.failed + left)
+            self._settled()
+            raise
+        return ledger.futures()
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every message sent so far is confirmed or failed, and everything is
