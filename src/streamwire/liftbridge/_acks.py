@@ -152,6 +152,10 @@ class AckRouter:
         """A correlation id never used before on this inbox (one token, no dots)."""
         return f"{next(self._ids):x}"
 
+    def next_ids(self, count: int) -> list[str]:
+        """``count`` new correlation ids (as many :meth:`next_id` calls)."""
+        return list(map("{:x}".format, itertools.islice(self._ids, count)))
+
     def reply_subject(self, correlation_id: str) -> str:
         return self._reply_prefix + correlation_id
 

@@ -240,3 +240,17 @@ async def test_send_batch_acks_each_message_of_its_run(
     assert (futures[5].result().offset, futures[5].result().partition) == (2, 0)
     assert (stats.confirmed, stats.failed) == (3, 3)
     assert client.stats.acks.unmatched >= 2  # the duplicate and the late ack
+
+
+async def test_send_batch_refuses_a_too_large_value_before_sending_any(
+    setup: tuple[lb.Client, FakeLeader, str],
+) -> None:
+    client, leader, stream = setup
+    async with client.producer(stream, max_message_bytes=200) as producer:
+        with pytest.raises(lb.MessageTooLarge, match="limit of 200 bytes"):
+            await producer.send_batch([b"ok", b"x" * 300, b"ok"])
+        assert producer.pending == 0
+        futures = await producer.send_batch([b"ok", b"ok"])
+        await producer.flush(timeout=10)
+    assert [f.result().offset for f in futures] == [0, 1]
+    assert [value for _, value in leader.received] == [b"ok", b"ok"]
