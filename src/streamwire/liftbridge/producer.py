@@ -619,16 +619,14 @@ class Producer(AsyncStartable):
             self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
             return done
         whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
-        if len(whats) == 1 and not opts.detect_no_responders:
-            return await self._publish_run(items, nbytes, whats)
+        if not opts.detect_no_responders:
+            return await self._publish_runs(items, nbytes, whats)
+        # with no-responders detection: a future per message, each with its reply subject
         expect = self._expect
         settle = _Settlement(self._meter, len(items), nbytes, self._done)
         futures = [expect(cid, whats[p], settle) for cid, _, p in items]
-        if opts.detect_no_responders:
-            reply = client._reply_subject
-            messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
-        else:
-            messages = [(subjects[p], data, "") for _, data, p in items]
+        reply = client._reply_subject
+        messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
         try:
             await client._publish_many(messages, opts.max_block)
         except BaseException:
@@ -636,38 +634,53 @@ class Producer(AsyncStartable):
             raise
         return futures
 
-    async def _publish_run(
+    async def _publish_runs(
         self, items: list[tuple[str, bytes, int]], nbytes: int, whats: dict[int, str]
     ) -> list[asyncio.Future[Confirmation]]:
-        """Publish acked messages to one partition as one ledger run: lazy futures
-        (``transport.pending``), acks resolved into the ledger (``_acks.AckRun``), one
-        deadline for the lot."""
+        """Publish acked messages as one ledger run per partition: lazy futures
+        (``transport.pending``), acks resolved into the ledgers (``_acks.AckRun``), one
+        deadline per run; the messages go out in their order, in one write."""
         client = self._client
         acks = client._acks
         if acks is None:
             raise ClosedError("the Liftbridge client is closed")
-        ((p, what),) = whats.items()
-        ledger = Ledger(client._loop, len(items), self.stream, offsets=True)
-        ledger.partition = p
-        started = self._meter.sent(len(items), nbytes)
-        run = AckRun([cid for cid, _, _ in items], ledger, self._run_settled, started)
-        acks.expect_run(run, self.options.ack_timeout, what)
-        self._in_runs += len(items)
+        groups: dict[int, list[int]] = {p: [] for p in whats}
+        for i, (_, _, p) in enumerate(items):
+            groups[p].append(i)
+        meter, loop, timeout = self._meter, client._loop, self.options.ack_timeout
+        meter.accepted(len(items), nbytes)
+        runs: list[tuple[AckRun, list[int]]] = []
+        for p, at in groups.items():
+            ledger = Ledger(loop, len(at), self.stream, offsets=True)
+            ledger.partition = p
+            size = nbytes if len(groups) == 1 else sum(len(items[i][1]) for i in at)
+            run = AckRun([items[i][0] for i in at], ledger, self._run_settled)
+            run.started = meter.begin(len(at), size)
+            acks.expect_run(run, timeout, whats[p])  # raises only when closed: the first
+            runs.append((run, at))
+            self._in_runs += len(at)
         self._idle.clear()
-        subject = self._subjects[p]
+        subjects = self._subjects
         try:
             await client._publish_many(
-                [(subject, data, "") for _, data, _ in items], self.options.max_block
+                [(subjects[p], data, "") for _, data, p in items], self.options.max_block
             )
         except BaseException:  # the caller gets none of these futures
-            left = run.left
-            acks.forget_run(run)
-            self._in_runs -= left
-            if left:
-                self._meter.settled(started, len(items) - run.failed - left, run.failed + left)
+            for run, at in runs:
+                left = run.left
+                acks.forget_run(run)
+                self._in_runs -= left
+                if left:
+                    meter.settled(run.started, len(at) - run.failed - left, run.failed + left)
             self._settled()
             raise
-        return ledger.futures()
+        if len(runs) == 1:
+            return runs[0][0].ledger.futures()
+        futures: list[asyncio.Future[Confirmation]] = [None] * len(items)  # type: ignore[list-item]
+        for run, at in runs:
+            for i, future in zip(at, run.ledger.futures(), strict=True):
+                futures[i] = future
+        return futures
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every message sent so far is confirmed or failed, and everything is
