@@ -24,19 +24,21 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from itertools import count, repeat
 from typing import Any, Protocol
 
 from nats.aio.msg import Msg
 
 from streamwire.codec.message import Confirmation
-from streamwire.errors import ConnectionClosed, StreamwireError
+from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge.protocol.errors import ACK_ERRORS, AckTimeout, NoResponders
 from streamwire.liftbridge.protocol.messages import parse_ack, partition_of
 from streamwire.transport.inflight import InflightTable
+from streamwire.transport.pending import Ledger
 
-__all__ = ("AckRouter", "AckStats", "InboxLink")
+__all__ = ("AckRouter", "AckRun", "AckStats", "InboxLink")
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,40 @@ class AckStats:
     """Deadline checks postponed because the event loop was blocked past them."""
 
 
+class AckRun:
+    """The messages of one publish call to one partition, acked one by one into one
+    :class:`Ledger` (whose lazy futures the caller holds): no asyncio future, done-callback
+    nor deadline entry per message. ``on_settled(run, count, exc)`` is called as messages
+    settle (``exc`` None: stored); ``left`` counts those still waiting."""
+
+    __slots__ = ("cids", "failed", "key", "ledger", "left", "on_settled", "started")
+
+    def __init__(
+        self,
+        cids: Sequence[str],
+        ledger: Ledger,
+        on_settled: Callable[[AckRun, int, BaseException | None], object],
+        started: tuple[float, object] = (0.0, None),
+    ) -> None:
+        self.cids = cids
+        self.ledger = ledger
+        self.left = len(cids)
+        self.on_settled = on_settled
+        self.failed = 0
+        """Messages of the run that failed so far (counted by the caller)."""
+        self.started = started
+        """The caller's metering token (``ProducerMeter.sent``)."""
+        self.key = f"r{cids[0]}" if cids else "r"
+        """The run's entry among the deadlines (never a correlation id: those are hex)."""
+
+
+def _timeout_of(what: str) -> Callable[[str], BaseException]:
+    def make(cid: str) -> BaseException:
+        return AckTimeout(f"no ack for {what} (correlation id {cid})")
+
+    return make
+
+
 class AckRouter:
     """Routes acks to the futures of the messages waiting for them.
 
@@ -90,6 +126,10 @@ class AckRouter:
         self._reply_prefix = f"{base}.n."
         self._ids = itertools.count(1)
         self.table: InflightTable[str, Confirmation] = InflightTable(name="message")
+        self._run_acks: dict[str, tuple[AckRun, int]] = {}
+        """Correlation id -> (run, index) of the messages of runs still waiting."""
+        self._runs: dict[str, AckRun] = {}
+        """Runs with messages still waiting, by key."""
         self.stats = AckStats()
         self._expiry: list[tuple[float, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -111,6 +151,10 @@ class AckRouter:
     def next_id(self) -> str:
         """A correlation id never used before on this inbox (one token, no dots)."""
         return f"{next(self._ids):x}"
+
+    def next_ids(self, count: int) -> list[str]:
+        """``count`` new correlation ids (as many :meth:`next_id` calls)."""
+        return list(map("{:x}".format, itertools.islice(self._ids, count)))
 
     def reply_subject(self, correlation_id: str) -> str:
         return self._reply_prefix + correlation_id
@@ -139,6 +183,57 @@ class AckRouter:
         """Stop waiting for ``correlation_id`` (its publish failed); cancels its future."""
         self.table.discard(correlation_id)
 
+    @property
+    def waiting(self) -> int:
+        """Messages whose ack has not arrived nor failed (futures and runs)."""
+        return len(self.table) + len(self._run_acks)
+
+    def expect_run(
+        self,
+        run: AckRun,
+        timeout: float | None,
+        what: str = "message",
+    ) -> None:
+        """Wait for the acks of ``run``'s correlation ids (each new, from :meth:`next_id`);
+        those still missing after ``timeout`` seconds fail with :class:`AckTimeout`, one
+        deadline for the run. Raises ClosedError after :meth:`close`."""
+        if self._closed:
+            raise ClosedError("cannot wait for acks: the client is closed")
+        n = len(run.cids)
+        self._run_acks.update(zip(run.cids, zip(repeat(run, n), count()), strict=True))
+        self._runs[run.key] = run
+        if timeout is not None:
+            when = self._loop.time() + timeout
+            if len(self._expiry) > 2 * len(self.table) + len(self._runs) + 1024:
+                self._compact()
+            heapq.heappush(self._expiry, (when, run.key, what))
+            if self._timer is None or when < self._timer_at:
+                self._schedule(when)
+
+    def forget_run(self, run: AckRun) -> None:
+        """Stop waiting for ``run`` (its publish failed): its messages stay pending in its
+        ledger, nobody is told."""
+        pop = self._run_acks.pop
+        for cid in run.cids:
+            pop(cid, None)
+        self._runs.pop(run.key, None)
+        run.left = 0
+
+    def _settle_run(self, run: AckRun, n: int, exc: BaseException | None) -> None:
+        run.left -= n
+        if run.left <= 0:
+            self._runs.pop(run.key, None)
+        run.on_settled(run, n, exc)
+
+    def _fail_run(self, run: AckRun, make: Callable[[str], BaseException]) -> None:
+        """Fail every message of ``run`` still waiting, each with ``make(cid)``."""
+        pop, fail = self._run_acks.pop, run.ledger.fail
+        for i, cid in enumerate(run.cids):
+            if pop(cid, None) is not None:
+                exc = make(cid)
+                fail(i, 1, exc)
+                self._settle_run(run, 1, exc)
+
     # --- deadlines -------------------------------------------------------------------
 
     def _schedule(self, when: float) -> None:
@@ -151,8 +246,8 @@ class AckRouter:
         """Drop the deadlines of messages already acked (amortised O(1) per message): the
         heap then holds about as many entries as messages awaiting an ack, instead of one
         per message sent during the last ``ack_timeout`` seconds."""
-        table = self.table
-        self._expiry = [entry for entry in self._expiry if entry[1] in table]
+        table, runs = self.table, self._runs
+        self._expiry = [e for e in self._expiry if e[1] in table or e[1] in runs]
         heapq.heapify(self._expiry)
 
     def _expire(self) -> None:
@@ -171,6 +266,9 @@ class AckRouter:
             if cid in self.table:
                 self.stats.timeouts += 1
                 self.table.fail(cid, AckTimeout(f"no ack for {what} (correlation id {cid})"))
+            elif (run := self._runs.get(cid)) is not None:
+                self.stats.timeouts += run.left
+                self._fail_run(run, _timeout_of(what))
         if heap:
             self._schedule(heap[0][0])
 
@@ -210,6 +308,21 @@ class AckRouter:
             logger.debug("dropped a non-ack on the ack inbox: %s", exc)
             return
         cid = ack.correlationId
+        entry = self._run_acks.pop(cid, None)
+        if entry is not None:
+            run, i = entry
+            self.stats.acks += 1
+            error = int(ack.ackError)
+            if error:
+                self.stats.error_acks += 1
+                where = f"{ack.stream!r} ({ack.msgSubject})"
+                refused = ACK_ERRORS.from_code(error, f"message {cid} on {where}")
+                run.ledger.fail(i, 1, refused)
+                self._settle_run(run, 1, refused)
+                return
+            run.ledger.confirm_one(i, ack.offset)
+            self._settle_run(run, 1, None)
+            return
         if cid not in self.table:
             self.stats.unmatched += 1
             return
@@ -245,4 +358,7 @@ class AckRouter:
             self._timer = None
         self._expiry.clear()
         self._closed = True
-        self.table.close(exc or ConnectionClosed("the client closed before the ack arrived"))
+        failure = exc or ConnectionClosed("the client closed before the ack arrived")
+        for run in list(self._runs.values()):
+            self._fail_run(run, lambda _: failure)
+        self.table.close(failure)

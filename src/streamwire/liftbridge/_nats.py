@@ -20,6 +20,7 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.protocol.parser import AWAITING_CONTROL_LINE
 
 from streamwire.errors import (
     ClosedError,
@@ -33,6 +34,7 @@ from streamwire.errors import (
     StreamwireError,
     TransportError,
 )
+from streamwire.liftbridge._nats_msgs import take_msgs
 from streamwire.transport.deadline import Deadline
 
 __all__ = ("NatsLink", "NatsStats", "flush_in_order", "translate_nats")
@@ -314,8 +316,52 @@ class NatsLink:
                 stats["in_bytes"] += len(data)
 
             nc._process_msg = process_msg
+            self._take_runs_first()
         self._direct[sid] = handler
         return True
+
+    def _take_runs_first(self) -> None:
+        """Before nats-py's parser sees a socket read, hand the run of plain ``MSG``
+        commands at its front for direct subscriptions to their handlers in one walk
+        (:func:`take_msgs`); the rest goes to the parser as it came. A command cut by the
+        end of a read is kept until the next one (dropped if the parser was reset in
+        between: a new connection). Only while the parser awaits a command line with an
+        empty buffer; without the parser internals (another nats-py) nothing changes."""
+        nc: Any = self._nc
+        ps: Any = getattr(nc, "_ps", None)
+        parse = getattr(ps, "parse", None)
+        stats = getattr(nc, "stats", None)
+        if (
+            parse is None
+            or not isinstance(getattr(ps, "buf", None), bytearray)
+            or not isinstance(getattr(ps, "state", None), int)
+            or not isinstance(stats, dict)
+        ):
+            return
+        direct = self._direct
+        held: list[Any] = [b"", None]  # a cut command, and the parser buffer it was cut in
+
+        async def parse_runs_first(data: bytes = b"") -> None:
+            tail, where = held
+            if tail:
+                held[0], held[1] = b"", None
+                if ps.buf is where:
+                    data = tail + data
+            if data and ps.state == AWAITING_CONTROL_LINE and not ps.buf:
+                used, count, nbytes, cut = take_msgs(data, direct)
+                if count:
+                    stats["in_msgs"] += count
+                    stats["in_bytes"] += nbytes
+                if cut:
+                    held[0], held[1] = data[used:], ps.buf
+                    return
+                if used:
+                    data = data[used:]
+                    if not data:
+                        return
+            await parse(data)
+
+        ps.parse = parse_runs_first
 
     async def publish(
         self, subject: str, payload: bytes, reply: str = "", *, timeout: float | None = None

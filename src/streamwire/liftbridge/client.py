@@ -297,6 +297,11 @@ class Client(AsyncClosing):
             raise ClosedError("the Liftbridge client is closed")
         return self._acks.next_id()
 
+    def _next_correlation_ids(self, count: int) -> list[str]:
+        if self._acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        return self._acks.next_ids(count)
+
     def _expect(
         self,
         cid: str,

@@ -26,6 +26,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Literal, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
@@ -37,6 +38,7 @@ from streamwire.errors import (
     ProducerBufferFull,
     StreamwireError,
 )
+from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import (
@@ -50,6 +52,7 @@ from streamwire.liftbridge.protocol.messages import (
 )
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
+from streamwire.transport.pending import Ledger
 from streamwire.transport.resources import (
     AsyncStartable,
     wait_confirmed,
@@ -180,6 +183,8 @@ class Producer(AsyncStartable):
         self._subjects: list[str] = []
         self._round_robin = itertools.count()
         self._pending: set[asyncio.Future[Confirmation]] = set()
+        self._in_runs = 0
+        """Messages of ledger runs (``send_batch``) awaiting their ack."""
         self._room = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -243,7 +248,7 @@ class Producer(AsyncStartable):
     @property
     def pending(self) -> int:
         """Messages sent whose ack has not arrived (nor failed) yet."""
-        return len(self._pending)
+        return len(self._pending) + self._in_runs
 
     @property
     def stats(self) -> ProducerStats:
@@ -374,6 +379,33 @@ class Producer(AsyncStartable):
             )
         return data, None if key is None else bytes(key)
 
+    def _encode_plain(self, values: list[bytes | Message]) -> list[tuple[str, bytes, int]] | None:
+        """``send_batch``'s usual call in one pass: ``bytes`` values (no key nor headers) in
+        envelopes to a one-partition stream, encoded as :meth:`_encode` does (same bytes,
+        same ``MessageTooLarge``); None for anything else."""
+        opts = self.options
+        if (
+            self.partitions != 1
+            or not opts.envelope
+            or not values
+            or not all(type(value) is bytes for value in values)
+        ):
+            return None
+        template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+        if template is None or template.ack_inbox != inbox:
+            template = self._template = PublishTemplate(
+                ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
+            )
+        cids = self._client._next_correlation_ids(len(values))
+        datas = template.encode_many(values, cids)  # type: ignore[arg-type]  # all bytes
+        limit = self._limit()
+        if max(map(len, datas)) > limit:
+            size = next(n for n in map(len, datas) if n > limit)
+            raise MessageTooLarge(
+                f"a {size}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
+            )
+        return list(zip(cids, datas, repeat(0), strict=False))
+
     # --- sending -----------------------------------------------------------------------
 
     async def send(
@@ -400,14 +432,14 @@ class Producer(AsyncStartable):
         self._check()
         if self._over_grpc():
             request = self._request(value, key, headers, expected_offset, partition)
-            if len(self._pending) >= self.options.max_in_flight:
+            if self.pending >= self.options.max_in_flight:
                 await self._wait_for_room(timeout)
             return self._publish_grpc(request)
         client = self._client
         cid = client._next_correlation_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
         p = self._partition(key_bytes, partition)
-        if len(self._pending) >= self.options.max_in_flight:
+        if self.pending >= self.options.max_in_flight:
             await self._wait_for_room(timeout)
         return await self._publish(cid, data, p)
 
@@ -472,23 +504,35 @@ class Producer(AsyncStartable):
         for cid in cids:
             self._client._forget(cid)
         self._pending.difference_update(futures)
-        if len(self._pending) < self.options.max_in_flight:
+        self._settled()
+
+    def _settled(self) -> None:
+        pending = len(self._pending) + self._in_runs
+        if pending < self.options.max_in_flight:
             self._room.set()
-        if not self._pending:
+        if not pending:
             self._idle.set()
 
     def _done(self, future: asyncio.Future[Confirmation]) -> None:
         self._pending.discard(future)
         if self._first_failure is None and not future.cancelled():
             self._first_failure = future.exception()
-        if len(self._pending) < self.options.max_in_flight:
-            self._room.set()
-        if not self._pending:
-            self._idle.set()
+        self._settled()
+
+    def _run_settled(self, run: AckRun, n: int, exc: BaseException | None) -> None:
+        """``n`` messages of ``run`` were acked (``exc`` None) or failed with ``exc``."""
+        self._in_runs -= n
+        if exc is not None:
+            run.failed += n
+            if self._first_failure is None:
+                self._first_failure = exc
+        if run.left <= 0:
+            self._meter.settled(run.started, len(run.cids) - run.failed, run.failed)
+        self._settled()
 
     async def _wait_for_room(self, timeout: float | None) -> None:
         await wait_for_room(
-            lambda: len(self._pending) < self.options.max_in_flight,
+            lambda: self.pending < self.options.max_in_flight,
             self._room,
             self.options.max_block if timeout is None else timeout,
             check=self._check,
@@ -529,18 +573,21 @@ class Producer(AsyncStartable):
         self._check()
         if self._over_grpc():
             return await self._send_batch_grpc(values, timeout)
-        encoded: list[tuple[str, bytes, int]] = []
-        for value in values:  # a message that cannot be encoded fails the call: none sent
-            cid = self._client._next_correlation_id()
-            data, key_bytes = self._encode(value, None, None, cid, None)
-            encoded.append((cid, data, self._partition(key_bytes, None)))
+        values = values if isinstance(values, list) else list(values)
+        encoded = self._encode_plain(values)
+        if encoded is None:
+            encoded = []
+            for value in values:  # a message that cannot be encoded fails the call: none sent
+                cid = self._client._next_correlation_id()
+                data, key_bytes = self._encode(value, None, None, cid, None)
+                encoded.append((cid, data, self._partition(key_bytes, None)))
         futures: list[asyncio.Future[Confirmation]] = []
         limit = self.options.max_in_flight
         start = 0
         while start < len(encoded):
-            if len(self._pending) >= limit:
+            if self.pending >= limit:
                 await self._wait_for_room(timeout)
-            end = start + max(limit - len(self._pending), 1)
+            end = start + max(limit - self.pending, 1)
             futures += await self._publish_many(encoded[start:end])
             start = end
         return futures
@@ -551,7 +598,7 @@ class Producer(AsyncStartable):
         requests = [self._request(value, None, None, None, None) for value in values]
         futures: list[asyncio.Future[Confirmation]] = []
         for request in requests:
-            if len(self._pending) >= self.options.max_in_flight:
+            if self.pending >= self.options.max_in_flight:
                 await self._wait_for_room(timeout)
             futures.append(self._publish_grpc(request))
         return futures
@@ -571,20 +618,68 @@ class Producer(AsyncStartable):
                 done.append(future)
             self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
             return done
+        whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
+        if not opts.detect_no_responders:
+            return await self._publish_runs(items, nbytes, whats)
+        # with no-responders detection: a future per message, each with its reply subject
         expect = self._expect
         settle = _Settlement(self._meter, len(items), nbytes, self._done)
-        whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
         futures = [expect(cid, whats[p], settle) for cid, _, p in items]
-        if opts.detect_no_responders:
-            reply = client._reply_subject
-            messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
-        else:
-            messages = [(subjects[p], data, "") for _, data, p in items]
+        reply = client._reply_subject
+        messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
         try:
             await client._publish_many(messages, opts.max_block)
         except BaseException:
             self._unexpect([cid for cid, _, _ in items], futures)
             raise
+        return futures
+
+    async def _publish_runs(
+        self, items: list[tuple[str, bytes, int]], nbytes: int, whats: dict[int, str]
+    ) -> list[asyncio.Future[Confirmation]]:
+        """Publish acked messages as one ledger run per partition: lazy futures
+        (``transport.pending``), acks resolved into the ledgers (``_acks.AckRun``), one
+        deadline per run; the messages go out in their order, in one write."""
+        client = self._client
+        acks = client._acks
+        if acks is None:
+            raise ClosedError("the Liftbridge client is closed")
+        groups: dict[int, list[int]] = {p: [] for p in whats}
+        for i, (_, _, p) in enumerate(items):
+            groups[p].append(i)
+        meter, loop, timeout = self._meter, client._loop, self.options.ack_timeout
+        meter.accepted(len(items), nbytes)
+        runs: list[tuple[AckRun, list[int]]] = []
+        for p, at in groups.items():
+            ledger = Ledger(loop, len(at), self.stream, offsets=True)
+            ledger.partition = p
+            size = nbytes if len(groups) == 1 else sum(len(items[i][1]) for i in at)
+            run = AckRun([items[i][0] for i in at], ledger, self._run_settled)
+            run.started = meter.begin(len(at), size)
+            acks.expect_run(run, timeout, whats[p])  # raises only when closed: the first
+            runs.append((run, at))
+            self._in_runs += len(at)
+        self._idle.clear()
+        subjects = self._subjects
+        try:
+            await client._publish_many(
+                [(subjects[p], data, "") for _, data, p in items], self.options.max_block
+            )
+        except BaseException:  # the caller gets none of these futures
+            for run, at in runs:
+                left = run.left
+                acks.forget_run(run)
+                self._in_runs -= left
+                if left:
+                    meter.settled(run.started, len(at) - run.failed - left, run.failed + left)
+            self._settled()
+            raise
+        if len(runs) == 1:
+            return runs[0][0].ledger.futures()
+        futures: list[asyncio.Future[Confirmation]] = [None] * len(items)  # type: ignore[list-item]
+        for run, at in runs:
+            for i, future in zip(at, run.ledger.futures(), strict=True):
+                futures[i] = future
         return futures
 
     async def flush(self, timeout: float | None = None) -> None:

@@ -142,6 +142,18 @@ class Ledger:
         if self.waiters:
             self._wake(start, stop)
 
+    def confirm_one(self, i: int, offset: int | None = None) -> None:
+        """Message ``i`` alone is stored (at ``offset``), unless it was resolved already:
+        :meth:`confirm` for brokers that acknowledge message by message."""
+        states = self.states
+        if states[i] != _PENDING:
+            return
+        states[i] = _OK
+        if offset is not None and self.offsets is not None:
+            self.offsets[i] = offset
+        if self.waiters:
+            self._wake(i, i + 1)
+
     def fail(self, start: int, count: int, exc: BaseException) -> int:
         """Messages ``start .. start + count - 1`` failed with ``exc``, those still pending;
         returns how many were."""

@@ -213,3 +213,44 @@ async def test_send_batch_with_a_bad_value_sends_nothing(
         assert producer.pending == 0
         assert (await producer.send_and_wait(b"ok")).offset == 0  # the first thing sent
     assert [value for _, value in leader.received] == [b"ok"]
+
+
+async def test_send_batch_acks_each_message_of_its_run(
+    setup: tuple[lb.Client, FakeLeader, str],
+) -> None:
+    """A batch to one partition is acked into one ledger: every message still gets its own
+    outcome (offset, error ack, timeout; duplicates and late acks ignored), flush reports the
+    first failure and the producer's counters and stats settle."""
+    client, leader, stream = setup
+    values = [b"ok", b"incorrect-offset", b"twice", b"silent", b"late", b"ok"]
+    async with client.producer(stream, ack_timeout=0.5) as producer:
+        futures = await producer.send_batch(values)
+        with pytest.raises(lb.IncorrectOffset):
+            await producer.flush(timeout=10)
+        assert producer.pending == 0
+        await leader.send_late_acks()
+        await producer.flush(timeout=10)  # the failure was reported once
+        stats = producer.stats
+    assert futures[0].result().offset == 0
+    assert isinstance(futures[1].exception(), lb.IncorrectOffset)
+    assert futures[2].result().offset == 1
+    for silent in futures[3:5]:
+        with pytest.raises(lb.AckTimeout):
+            await silent
+    assert (futures[5].result().offset, futures[5].result().partition) == (2, 0)
+    assert (stats.confirmed, stats.failed) == (3, 3)
+    assert client.stats.acks.unmatched >= 2  # the duplicate and the late ack
+
+
+async def test_send_batch_refuses_a_too_large_value_before_sending_any(
+    setup: tuple[lb.Client, FakeLeader, str],
+) -> None:
+    client, leader, stream = setup
+    async with client.producer(stream, max_message_bytes=200) as producer:
+        with pytest.raises(lb.MessageTooLarge, match="limit of 200 bytes"):
+            await producer.send_batch([b"ok", b"x" * 300, b"ok"])
+        assert producer.pending == 0
+        futures = await producer.send_batch([b"ok", b"ok"])
+        await producer.flush(timeout=10)
+    assert [f.result().offset for f in futures] == [0, 1]
+    assert [value for _, value in leader.received] == [b"ok", b"ok"]

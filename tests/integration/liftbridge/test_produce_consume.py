@@ -102,6 +102,29 @@ async def test_partitions_by_key_round_robin_and_explicit(
         assert {m.key for m in got if m.value == b"k"} == expected
 
 
+async def test_send_batch_over_partitions_confirms_each_in_its_own(
+    client: lb.Client, new_stream: NewStream
+) -> None:
+    """A batch spread over partitions (round robin, by key) is one ack run per partition:
+    each future still reports its own partition and offset, in the order sent."""
+    stream = await new_stream(partitions=3)
+    keys = [f"key-{i}".encode() for i in range(6)]
+    async with client.producer(stream, max_in_flight=4) as producer:
+        robin = await producer.send_batch([b"rr%d" % i for i in range(9)])
+        keyed = await producer.send_batch([Message(b"k", key=k) for k in keys])
+        await producer.flush(timeout=30)
+        assert producer.pending == 0
+        stats = producer.stats
+    got = [f.result() for f in robin + keyed]
+    assert [c.partition for c in got[9:]] == [partition_for_key(k, 3) for k in keys]
+    assert sorted(c.partition or 0 for c in got[:9]) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for c in got:
+        seen[c.partition or 0].append(c.offset or 0)
+    assert all(offsets == list(range(len(offsets))) for offsets in seen.values())
+    assert (stats.confirmed, stats.failed) == (15, 0)
+
+
 @pytest.mark.parametrize("policy", [lb.AckPolicy.LEADER, lb.AckPolicy.ALL])
 async def test_acked_policies_report_offsets(
     client: lb.Client, stream: str, policy: lb.AckPolicy

@@ -44,6 +44,26 @@ def test_template_equals_encode_publish(
     assert template.ack_inbox == inbox
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(
+        st.tuples(st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes)), text),
+        max_size=20,
+    ),
+    long_cid=st.text(min_size=130, max_size=140),
+    inbox=text,
+    policy=st.sampled_from([0, 1, 2]),
+    crc=st.booleans(),
+)
+def test_encode_many_equals_encode(
+    messages: list[tuple[bytes, str]], long_cid: str, inbox: str, policy: int, crc: bool
+) -> None:
+    messages.append((b"v", long_cid))  # a correlation id with a 2-byte length
+    template = PublishTemplate(ack_inbox=inbox, ack_policy=policy, crc=crc)
+    values, cids = [v for v, _ in messages], [c for _, c in messages]
+    assert template.encode_many(values, cids) == [template.encode(v, c) for v, c in messages]
+
+
 def test_an_unknown_ack_policy_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         PublishTemplate(ack_inbox="i", ack_policy=3)

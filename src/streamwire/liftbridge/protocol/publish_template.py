@@ -10,6 +10,7 @@ serializers write: the bytes equal ``encode_publish``'s for the same message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from streamwire.codec.checksums import crc32c
@@ -69,3 +70,26 @@ class PublishTemplate:
         if self._crc:
             return encode_header(MessageType.PUBLISH, crc=crc32c(payload)) + payload
         return self._header + payload
+
+    def encode_many(self, values: Sequence[bytes], correlation_ids: Sequence[str]) -> list[bytes]:
+        """The envelopes of messages without keys, each as :meth:`encode` writes it (one
+        loop: the shared parts and the length prefix of each distinct value size are looked
+        up once)."""
+        if self._crc:
+            return list(map(self.encode, values, correlation_ids))
+        head, middle, tail = self._header + self._head, self._middle, self._tail
+        sizes: dict[int, bytes] = {}
+        out: list[bytes] = []
+        append, join = out.append, b"".join
+        for value, correlation_id in zip(values, correlation_ids, strict=True):
+            n = len(value)
+            field = sizes.get(n)
+            if field is None:
+                field = sizes[n] = _VALUE + _varint(n) if n else b""
+            cid = correlation_id.encode()
+            if len(cid) >= 0x80:  # never from a producer: its ids are short
+                append(self.encode(value, correlation_id))
+                continue
+            cid_field = _CORRELATION_ID + _SMALL[len(cid)] + cid if cid else b""
+            append(join((head, field, value, middle, cid_field, tail)))
+        return out
