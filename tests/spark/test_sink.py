@@ -74,7 +74,7 @@ class _NoArrow:
     def __init__(self, df: Any) -> None:
         self._df = df
 
-    def mapInArrow(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (PySpark's name)
+    def mapInArrow(self, *args: Any, **kwargs: Any) -> Any:  # PySpark's name
         raise ImportError("Pandas >= 2.2.0 must be installed; however, it was not found.")
 
     def __getattr__(self, name: str) -> Any:
