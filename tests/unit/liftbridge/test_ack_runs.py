@@ -13,7 +13,8 @@ from streamwire.liftbridge import AckTimeout, IncorrectOffset
 from streamwire.liftbridge._acks import AckRouter, AckRun
 from streamwire.transport.pending import Ledger
 
-from .test_acks import FakeLink, ack_bytes
+from .support import FakeLink
+from .test_acks import ack_bytes
 
 Settled = list[tuple[int, BaseException | None]]
 
@@ -31,14 +32,6 @@ async def make_run(
     run = AckRun([r.next_id() for _ in range(n)], ledger, on_settled)
     r.expect_run(run, timeout, "a message to s.2")
     return run, settled
-
-
-@pytest.fixture
-async def router() -> tuple[AckRouter, FakeLink]:
-    link = FakeLink()
-    r = AckRouter(link)
-    await r.start()
-    return r, link
 
 
 async def test_acks_in_any_order_resolve_the_lazy_futures(

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
-from nats.aio.msg import Msg
 
 from streamwire.codec.message import Confirmation
 from streamwire.errors import ConnectionClosed
@@ -19,38 +16,11 @@ from streamwire.liftbridge.protocol.envelope import MessageType, encode_envelope
 from streamwire.liftbridge.protocol.errors import UnknownAckError
 from streamwire.liftbridge.protocol.messages import Ack, encode_ack, encode_publish
 
-Handler = Callable[[Msg], Awaitable[None]]
-
-
-class FakeLink:
-    def __init__(self) -> None:
-        self.handler: Handler | None = None
-        self.subject = ""
-
-    def new_inbox(self) -> str:
-        return "_INBOX.test"
-
-    async def subscribe(self, subject: str, handler: Handler) -> Any:
-        self.subject, self.handler = subject, handler
-        return None
-
-    async def deliver(
-        self, subject: str, data: bytes, headers: dict[str, str] | None = None
-    ) -> None:
-        assert self.handler is not None
-        await self.handler(Msg(None, subject=subject, data=data, headers=headers))  # type: ignore[arg-type]
+from .support import FakeLink
 
 
 def ack_bytes(cid: str, *, offset: int = 0, error: int = 0, msg_subject: str = "s.2") -> bytes:
     return encode_ack(Ack("stream", "s", msg_subject, offset, "_INBOX.test.a", cid, 0, 1, 2, error))
-
-
-@pytest.fixture
-async def router() -> tuple[AckRouter, FakeLink]:
-    link = FakeLink()
-    r = AckRouter(link)
-    await r.start()
-    return r, link
 
 
 async def test_subscribes_one_wildcard_inbox(router: tuple[AckRouter, FakeLink]) -> None:

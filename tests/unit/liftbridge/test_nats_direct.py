@@ -12,7 +12,8 @@ from streamwire.codec.message import Confirmation
 from streamwire.liftbridge import IncorrectOffset
 from streamwire.liftbridge._acks import AckRouter
 from streamwire.liftbridge._nats import NatsLink
-from tests.unit.liftbridge.test_acks import FakeLink, ack_bytes
+from tests.unit.liftbridge.support import FakeLink
+from tests.unit.liftbridge.test_acks import ack_bytes
 
 
 class FakeNc:

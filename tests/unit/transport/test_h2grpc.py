@@ -145,6 +145,29 @@ async def server(script: Script) -> AsyncIterator[tuple[list[Peer], int]]:
         await srv.wait_closed()
 
 
+async def open_test_call(
+    port: int, sink: Collect, *, window: int = 1 << 16
+) -> GrpcStreamProtocol[bytes]:
+    """One call to the scripted server on ``port``, its messages into ``sink``."""
+    loop = asyncio.get_running_loop()
+    return await h2grpc.open_call(
+        lambda: GrpcStreamProtocol(
+            loop=loop,
+            authority="localhost",
+            path="/pkg.Svc/Stream",
+            request=b"req",
+            split=plain_split,
+            sink=sink,
+            window=window,
+        ),
+        "127.0.0.1",
+        port,
+        ssl_context=None,
+        server_hostname=None,
+        timeout=BUDGET,
+    )
+
+
 async def call(
     script: Script,
     sink: Collect | None = None,
@@ -155,24 +178,8 @@ async def call(
     """Open a call against a fresh scripted server, wait for it to end, then run ``then``
     on the server's side of the connection (before the server closes)."""
     sink = sink or Collect()
-    loop = asyncio.get_running_loop()
     async with server(script) as (peers, srv_port):
-        proto = await h2grpc.open_call(
-            lambda: GrpcStreamProtocol(
-                loop=loop,
-                authority="localhost",
-                path="/pkg.Svc/Stream",
-                request=b"req",
-                split=plain_split,
-                sink=sink,
-                window=window,
-            ),
-            "127.0.0.1",
-            srv_port,
-            ssl_context=None,
-            server_hostname=None,
-            timeout=BUDGET,
-        )
+        proto = await open_test_call(srv_port, sink, window=window)
         async with asyncio.timeout(BUDGET):
             await proto.ended
             if then is not None:
@@ -404,24 +411,8 @@ async def test_credit_is_given_only_while_the_sink_has_room() -> None:
         peer.trailers(0)
 
     sink = Collect(room=False)
-    loop = asyncio.get_running_loop()
     async with server(script) as (peers, port):
-        proto = await h2grpc.open_call(
-            lambda: GrpcStreamProtocol(
-                loop=loop,
-                authority="localhost",
-                path="/p.S/M",
-                request=b"",
-                split=plain_split,
-                sink=sink,
-                window=window,
-            ),
-            "127.0.0.1",
-            port,
-            ssl_context=None,
-            server_hostname=None,
-            timeout=BUDGET,
-        )
+        proto = await open_test_call(port, sink, window=window)
         await wait_until(lambda: len(sink.messages) == 2, BUDGET, "two messages")
         assert proto.credit_owed()
         assert not credited.is_set()
@@ -455,23 +446,8 @@ async def test_cancel_resets_the_stream_and_closes() -> None:
         peer.settings()
         peer.response()
 
-    loop = asyncio.get_running_loop()
     async with server(script) as (peers, port):
-        proto = await h2grpc.open_call(
-            lambda: GrpcStreamProtocol(
-                loop=loop,
-                authority="a",
-                path="/p.S/M",
-                request=b"",
-                split=plain_split,
-                sink=Collect(),
-            ),
-            "127.0.0.1",
-            port,
-            ssl_context=None,
-            server_hostname=None,
-            timeout=BUDGET,
-        )
+        proto = await open_test_call(port, Collect())
         proto.cancel()
         proto.cancel()  # idempotent
         assert (await proto.ended).code == Status.CANCELLED
@@ -484,23 +460,8 @@ async def test_connecting_to_nothing_raises_oserror() -> None:
     port = srv.sockets[0].getsockname()[1]
     srv.close()
     await srv.wait_closed()
-    loop = asyncio.get_running_loop()
     with pytest.raises(ConnectionRefusedError):
-        await h2grpc.open_call(
-            lambda: GrpcStreamProtocol(
-                loop=loop,
-                authority="a",
-                path="/p.S/M",
-                request=b"",
-                split=plain_split,
-                sink=Collect(),
-            ),
-            "127.0.0.1",
-            port,
-            ssl_context=None,
-            server_hostname=None,
-            timeout=BUDGET,
-        )
+        await open_test_call(port, Collect())
 
 
 # --- split_messages ---------------------------------------------------------------------------
