@@ -134,15 +134,17 @@ class Handover(Generic[_T]):
 
     # --- the reading thread ----------------------------------------------------------
 
-    def put(self, item: _T, stop: threading.Event) -> bool:
-        """Append ``item``, waiting while the buffer is full. False (``item`` dropped) once
-        ``stop`` is set, after ``finish``, or when the event loop is gone."""
+    def put(self, item: _T, stop: threading.Event, nbytes: int = 0) -> bool:
+        """Append ``item`` (``nbytes`` as received, counted with it: a consumer never sees
+        the item before its bytes), waiting while the buffer is full. False (``item``
+        dropped) once ``stop`` is set, after ``finish``, or when the event loop is gone."""
         with self._lock:
             while len(self._items) >= self.capacity and not stop.is_set() and not self._finished:
                 self._room.wait(_ROOM_POLL)
             if stop.is_set() or self._finished:
                 return False
             self._items.append(item)
+            self.received_bytes += nbytes
             loop = None
             if (
                 self._waiters
@@ -421,11 +423,10 @@ class Subscription:
             offset = msg.offset or 0  # always set: a subscribed message has its offset
             if offset < skip_below:
                 continue
-            if not handover.put(msg, stop):
+            if not handover.put(msg, stop, len(raw)):
                 return STOPPED
             self.next_offset = offset + 1
             self.delivered += 1
-            handover.received_bytes += len(raw)
         return ENDED
 
 
