@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tests.sockets import open_sockets
+from tests.sockets import describe_sockets, open_sockets
 
 __all__ = ("FaultProxy", "LeakCheck", "wait_until")
 
@@ -218,5 +218,5 @@ class LeakCheck:
         except AssertionError:
             tasks, sockets = self.leftovers(allowed)
             raise AssertionError(
-                f"left {timeout} s after close: tasks {tasks}, sockets {sockets}"
+                f"left {timeout} s after close: tasks {tasks}, sockets {describe_sockets(sockets)}"
             ) from None

@@ -106,6 +106,13 @@ def stream_error(exc: grpc.aio.AioRpcError, what: str) -> StreamwireError:
     return error
 
 
+def _half_closed(task: asyncio.Task[None]) -> None:
+    """The half-close of a stream ended: its error (the stream ended first) is the
+    reader's to report; taken here so that asyncio does not log it as never retrieved."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.debug("half-closing a PublishAsync stream failed: %r", exc)
+
+
 class GrpcPublisher:
     """A producer's PublishAsync stream (or unary Publish calls), opened on first use."""
 
@@ -474,6 +481,7 @@ class GrpcPublisher:
             # (cancelling it leaves grpc.aio's call in a reference cycle holding its
             # HTTP/2 connection open until the garbage collector runs)
             self._half_close = asyncio.get_running_loop().create_task(call.done_writing())
+            self._half_close.add_done_callback(_half_closed)
         elif call is not None:
             call.cancel()
         for task in list(self._unary_calls):
@@ -499,6 +507,14 @@ class GrpcPublisher:
         self._queue.clear()
         self.acks.table.fail_all(error)
         self._finish()
+        half_close, self._half_close = self._half_close, None
+        if half_close is not None:
+            tasks.add(half_close)
+        # No reference to a task of the stream outlives the abort: a task that ended by
+        # cancellation keeps its CancelledError, whose traceback holds the frames that held
+        # the gRPC call, and a live call keeps its HTTP/2 connection open after the channel
+        # closed (for as long as the caller keeps this producer).
+        self._reader = None
         for task in tasks:
             task.cancel()
         if tasks:

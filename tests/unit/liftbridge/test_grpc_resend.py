@@ -7,6 +7,8 @@ fails; a message that timed out while waiting is not written again."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,3 +187,30 @@ async def test_a_message_that_timed_out_is_not_written_again(serve: list[FlakySe
         await client.close()
     assert server.received == [[b"late%d" % i for i in range(5)], [b"next"]]
     assert confirmation.offset == 0
+
+
+async def test_a_stream_cancelled_by_the_client_close_is_not_kept_by_the_producer(
+    serve: list[FlakyServer],
+) -> None:
+    """The client closes while a message waits for its ack (the server never acks): the
+    reader is cancelled mid-read. The producer object the caller still holds must not keep
+    the gRPC call alive (a live call keeps its HTTP/2 connection open after the channel
+    closed): not through the cancelled reader task, its exception or the half-close."""
+    _, client = await client_of(serve, Plan(acks=0))
+    producer = await client.producer("orders", transport="grpc", ack_timeout=30)
+    future = await producer.send(b"never acked")
+    publisher = producer._grpc
+    assert publisher is not None
+    await wait_until(lambda: publisher._call is not None, 5, "the stream opened")
+    call = weakref.ref(publisher._call)
+    reader = publisher._reader
+    assert reader is not None
+    await wait_until(lambda: serve[0].received == [[b"never acked"]], 5, "the request written")
+    await producer.close(flush=False)
+    await client.close()
+    with pytest.raises(ConnectionClosed, match="the client closed before the ack"):
+        await future
+    assert reader.cancelled()
+    del reader, future
+    gc.collect()
+    assert call() is None
