@@ -10,7 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::{bytes_of, int_u128, new_dict, new_ref, none, pair, state, Owned};
+use crate::received::{Lazy, PENDING_HEADERS, PENDING_ID, PENDING_OFFSET};
+use crate::{bytes_of, new_ref, none, pair, state, Owned};
 
 const BATCH_HEADER_SIZE: usize = 256;
 const BATCH_FIELDS: usize = 52; // "<QQQQQQI"
@@ -294,6 +295,8 @@ unsafe fn untracked(msg: *mut ffi::PyObject) -> *mut ffi::PyObject {
 
 /// A poll reply's messages (`received_messages`): checksums verified (with `verify`),
 /// `headers_and_key(raw, key_header)` decoding the user headers of the frames that have any.
+/// Each is a `ReceivedMessage` (`received.rs`): its offset, id and, without user headers,
+/// its empty headers are made when first read.
 #[pyfunction]
 #[pyo3(signature = (frames, stream, key_header, verify, headers_and_key))]
 pub fn iggy_received_messages(
@@ -324,14 +327,18 @@ pub fn iggy_received_messages(
                 ));
             }
         }
+        let mut pending = PENDING_OFFSET | PENDING_ID;
         let (headers, key) = if f.p_end == f.f_end {
-            (new_dict(py)?, none())
+            pending |= PENDING_HEADERS; // the empty dict is made on access
+            (std::ptr::null_mut(), none())
         } else {
             let raw = PyBytes::new(py, &b[f.p_end..f.f_end]);
             pair(&headers_and_key.call1((raw, key_header))?)?
         };
-        let mut parts = Owned::with_capacity(2);
-        parts.push(headers);
+        let mut parts = Owned::with_capacity(4);
+        if !headers.is_null() {
+            parts.push(headers);
+        }
         parts.push(key);
         let (ts, pid) = match &shared {
             Some((t, p, ts, pid)) if *t == f.base_ts && *p == f.pid => {
@@ -349,13 +356,16 @@ pub fn iggy_received_messages(
         parts.push(pid);
         let value = bytes_of(py, &b[f.at + FRAME_HEADER_SIZE..f.p_end])?;
         parts.push(value);
-        let offset = int_u128(py, f.offset())?;
-        parts.push(offset);
-        let id = int_u128(py, f.id)?;
-        parts.push(id);
-        let values = [value, key, headers, ts, offset, new_ref(stream), pid, id];
+        let null = std::ptr::null_mut();
+        let values = [value, key, headers, ts, null, new_ref(stream), pid, null];
+        let offset = f.offset();
+        let lazy = Lazy {
+            offset: [offset as u64, (offset >> 64) as u64],
+            id: [f.id as u64, (f.id >> 64) as u64],
+            pending,
+        };
         parts.disarm(); // ownership moves into the message
-        out.push(unsafe { untracked(st.message(py, values)?) });
+        out.push(unsafe { untracked(st.received_message(py, values, lazy)?) });
     }
     out.into_list(py)
 }

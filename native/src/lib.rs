@@ -33,10 +33,11 @@ mod h2;
 mod iggy;
 mod liftbridge;
 mod rabbitmq;
+mod received;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 7;
+pub const ABI: u32 = 8;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 pub(crate) const SLOTS: [&str; 8] = [
@@ -61,6 +62,8 @@ pub(crate) const ID: usize = 7;
 pub(crate) struct State {
     pub(crate) message: Py<PyType>,
     pub(crate) offsets: [isize; 8],
+    /// `ReceivedMessage`, the Iggy poll's subclass of `message` (`received.rs`).
+    pub(crate) received: Py<PyType>,
     decode_error: Py<PyAny>,
     checksum_error: Py<PyAny>,
     local_error: Py<PyAny>,
@@ -124,15 +127,18 @@ pub(crate) fn slot_offsets<const N: usize>(
 }
 
 /// Register the Python classes the core builds and raises (called once by
-/// `streamwire._native` at import).
+/// `streamwire._native` at import), and create `ReceivedMessage` (a module attribute from
+/// then on).
 #[pyfunction]
+#[pyo3(pass_module)]
 fn init(
-    py: Python<'_>,
+    module: &Bound<'_, PyModule>,
     message: &Bound<'_, PyType>,
     decode_error: &Bound<'_, PyAny>,
     checksum_error: &Bound<'_, PyAny>,
     local_error: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
+    let py = module.py();
     if let Some(st) = STATE.get(py) {
         if st.message.bind(py).is(message)
             && st.decode_error.bind(py).is(decode_error)
@@ -144,11 +150,14 @@ fn init(
         return Err(PyRuntimeError::new_err("streamwire._native._core is already initialised"));
     }
     let offsets = slot_offsets(py, message, SLOTS)?;
+    let received = received::create(py, message, &offsets)?;
+    module.add("ReceivedMessage", received.clone_ref(py))?;
     let _ = STATE.set(
         py,
         State {
             message: message.clone().unbind(),
             offsets,
+            received,
             decode_error: decode_error.clone().unbind(),
             checksum_error: checksum_error.clone().unbind(),
             local_error: local_error.clone().unbind(),
@@ -184,6 +193,38 @@ impl State {
         for (v, off) in values.into_iter().zip(self.offsets) {
             *(base.offset(off) as *mut *mut ffi::PyObject) = v;
         }
+        Ok(obj)
+    }
+
+    /// A new `ReceivedMessage`: its eight slots set as by `message` (the lazy ones NULL
+    /// while pending) and its lazy part; takes ownership of the references.
+    ///
+    /// # Safety
+    /// Every non-NULL pointer must be a valid owned reference; NULL only where `lazy` says
+    /// the attribute is pending; called with the GIL held.
+    #[inline]
+    pub(crate) unsafe fn received_message(
+        &self,
+        py: Python<'_>,
+        values: [*mut ffi::PyObject; 8],
+        lazy: received::Lazy,
+    ) -> PyResult<*mut ffi::PyObject> {
+        let tp = self.received.as_ptr() as *mut ffi::PyTypeObject;
+        let obj = match (*tp).tp_alloc {
+            Some(alloc) => alloc(tp, 0),
+            None => std::ptr::null_mut(),
+        };
+        if obj.is_null() {
+            for v in values {
+                ffi::Py_XDECREF(v);
+            }
+            return Err(PyErr::fetch(py));
+        }
+        let base = obj as *mut u8;
+        for (v, off) in values.into_iter().zip(self.offsets) {
+            *(base.offset(off) as *mut *mut ffi::PyObject) = v;
+        }
+        received::put_lazy(obj, lazy);
         Ok(obj)
     }
 

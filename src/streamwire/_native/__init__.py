@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 7
+ABI: Final = 8
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -43,6 +43,9 @@ class NativeCore(Protocol):
 
     @property
     def FrameIndex(self) -> type[_FrameIndex]: ...
+
+    @property
+    def ReceivedMessage(self) -> type[Message]: ...
 
     def init(
         self,

@@ -76,6 +76,10 @@ def ready_iterator(
     slow: Callable[[], Coroutine[Any, Any, Any]],
 ) -> AsyncIterator[Any]: ...
 
+class ReceivedMessage(Message):
+    """The Iggy poll's messages: offset, id and empty headers made on first access
+    (native/src/received.rs); created by ``init``, not instantiable."""
+
 class FrameIndex(Sequence[_FrameRef]):
     @property
     def buf(self) -> bytes | memoryview: ...

@@ -1,0 +1,279 @@
+//! `ReceivedMessage`: the `Message` the Iggy poll decode makes, with three of its attributes
+//! made on first access instead of per message.
+//!
+//! A subclass of `streamwire.codec.message.Message` (so `isinstance` holds and `__eq__`,
+//! `__repr__`, `timestamp` and every slot are the base class's), created at `init` from a
+//! type spec. Its instances carry, after the base class's eight slots, the message's offset
+//! and id as machine integers and which attributes are still to be made:
+//!
+//! * `offset` and `id`: the Python `int` is made when first read (an id is a random u128
+//!   on most messages: an allocation and a slow conversion each);
+//! * `headers`: a message without user headers gets its empty `dict` when first read.
+//!
+//! Once made, the value is stored in the base class's slot and returned from there, so each
+//! read gives the same object, and assigning or deleting the attribute behaves as on a plain
+//! `Message` (the made value is replaced or dropped). Nothing else differs: the values read
+//! equal those of the pure-Python decoder's plain `Message` (the property tests compare every
+//! slot, types included). Pickling and copying give a plain `Message` (`__reduce__`).
+//! Instances are made only by the decoder (the type cannot be instantiated from Python).
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicIsize, AtomicPtr, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::{int_u128, HEADERS, ID, OFFSET, SLOTS};
+
+/// What follows the base class's slots in an instance.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Lazy {
+    pub(crate) offset: [u64; 2],
+    pub(crate) id: [u64; 2],
+    /// `PENDING_*` bits: attributes not made yet.
+    pub(crate) pending: u64,
+}
+
+pub(crate) const PENDING_OFFSET: u64 = 1;
+pub(crate) const PENDING_ID: u64 = 2;
+pub(crate) const PENDING_HEADERS: u64 = 4;
+
+/// Where `Lazy` lives in an instance (the base class's basic size).
+static LAZY_AT: AtomicIsize = AtomicIsize::new(0);
+/// `streamwire.codec.message.received_message` (for `__reduce__`), a strong reference.
+static REBUILD: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// One lazy attribute: its base-class slot and its pending bit.
+struct Attr {
+    slot: AtomicIsize,
+    bit: u64,
+    missing: &'static CStr,
+}
+
+static ATTRS: [Attr; 3] = [
+    Attr {
+        slot: AtomicIsize::new(0),
+        bit: PENDING_OFFSET,
+        missing: c"'ReceivedMessage' object has no attribute 'offset'",
+    },
+    Attr {
+        slot: AtomicIsize::new(0),
+        bit: PENDING_ID,
+        missing: c"'ReceivedMessage' object has no attribute 'id'",
+    },
+    Attr {
+        slot: AtomicIsize::new(0),
+        bit: PENDING_HEADERS,
+        missing: c"'ReceivedMessage' object has no attribute 'headers'",
+    },
+];
+
+#[inline]
+unsafe fn lazy_of(obj: *mut ffi::PyObject) -> *mut Lazy {
+    (obj as *mut u8).offset(LAZY_AT.load(Ordering::Relaxed)) as *mut Lazy
+}
+
+#[inline]
+unsafe fn slot_of(obj: *mut ffi::PyObject, attr: &Attr) -> *mut *mut ffi::PyObject {
+    (obj as *mut u8).offset(attr.slot.load(Ordering::Relaxed)) as *mut *mut ffi::PyObject
+}
+
+fn joined(v: [u64; 2]) -> u128 {
+    v[0] as u128 | (v[1] as u128) << 64
+}
+
+/// The value of a pending attribute, made now (a new reference, or NULL with an error set).
+unsafe fn make(lazy: &Lazy, bit: u64) -> *mut ffi::PyObject {
+    if bit == PENDING_HEADERS {
+        return ffi::PyDict_New();
+    }
+    let v = joined(if bit == PENDING_OFFSET {
+        lazy.offset
+    } else {
+        lazy.id
+    });
+    let py = Python::assume_attached();
+    match int_u128(py, v) {
+        Ok(obj) => obj,
+        Err(err) => {
+            err.restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn get(obj: *mut ffi::PyObject, closure: *mut c_void) -> *mut ffi::PyObject {
+    let attr = &*(closure as *const Attr);
+    let slot = slot_of(obj, attr);
+    if !(*slot).is_null() {
+        ffi::Py_INCREF(*slot);
+        return *slot;
+    }
+    let lazy = lazy_of(obj);
+    if (*lazy).pending & attr.bit == 0 {
+        ffi::PyErr_SetString(ffi::PyExc_AttributeError, attr.missing.as_ptr());
+        return std::ptr::null_mut();
+    }
+    let made = make(&*lazy, attr.bit);
+    if made.is_null() {
+        return made;
+    }
+    (*lazy).pending &= !attr.bit;
+    *slot = made;
+    ffi::Py_INCREF(made);
+    made
+}
+
+unsafe extern "C" fn set(
+    obj: *mut ffi::PyObject,
+    value: *mut ffi::PyObject,
+    closure: *mut c_void,
+) -> c_int {
+    let attr = &*(closure as *const Attr);
+    let slot = slot_of(obj, attr);
+    let lazy = lazy_of(obj);
+    let old = *slot;
+    if value.is_null() && old.is_null() && (*lazy).pending & attr.bit == 0 {
+        ffi::PyErr_SetString(ffi::PyExc_AttributeError, attr.missing.as_ptr());
+        return -1;
+    }
+    if !value.is_null() {
+        ffi::Py_INCREF(value);
+    }
+    *slot = value;
+    (*lazy).pending &= !attr.bit;
+    if !old.is_null() {
+        ffi::Py_DECREF(old);
+    }
+    0
+}
+
+/// `received_message(*slots)`: a plain `Message` equal to this one.
+unsafe extern "C" fn reduce(obj: *mut ffi::PyObject, _: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let args = ffi::PyTuple_New(SLOTS.len() as ffi::Py_ssize_t);
+    if args.is_null() {
+        return args;
+    }
+    for (i, name) in SLOTS.iter().enumerate() {
+        let name = std::ffi::CString::new(*name).expect("slot names have no NUL");
+        let v = ffi::PyObject_GetAttrString(obj, name.as_ptr());
+        if v.is_null() {
+            ffi::Py_DECREF(args);
+            return v;
+        }
+        ffi::PyTuple_SET_ITEM(args, i as ffi::Py_ssize_t, v);
+    }
+    let rebuild = REBUILD.load(Ordering::Acquire);
+    ffi::Py_INCREF(rebuild);
+    let out = ffi::PyTuple_New(2);
+    if out.is_null() {
+        ffi::Py_DECREF(rebuild);
+        ffi::Py_DECREF(args);
+        return out;
+    }
+    ffi::PyTuple_SET_ITEM(out, 0, rebuild);
+    ffi::PyTuple_SET_ITEM(out, 1, args);
+    out
+}
+
+const DOC: &CStr =
+    c"A received Message whose offset, id and empty headers are made on first access.";
+
+/// Create the `ReceivedMessage` type, a subclass of `message` whose slots are at
+/// `offsets` (`SLOTS` order).
+pub(crate) fn create(
+    py: Python<'_>,
+    message: &Bound<'_, PyType>,
+    offsets: &[isize; 8],
+) -> PyResult<Py<PyType>> {
+    let rebuild = py
+        .import("streamwire.codec.message")?
+        .getattr("received_message")?;
+    let tp = message.as_type_ptr();
+    let basic = unsafe { (*tp).tp_basicsize };
+    let word = std::mem::size_of::<usize>() as isize;
+    let lazy_at = (basic + word - 1) / word * word;
+    LAZY_AT.store(lazy_at, Ordering::Relaxed);
+    ATTRS[0].slot.store(offsets[OFFSET], Ordering::Relaxed);
+    ATTRS[1].slot.store(offsets[ID], Ordering::Relaxed);
+    ATTRS[2].slot.store(offsets[HEADERS], Ordering::Relaxed);
+    let previous = REBUILD.swap(rebuild.into_ptr(), Ordering::AcqRel);
+    if !previous.is_null() {
+        unsafe { ffi::Py_DECREF(previous) };
+    }
+    // the type refers to these for as long as the interpreter runs
+    let getset: &'static mut [ffi::PyGetSetDef; 4] = Box::leak(Box::new([
+        getset_def(c"offset", &ATTRS[0]),
+        getset_def(c"id", &ATTRS[1]),
+        getset_def(c"headers", &ATTRS[2]),
+        ffi::PyGetSetDef::default(),
+    ]));
+    let methods: &'static mut [ffi::PyMethodDef; 2] = Box::leak(Box::new([
+        ffi::PyMethodDef {
+            ml_name: c"__reduce__".as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer {
+                PyCFunction: reduce,
+            },
+            ml_flags: ffi::METH_NOARGS,
+            ml_doc: std::ptr::null(),
+        },
+        ffi::PyMethodDef::zeroed(),
+    ]));
+    let slots: &'static mut [ffi::PyType_Slot; 4] = Box::leak(Box::new([
+        ffi::PyType_Slot {
+            slot: ffi::Py_tp_getset,
+            pfunc: getset.as_mut_ptr() as *mut c_void,
+        },
+        ffi::PyType_Slot {
+            slot: ffi::Py_tp_methods,
+            pfunc: methods.as_mut_ptr() as *mut c_void,
+        },
+        ffi::PyType_Slot {
+            slot: ffi::Py_tp_doc,
+            pfunc: DOC.as_ptr() as *mut c_void,
+        },
+        ffi::PyType_Slot {
+            slot: 0,
+            pfunc: std::ptr::null_mut(),
+        },
+    ]));
+    let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
+        name: c"streamwire._native._core.ReceivedMessage".as_ptr(),
+        basicsize: (lazy_at + std::mem::size_of::<Lazy>() as isize) as c_int,
+        itemsize: 0,
+        // the garbage-collector flag and functions are inherited from the base class
+        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION) as _,
+        slots: slots.as_mut_ptr(),
+    }));
+    unsafe {
+        let bases = ffi::PyTuple_Pack(1, message.as_ptr());
+        if bases.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let made = ffi::PyType_FromSpecWithBases(spec, bases);
+        ffi::Py_DECREF(bases);
+        let made = Bound::from_owned_ptr_or_err(py, made)?;
+        Ok(made.cast_into::<PyType>()?.unbind())
+    }
+}
+
+fn getset_def(name: &'static CStr, attr: &'static Attr) -> ffi::PyGetSetDef {
+    ffi::PyGetSetDef {
+        name: name.as_ptr(),
+        get: Some(get),
+        set: Some(set),
+        doc: std::ptr::null(),
+        closure: attr as *const Attr as *mut c_void,
+    }
+}
+
+/// Store `lazy` into a fresh instance.
+///
+/// # Safety
+/// `obj` is an instance of the type `create` made.
+#[inline]
+pub(crate) unsafe fn put_lazy(obj: *mut ffi::PyObject, lazy: Lazy) {
+    std::ptr::write_unaligned(lazy_of(obj), lazy);
+}

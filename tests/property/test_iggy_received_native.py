@@ -1,0 +1,182 @@
+"""The Iggy poll's native messages (``ReceivedMessage``, ``native/src/received.rs``: offset,
+id and empty headers made on first access) behave as the pure-Python decoder's plain
+``Message``: the same values and types whatever order attributes are read, assigned or
+deleted in, equal, the same repr, and pickled or copied into a plain ``Message``.
+
+Loads the extension directly, so it runs under ``STREAMWIRE_PURE=1`` too; skips, saying
+why, only when it is not built.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from streamwire import _native
+from streamwire.codec.headers import HeaderValue
+from streamwire.codec.message import Message
+from streamwire.errors import DecodeError
+from streamwire.iggy.protocol.batch import (
+    OutgoingMessage,
+    encode_batch_py,
+    encode_record,
+    locate_frames_py,
+    stored_messages,
+)
+from streamwire.iggy.protocol.mapping import KEY_HEADER, _headers_and_key, received_messages_py
+from streamwire.iggy.protocol.messaging import PolledMessages
+from tests.property.test_native_core import messages_key, poll_records
+
+CORE, WHY = _native.built()
+pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+
+NAMES = Message.__slots__
+VALUES: st.SearchStrategy[object] = st.one_of(
+    st.none(),
+    st.integers(-(2**130), 2**130),
+    st.binary(max_size=4),
+    st.builds(dict),
+    st.just({"h": HeaderValue.string("v")}),
+)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["get", "set", "del"]), st.sampled_from(NAMES), VALUES),
+    max_size=12,
+)
+
+
+def core() -> _native.NativeCore:
+    assert CORE is not None
+    return CORE
+
+
+def both(buf: bytes, key: str | None) -> tuple[list[Message], list[Message]]:
+    """The messages of ``buf`` (a valid poll reply's records, checksums not verified: random
+    damage may leave the structure valid) from the native core and from the pure-Python
+    decoder."""
+    frames = locate_frames_py(buf, frame="poll reply")
+    index = core().iggy_locate_frames(buf, 0, None, "poll reply")
+    native = core().iggy_received_messages(index, "s", key, False, _headers_and_key)
+    reply = PolledMessages(
+        partition_id=0, current_offset=0, messages_count=len(frames), records=buf, frames=frames
+    )
+    return native, received_messages_py(reply, stream="s", key_header=key, verify=False)
+
+
+def apply(msg: Message, op: str, name: str, value: Any) -> tuple[str, Any]:
+    """One attribute operation's outcome (an exception by class: its text names the type)."""
+    try:
+        if op == "get":
+            got = getattr(msg, name)
+            return "ok", (type(got), got)
+        if op == "set":
+            setattr(msg, name, value)
+        else:
+            delattr(msg, name)
+        return "ok", None
+    except AttributeError as exc:
+        return "raised", type(exc)
+
+
+def shown(msg: Message) -> str:
+    """``repr(msg)``, or the class of what it raised (assigned values may not be bytes)."""
+    try:
+        return repr(msg)
+    except TypeError as exc:
+        return type(exc).__name__
+
+
+def valid(buf: bytes) -> bool:
+    try:
+        locate_frames_py(buf, frame="poll reply")
+    except Exception:
+        return False
+    return True
+
+
+@settings(max_examples=200)
+@given(poll_records(), st.sampled_from([KEY_HEADER, None]), OPS, st.data())
+def test_attributes_read_assigned_and_deleted_alike(
+    buf: bytes, key: str | None, ops: list[tuple[str, str, Any]], data: st.DataObject
+) -> None:
+    assume(valid(buf))
+    try:
+        native, pure = both(buf, key)
+    except DecodeError:  # damaged user headers: test_native_core compares those errors
+        assume(False)
+        raise
+    assume(native)
+    assert all(type(m) is core().ReceivedMessage for m in native)
+    for op, name, value in ops:
+        at = data.draw(st.integers(0, len(native) - 1))
+        assert apply(native[at], op, name, value) == apply(pure[at], op, name, value)
+    for n, p in zip(native, pure, strict=True):
+        whole = all(apply(p, "get", name, None)[0] == "ok" for name in NAMES)
+        if whole:  # every slot still set: compare, print and copy
+            assert n == p
+            assert shown(n) == shown(p)
+            assert messages_key([n]) == messages_key([p])
+            pickled = pickle.loads(pickle.dumps(n))  # noqa: S301 - its own message
+            for twin in (pickled, copy.copy(n), copy.deepcopy(n)):
+                assert type(twin) is Message
+                assert messages_key([twin]) == messages_key([p])
+        else:
+            assert [apply(n, "get", name, None) for name in NAMES] == [
+                apply(p, "get", name, None) for name in NAMES
+            ]
+
+
+def _record(*messages: OutgoingMessage, base_offset: int = 40) -> bytes:
+    batch = encode_batch_py(list(messages))
+    return encode_record(
+        stored_messages(batch, locate_frames_py(batch)),
+        partition_id=3,
+        base_offset=base_offset,
+        base_timestamp=1000,
+        origin_timestamp=900,
+    )
+
+
+def test_a_made_attribute_is_kept_and_each_message_has_its_own_headers() -> None:
+    native, pure = both(
+        _record(OutgoingMessage(2**127 + 1, b"a", 5), OutgoingMessage(7, b"b", 6)), KEY_HEADER
+    )
+    first, second = native
+    assert first.offset is first.offset
+    assert first.id is first.id
+    assert first.headers is first.headers
+    assert (first.offset, first.id, second.offset, second.id) == (40, 2**127 + 1, 41, 7)
+    first.headers["x"] = HeaderValue.string("y")
+    assert second.headers == {}
+    assert first.headers is not second.headers
+    assert [m.headers for m in pure] == [{}, {}]
+
+
+def test_offsets_and_ids_past_64_bits() -> None:
+    native, pure = both(
+        _record(
+            OutgoingMessage(2**128 - 1, b"a", 5), OutgoingMessage(1, b"b", 5), base_offset=2**64 - 1
+        ),
+        None,
+    )
+    assert [(m.offset, m.id) for m in native] == [(2**64 - 1, 2**128 - 1), (2**64, 1)]
+    assert messages_key(native) == messages_key(pure)
+
+
+def test_the_type_is_a_message_made_only_by_the_decoder() -> None:
+    received = core().ReceivedMessage
+    assert issubclass(received, Message)
+    with pytest.raises(TypeError):
+        received(b"x")
+    (msg,) = both(_record(OutgoingMessage(9, b"z", 1)), None)[0]
+    assert isinstance(msg, Message)
+    assert not gc.is_tracked(msg)
+    with pytest.raises(TypeError):
+        hash(msg)
+    with pytest.raises(AttributeError):
+        msg.other = 1  # type: ignore[attr-defined]
