@@ -29,9 +29,10 @@ fn head_size(n: usize, wrap: bool) -> usize {
     }
 }
 
-/// A borrowed view of an exact `bytes` object's data.
+/// A borrowed view of an exact `bytes` object's data (immutable; the caller's sequence
+/// keeps the object alive for the call, and no Python code runs meanwhile).
 #[inline]
-fn body_of(obj: *mut ffi::PyObject) -> Option<&'static [u8]> {
+fn body_of<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     unsafe {
         if ffi::PyBytes_CheckExact(obj) == 0 {
             return None;
@@ -57,11 +58,15 @@ pub fn rmq_publish_entries<'py>(
     max_count: &Bound<'py, PyAny>,
     wrap: bool,
 ) -> PyResult<Option<(Bound<'py, PyBytes>, usize, usize, usize, usize)>> {
-    let (first, start, room, max_count): (u64, usize, i64, i64) =
-        match (first.extract(), start.extract(), room.extract(), max_count.extract()) {
-            (Ok(f), Ok(s), Ok(r), Ok(m)) => (f, s, r, m),
-            _ => return Ok(None),
-        };
+    let (first, start, room, max_count): (u64, usize, i64, i64) = match (
+        first.extract(),
+        start.extract(),
+        room.extract(),
+        max_count.extract(),
+    ) {
+        (Ok(f), Ok(s), Ok(r), Ok(m)) => (f, s, r, m),
+        _ => return Ok(None),
+    };
     // The items of a list or tuple, borrowed: no Python code runs during this call, so
     // nothing can change the sequence under us.
     let items: &[*mut ffi::PyObject] = unsafe {
