@@ -27,6 +27,7 @@ __all__ = (
     "fmt_ratio",
     "markdown_table",
     "median",
+    "paired_ratios",
     "ratio",
     "rss_mb",
     "rotated",
@@ -114,6 +115,17 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or denominator is None or denominator <= 0:
         return None
     return numerator / denominator
+
+
+def paired_ratios(rounds: Iterable[Mapping[str, Measurement]], mine: str, peer: str) -> list[float]:
+    """``mine``'s rate over ``peer``'s, round by round (rounds missing either, or where
+    either timed nothing, are left out): one round's two runs share its machine load."""
+    out: list[float] = []
+    for one in rounds:
+        a, b = one.get(mine), one.get(peer)
+        if a is not None and b is not None and a.rate > 0 and b.rate > 0:
+            out.append(a.rate / b.rate)
+    return out
 
 
 def summarize(samples: Mapping[str, Sequence[Measurement]]) -> dict[str, dict[str, Any]]:

@@ -2,7 +2,9 @@
 can reach on this machine and broker.
 
 Publishing sends Publish frames encoded *before* the clock starts and only counts the ids in
-PublishConfirm frames (at most ``window`` unconfirmed, as real clients do). Consuming grants
+PublishConfirm frames, with at most ``window`` messages unconfirmed, as real clients hold
+theirs (streamwire's ``max_in_flight``; until 2026-11-26 a frame was written whenever fewer
+than ``window`` were unconfirmed, so up to ``window + batch - 1`` were). Consuming grants
 one credit per chunk and counts records from chunk headers, without touching the entries.
 The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs.
 """
@@ -81,14 +83,18 @@ async def publish(
         encode_publish(0, [(i, body) for i in range(start, min(start + batch, count))])
         for start in range(0, count, batch)
     ]
+    sizes = [_U8_I32.unpack_from(frame, 8)[1] for frame in frames]
     started = time.perf_counter()
-    sent = confirmed = 0
-    it = iter(frames)
+    sent = confirmed = written = 0
     while confirmed < count:
-        while sent - confirmed < window and sent < count:
-            frame = next(it)
-            writer.write(frame)
-            sent += _U8_I32.unpack_from(frame, 8)[1]
+        # a frame goes out only if it keeps at most ``window`` messages unconfirmed (a
+        # window that holds no whole frame sends one frame at a time)
+        while written < len(frames) and (
+            sent - confirmed + sizes[written] <= window or sent == confirmed
+        ):
+            writer.write(frames[written])
+            sent += sizes[written]
+            written += 1
         await writer.drain()
         for key, _, body_ in await _frames(reader, buf):
             if key == PUBLISH_CONFIRM:

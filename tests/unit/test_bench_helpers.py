@@ -12,7 +12,7 @@ import pytest
 
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
-from bench import soak
+from bench import rabbitmq_publish_ab, soak
 from bench.__main__ import parse_brokers
 from bench._common import (
     Measurement,
@@ -20,6 +20,7 @@ from bench._common import (
     cpu_ratios,
     markdown_table,
     median,
+    paired_ratios,
     rate_ratios,
     ratio,
     rotated,
@@ -330,3 +331,32 @@ async def test_mixed_load_drain_gives_up_when_nothing_arrives(
         )
     assert counters.published > 0
     assert counters.consumed == 0
+
+
+def test_paired_ratios_divide_within_each_round() -> None:
+    def m(rate: float) -> Measurement:
+        return Measurement(messages=1000, seconds=1000 / rate, cpu_seconds=0.001)
+
+    rounds = [
+        {"sw": m(900), "raw": m(1000)},
+        {"sw": m(400), "raw": m(500)},  # a slow round: both slower, the ratio holds
+        {"sw": m(300)},  # the peer failed in this round: left out
+        {"sw": m(100), "raw": Measurement(0, 0.0, 0.0)},  # a peer that timed nothing
+    ]
+    assert paired_ratios(rounds, "sw", "raw") == pytest.approx([0.9, 0.8])
+    assert paired_ratios(rounds, "raw", "sw") == pytest.approx([1 / 0.9, 1.25])
+    assert paired_ratios(rounds, "sw", "absent") == []
+
+
+def test_the_fresh_process_ab_table() -> None:
+    def m(rate: float, cpu_us: float) -> Measurement:
+        return Measurement(messages=10, seconds=10 / rate, cpu_seconds=cpu_us * 10 / 1e6)
+
+    rounds = [
+        {"streamwire": m(900, 0.3), "raw ceiling": m(1000, 0.4)},
+        {"streamwire": m(600, 0.5), "raw ceiling": m(500, 0.4)},
+        {"streamwire": m(300, 0.4), "raw ceiling": m(600, 0.4)},
+    ]
+    lines = rabbitmq_publish_ab.report(rounds).splitlines()
+    assert lines[2] == "| streamwire | 600 | 0.400 | 0.90x | 0.50x – 1.20x |"
+    assert lines[3] == "| raw ceiling | 600 | 0.400 | – | – |"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 8
+ABI: Final = 9
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -92,6 +92,17 @@ class NativeCore(Protocol):
     def lb_decode_grpc(
         self, buf: bytearray, start: int, limit: int
     ) -> tuple[list[Message], int]: ...
+
+    def rmq_publish_entries(
+        self,
+        first: int,
+        bodies: Sequence[bytes],
+        skip: bytes | bytearray,
+        start: int,
+        room: int,
+        max_count: int,
+        wrap: bool,
+    ) -> tuple[bytes, int, int, int, int] | None: ...
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 

@@ -55,6 +55,15 @@ def rmq_chunk_columns(
     amqp: bool,
     crc: int | None,
 ) -> tuple[bytes, bytes, bytes] | None: ...
+def rmq_publish_entries(
+    first: int,
+    bodies: Sequence[bytes],
+    skip: bytes | bytearray,
+    start: int,
+    room: int,
+    max_count: int,
+    wrap: bool,
+) -> tuple[bytes, int, int, int, int] | None: ...
 def iggy_encode_batch(messages: Sequence[Any]) -> bytes | None: ...
 def iggy_locate_frames(
     buf: bytes | memoryview, start: int, end: int | None, frame: str

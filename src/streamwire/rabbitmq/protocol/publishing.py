@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
 from typing import ClassVar, Final, Self
 
+from streamwire._native import core as _native
 from streamwire.codec import compression as codecs
 from streamwire.codec._structs import I16, I32
 from streamwire.codec.amqp.message import DATA_PREFIX_LONG, DATA_PREFIX_SHORT
@@ -270,10 +271,39 @@ class PublishBuilder:
         (what :func:`~streamwire.codec.amqp.encode_data_body` makes), without building
         that message first.
 
-        The hot path of a producer: when nothing in reach is skipped and the bodies share
-        one entry layout, the entry headers are packed by ``map`` and the frame's size
-        limit found by bisecting cumulative sizes, so no Python code runs per entry.
+        The hot path of a producer: the native core (:mod:`streamwire._native`) writes the
+        entries in one call; :meth:`add_range_py` is the same in pure Python (and what runs
+        for input the native core leaves to it).
         """
+        if self.filters:
+            raise LocalProtocolError("add_range builds v1 frames; use add() with filters")
+        if _native is not None:
+            room, left = limit - self.size, max_count - self.count
+            done = _native.rmq_publish_entries(first, bodies, skip, start, room, left, wrap)
+            if done is not None:
+                entries, end, count, size, payload = done
+                if count:
+                    self._parts.append(entries)
+                    self.size += size
+                    self.count += count
+                    self.payload_bytes += payload
+                return end
+        return self.add_range_py(first, bodies, skip, start, limit, max_count, wrap=wrap)
+
+    def add_range_py(
+        self,
+        first: int,
+        bodies: Sequence[bytes],
+        skip: bytes | bytearray,
+        start: int,
+        limit: int,
+        max_count: int,
+        *,
+        wrap: bool = False,
+    ) -> int:
+        """:meth:`add_range` in pure Python: when nothing in reach is skipped and the bodies
+        share one entry layout, the entry headers are packed by ``map`` and the frame's size
+        limit found by bisecting cumulative sizes, so no Python code runs per entry."""
         if self.filters:
             raise LocalProtocolError("add_range builds v1 frames; use add() with filters")
         end = min(len(bodies), start + max(max_count - self.count, 0))

@@ -1,0 +1,142 @@
+"""RabbitMQ publishing against the raw-socket ceiling, each run in a fresh process:
+``python -m bench.rabbitmq_publish_ab [--rounds 9] [--messages 200000] [--size 100]``.
+
+The runner (``python -m bench``) runs every client in one process, round after round, so a
+run's numbers also carry what the runs before it left behind, and one round's rate moves
+with whatever else the two cores do meanwhile. Here each round runs streamwire's
+``send_many`` with the native core, the same with ``STREAMWIRE_PURE=1``, and the raw ceiling
+(``bench/raw_rabbitmq.py``), each in a process of its own, in an order that rotates per
+round. Reported per client: the median rate and client CPU per message (connect and close
+included, as the runner counts them), and the median over rounds of the rate ratio to the
+raw ceiling *of the same round* (with the lowest and highest), which a slow drift of the
+machine's load moves much less than a ratio of medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bench import rabbitmq
+from bench._common import (
+    Measurement,
+    Stopwatch,
+    fmt_ratio,
+    markdown_table,
+    median,
+    paired_ratios,
+    rotated,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENTS: Mapping[str, tuple[str, Mapping[str, str]]] = {
+    "streamwire": ("streamwire", {"STREAMWIRE_PURE": ""}),
+    "streamwire pure": ("streamwire", {"STREAMWIRE_PURE": "1"}),
+    "raw ceiling": ("raw ceiling", {}),
+}
+"""Each client of the A/B: the publisher of ``bench.rabbitmq`` it runs and its environment."""
+RAW = "raw ceiling"
+
+
+async def _one(url: str, publisher: str, count: int, size: int) -> Measurement:
+    """One publish run to a fresh stream, in this process."""
+    import streamwire.rabbitmq as rmq
+
+    stream = f"bench-ab-{uuid.uuid4().hex[:10]}"
+    async with await rmq.connect(url) as client:
+        await client.create_stream(stream)
+    try:
+        with Stopwatch() as watch:
+            rate = await rabbitmq.PUBLISHERS[publisher](url, stream, count, size)
+        cpu = watch.result(count).cpu_seconds
+        return Measurement(count, count / rate, cpu)
+    finally:
+        async with await rmq.connect(url) as client:
+            await client.delete_stream(stream, missing_ok=True)
+
+
+def _spawn(name: str, url: str, count: int, size: int) -> Measurement:
+    """Run client ``name`` in a fresh process; its measurement."""
+    publisher, env = CLIENTS[name]
+    paths = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    argv = [sys.executable, "-m", "bench.rabbitmq_publish_ab", "--one", publisher]
+    argv += ["--rabbitmq", url, "--messages", str(count), "--size", str(size)]
+    done = subprocess.run(
+        argv, env=environ, cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+    )
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return Measurement(got["messages"], got["seconds"], got["cpu_seconds"])
+
+
+def report(rounds: Sequence[Mapping[str, Measurement]]) -> str:
+    """The Markdown table of an A/B: per client, median rate and CPU per message, and the
+    per-round rate ratio to the raw ceiling (median, lowest, highest)."""
+    rows: list[list[str]] = []
+    names = list(dict.fromkeys(name for one in rounds for name in one))
+    for name in names:
+        runs = [one[name] for one in rounds if name in one]
+        ratios = [] if name == RAW else paired_ratios(rounds, name, RAW)
+        spread = f"{fmt_ratio(min(ratios))} – {fmt_ratio(max(ratios))}" if ratios else "–"
+        rows.append(
+            [
+                name,
+                f"{median(m.rate for m in runs) or 0:,.0f}",
+                f"{median(m.cpu_us for m in runs) or 0:.3f}",
+                fmt_ratio(median(ratios)),
+                spread,
+            ]
+        )
+    header = ["client", "msg/s", "client CPU µs/msg", "rate ÷ raw, per round", "lowest – highest"]
+    return markdown_table(header, rows, right=(1, 2, 3))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--rabbitmq",
+        default=os.environ.get(
+            "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+        ),
+    )
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
+    args = parser.parse_args()
+    if args.one:
+        m = asyncio.run(_one(args.rabbitmq, args.one, args.messages, args.size))
+        print(
+            json.dumps({"messages": m.messages, "seconds": m.seconds, "cpu_seconds": m.cpu_seconds})
+        )
+        return 0
+    names = [n.strip() for n in args.clients.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CLIENTS]
+    if unknown:
+        parser.error(f"unknown clients {unknown} (choose from {', '.join(CLIENTS)})")
+    rounds: list[dict[str, Measurement]] = []
+    for rnd in range(args.rounds):
+        one: dict[str, Measurement] = {}
+        for name in rotated(names, rnd):
+            one[name] = _spawn(name, args.rabbitmq, args.messages, args.size)
+            m = one[name]
+            print(
+                f"  round {rnd + 1} {name:<16} {m.rate:>10,.0f}/s  {m.cpu_us:.3f} µs/msg",
+                file=sys.stderr,
+            )
+        rounds.append(one)
+    print(f"{args.messages} × {args.size} B, {args.rounds} rounds, a fresh process per run\n")
+    print(report(rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+//! RabbitMQ Streams producers: a run of a group's bodies written as Publish (v1) entries in
+//! one call — `PublishBuilder.add_range_py` of `streamwire.rabbitmq.protocol.publishing`,
+//! byte for byte: the entries of `bodies[start..]` with publishing ids `first + index`,
+//! indexes where `skip[index]` is non-zero left out, until the next entry would take the
+//! frame past `room` bytes or `max_count` entries were added. With `wrap` each body is
+//! written as an AMQP 1.0 message of one data section (`vbin8` up to 255 bytes, `vbin32`
+//! above), as `encode_data_body` makes it.
+//!
+//! Anything else — a body that is not exactly `bytes`, `bodies` neither a list nor a tuple,
+//! `skip` neither `bytes` nor `bytearray` or too short, a negative `start`, an id outside
+//! u64 — gives `None`: the Python code then runs and raises what it raises.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+
+const DATA_PREFIX_SHORT: [u8; 4] = [0x00, 0x53, 0x75, 0xa0];
+const DATA_PREFIX_LONG: [u8; 4] = [0x00, 0x53, 0x75, 0xb0];
+
+/// The entry header's size in front of a body of `n` bytes.
+#[inline]
+fn head_size(n: usize, wrap: bool) -> usize {
+    if !wrap {
+        12
+    } else if n <= 0xFF {
+        17
+    } else {
+        20
+    }
+}
+
+/// A borrowed view of an exact `bytes` object's data (immutable; the caller's sequence
+/// keeps the object alive for the call, and no Python code runs meanwhile).
+#[inline]
+fn body_of<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    unsafe {
+        if ffi::PyBytes_CheckExact(obj) == 0 {
+            return None;
+        }
+        let data = ffi::PyBytes_AS_STRING(obj) as *const u8;
+        let len = ffi::Py_SIZE(obj) as usize;
+        Some(std::slice::from_raw_parts(data, len))
+    }
+}
+
+/// `(entries, next index, entries added, bytes added, body bytes added)`, or `None` (see
+/// the module's documentation).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+pub fn rmq_publish_entries<'py>(
+    py: Python<'py>,
+    first: &Bound<'py, PyAny>,
+    bodies: &Bound<'py, PyAny>,
+    skip: &Bound<'py, PyAny>,
+    start: &Bound<'py, PyAny>,
+    room: &Bound<'py, PyAny>,
+    max_count: &Bound<'py, PyAny>,
+    wrap: bool,
+) -> PyResult<Option<(Bound<'py, PyBytes>, usize, usize, usize, usize)>> {
+    let (first, start, room, max_count): (u64, usize, i64, i64) = match (
+        first.extract(),
+        start.extract(),
+        room.extract(),
+        max_count.extract(),
+    ) {
+        (Ok(f), Ok(s), Ok(r), Ok(m)) => (f, s, r, m),
+        _ => return Ok(None),
+    };
+    // The items of a list or tuple, borrowed: no Python code runs during this call, so
+    // nothing can change the sequence under us.
+    let items: &[*mut ffi::PyObject] = unsafe {
+        if let Ok(list) = bodies.cast_exact::<PyList>() {
+            let p = list.as_ptr() as *mut ffi::PyListObject;
+            std::slice::from_raw_parts((*p).ob_item, list.len())
+        } else if let Ok(tuple) = bodies.cast_exact::<PyTuple>() {
+            let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
+            std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
+        } else {
+            return Ok(None);
+        }
+    };
+    let skip: &[u8] = if let Ok(b) = skip.cast_exact::<PyBytes>() {
+        b.as_bytes()
+    } else if let Ok(b) = skip.cast_exact::<PyByteArray>() {
+        unsafe { b.as_bytes() } // no Python code runs while it is read
+    } else {
+        return Ok(None);
+    };
+    let max_count = max_count.max(0) as usize;
+    // First pass: how far the entries go, and how many bytes they take.
+    let (mut i, mut count, mut size, mut payload) = (start, 0usize, 0i64, 0usize);
+    while i < items.len() && count < max_count {
+        match skip.get(i) {
+            Some(0) => {}
+            Some(_) => {
+                i += 1;
+                continue;
+            }
+            None => return Ok(None),
+        }
+        let body = match body_of(items[i]) {
+            Some(b) => b,
+            None => return Ok(None),
+        };
+        // what the Python code cannot pack it refuses before it looks at the frame's room
+        if first.checked_add(i as u64).is_none() || body.len() > u32::MAX as usize - 8 {
+            return Ok(None);
+        }
+        let need = (head_size(body.len(), wrap) + body.len()) as i64;
+        if size.saturating_add(need) > room {
+            break;
+        }
+        size += need;
+        payload += body.len();
+        count += 1;
+        i += 1;
+    }
+    let end = i;
+    let out = PyBytes::new_with(py, size as usize, |out| {
+        let mut at = 0usize;
+        for (j, &item) in items.iter().enumerate().take(end).skip(start) {
+            if skip[j] != 0 {
+                continue;
+            }
+            let body = body_of(item).unwrap_or(&[]); // checked in the first pass
+            let n = body.len();
+            out[at..at + 8].copy_from_slice(&(first + j as u64).to_be_bytes());
+            at += 8;
+            if !wrap {
+                out[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+                at += 4;
+            } else if n <= 0xFF {
+                out[at..at + 4].copy_from_slice(&((n + 5) as u32).to_be_bytes());
+                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_SHORT);
+                out[at + 8] = n as u8;
+                at += 9;
+            } else {
+                out[at..at + 4].copy_from_slice(&((n + 8) as u32).to_be_bytes());
+                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_LONG);
+                out[at + 8..at + 12].copy_from_slice(&(n as u32).to_be_bytes());
+                at += 12;
+            }
+            out[at..at + n].copy_from_slice(body);
+            at += n;
+        }
+        Ok(())
+    })?;
+    Ok(Some((out, end, count, size as usize, payload)))
+}

@@ -1,0 +1,152 @@
+"""The native writer of Publish entries (``rmq_publish_entries`` in ``native/src/publish.rs``)
+against the pure-Python one (:meth:`PublishBuilder.add_range_py`): on random runs of bodies,
+skip masks, frame limits, entry caps and builders already holding entries, ``add_range``
+through the native core and ``add_range_py`` leave builders that build the same frame, with
+the same size, count and payload bytes, return the same index, or raise the same exception;
+well-typed, in-range input is written natively, not handed back.
+
+Like ``test_native_core.py`` these load the extension directly, so they run under
+``STREAMWIRE_PURE=1`` too, and skip only when it is not built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamwire import _native
+from streamwire.rabbitmq.protocol import publishing
+from streamwire.rabbitmq.protocol.publishing import PublishBuilder
+from tests.property.test_native_core import outcome
+
+CORE, WHY = _native.built()
+pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+
+BODY = st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes))
+ODD_BODY = st.one_of(BODY, BODY.map(bytearray), BODY.map(lambda b: memoryview(b)), st.just("text"))
+U64 = 1 << 64
+
+
+def core() -> _native.NativeCore:
+    assert CORE is not None
+    return CORE
+
+
+def builder_with(preset: list[bytes]) -> PublishBuilder:
+    """A builder already holding ``preset`` (ids 1, 2, ...), as a frame in the making is."""
+    builder = PublishBuilder(7)
+    for i, body in enumerate(preset, 1):
+        builder.add(i, body)
+    return builder
+
+
+def state(builder: PublishBuilder, call: Callable[[], Any]) -> tuple[tuple[str, Any], ...]:
+    """What a call on ``builder`` gives, and the frame and counters it leaves."""
+    got = outcome(call)
+    return got, outcome(
+        lambda: (builder.build(), builder.size, builder.count, builder.payload_bytes)
+    )
+
+
+def both(
+    preset: list[bytes],
+    first: Any,
+    bodies: Any,
+    skip: Any,
+    start: int,
+    limit: int,
+    max_count: int,
+    wrap: bool,
+) -> tuple[Any, Any]:
+    """``add_range`` with the native core, and ``add_range_py``, on equal builders."""
+    native = builder_with(preset)
+    pure = builder_with(preset)
+    args = (first, bodies, skip, start, limit, max_count)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(publishing, "_native", core())
+        by_native = state(native, lambda: native.add_range(*args, wrap=wrap))
+    return by_native, state(pure, lambda: pure.add_range_py(*args, wrap=wrap))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    preset=st.lists(BODY, max_size=3),
+    bodies=st.lists(BODY, min_size=0, max_size=40),
+    data=st.data(),
+    limit=st.integers(0, 5000),
+    max_count=st.integers(-2, 50),
+    first=st.one_of(st.integers(0, 1 << 40), st.integers(U64 - 50, U64 - 1)),
+    wrap=st.booleans(),
+    as_tuple=st.booleans(),
+)
+def test_runs_are_written_alike(
+    preset: list[bytes],
+    bodies: list[bytes],
+    data: st.DataObject,
+    limit: int,
+    max_count: int,
+    first: int,
+    wrap: bool,
+    as_tuple: bool,
+) -> None:
+    n = len(bodies)
+    skip = data.draw(st.one_of(st.just(bytes(n)), st.binary(min_size=n, max_size=n)))
+    start = data.draw(st.integers(0, n + 2))
+    mask = data.draw(st.sampled_from([bytes, bytearray]))(skip)
+    given_ = tuple(bodies) if as_tuple else bodies
+    native, pure = both(preset, first, given_, mask, start, limit, max_count, wrap)
+    assert native == pure
+
+
+@given(
+    bodies=st.lists(BODY, min_size=1, max_size=20),
+    limit=st.integers(0, 3000),
+    max_count=st.integers(0, 30),
+    wrap=st.booleans(),
+)
+def test_in_range_runs_are_written_natively(
+    bodies: list[bytes], limit: int, max_count: int, wrap: bool
+) -> None:
+    skip = bytearray(len(bodies))
+    done = core().rmq_publish_entries(1, bodies, skip, 0, limit, max_count, wrap)
+    assert done is not None
+    entries, end, count, size, payload = done
+    assert len(entries) == size
+    assert count <= max_count
+    assert end == count
+    assert payload == sum(map(len, bodies[:end]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(ODD_BODY, min_size=1, max_size=8),
+    first=st.one_of(st.integers(-3, 5), st.integers(U64 - 3, U64 + 3)),
+    start=st.integers(-2, 9),
+    skip_len=st.integers(0, 9),
+    wrap=st.booleans(),
+)
+def test_unusual_input_is_left_to_python(
+    bodies: list[Any],
+    first: int,
+    start: int,
+    skip_len: int,
+    wrap: bool,
+) -> None:
+    """Bodies that are not ``bytes``, ids outside u64, negative starts, short masks: the
+    native core hands back ``None`` or writes what Python writes; either way ``add_range``
+    gives what ``add_range_py`` gives."""
+    native, pure = both([], first, bodies, bytearray(skip_len), start, 1 << 20, 100, wrap)
+    assert native == pure
+
+
+def test_other_sequences_and_masks_are_left_to_python() -> None:
+    write: Any = core().rmq_publish_entries  # fed what its signature does not take
+    bodies = [b"a", b"b"]
+    assert write(1, iter(bodies), bytearray(2), 0, 100, 10, False) is None
+    assert write(1, bodies, memoryview(bytes(2)), 0, 100, 10, False) is None
+    assert write(1, bodies, [0, 0], 0, 100, 10, False) is None
+    assert write(1, bodies, bytearray(2), 0, 100, 10, False) is not None
