@@ -72,7 +72,8 @@ class FrameAccumulator:
     the pieces fed are kept as they are (``bytes`` are not copied) and joined once, when the
     last one arrives, so that each byte of a large frame is copied about once on its way
     from the socket to the decoder instead of three times (the buffer, its reallocations and
-    the frame's slice).
+    the frame's slice). Such a frame's first piece is the ``bytes`` fed (or the tail of the
+    piece that completed the frame before it) when it begins there, not a copy.
     """
 
     __slots__ = ("_buf", "_gather", "_have", "_max", "_pieces", "_pos", "_spec", "_want")
