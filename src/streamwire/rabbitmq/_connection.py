@@ -99,15 +99,9 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
-        # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces,
-        # received into one buffer of the connection's (no fresh 256 KiB object per receive)
+        # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces
         stream = await open_tcp(
-            host,
-            port,
-            tls=tls,
-            timeout=deadline.remaining(),
-            read_size=1 << 20,
-            receive_into=True,
+            host, port, tls=tls, timeout=deadline.remaining(), read_size=1 << 20
         )
         machine = StreamsConnection(settings)
         try:

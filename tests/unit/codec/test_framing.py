@@ -142,7 +142,8 @@ def test_large_frames_back_to_back_keep_the_bytes_read_as_their_first_pieces() -
     assert acc.buffered == 0
     assert firsts[0] is reads[0]  # the first read: kept as it is
     # the second frame's first piece: a view of the read that completed the first frame
-    assert isinstance(firsts[1], memoryview) and firsts[1].obj is reads[1]
+    assert isinstance(firsts[1], memoryview)
+    assert firsts[1].obj is reads[1]
 
 
 def test_gathered_frame_is_refused_from_its_header_when_too_large() -> None:
