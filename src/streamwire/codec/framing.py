@@ -169,13 +169,14 @@ class FrameAccumulator:
 
     def _gathered(self) -> bytes | None:
         """The large frame being gathered, once every byte of it arrived (one join); what
-        follows it in the last piece goes back to the buffer."""
+        follows it in the last piece begins the next gathered frame, or goes back to the
+        buffer."""
         want = self._want
         extra = self._have - want
         if extra < 0:
             return None
         pieces = self._pieces
-        rest: BytesLike = b""
+        rest: bytes | memoryview = b""
         if extra:
             last = memoryview(pieces[-1])
             pieces[-1] = last[: len(last) - extra]
