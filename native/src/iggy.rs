@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::received::{Lazy, PENDING_HEADERS, PENDING_ID, PENDING_OFFSET};
-use crate::{bytes_of, new_ref, none, pair, state, Owned};
+use crate::{bytes_of, new_ref, none, pair, state, untracked, Owned};
 
 const BATCH_HEADER_SIZE: usize = 256;
 const BATCH_FIELDS: usize = 52; // "<QQQQQQI"
@@ -272,25 +272,6 @@ pub fn iggy_locate_frames(
         pos = stop;
     }
     Ok(FrameIndex { buf: buf.clone().unbind(), frames })
-}
-
-/// `msg` no longer tracked by the garbage collector. A received message refers only to
-/// `bytes`, `int`s, a `str`, `None` and its own headers `dict`, never back to itself or to
-/// another message, so it cannot be part of a reference cycle when it is made; untracked,
-/// the thousands of messages a consumer holds between polls are never walked (nor promoted
-/// into older generations) by the collector, which cost 0.2-0.3 µs per message (see
-/// docs/benchmarks.md). `PyObject_GC_UnTrack` is what CPython does for tuples and dicts
-/// of atoms; unlike those, a message is not tracked again if user code later makes it part
-/// of a cycle (a message stored into its own headers), which the collector then leaves.
-///
-/// # Safety
-/// `msg` is a valid object; called with the GIL held.
-#[inline]
-unsafe fn untracked(msg: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    if ffi::PyObject_GC_IsTracked(msg) != 0 {
-        ffi::PyObject_GC_UnTrack(msg as *mut std::ffi::c_void);
-    }
-    msg
 }
 
 /// A poll reply's messages (`received_messages`): checksums verified (with `verify`),

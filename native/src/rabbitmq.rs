@@ -7,7 +7,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, Owned, State};
+use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, untracked, Owned, State};
 
 /// An AMQP 1.0 message that is one data section with a 1-byte length (`vbin8`).
 const DATA8: [u8; 4] = [0x00, 0x53, 0x75, 0xa0];
@@ -65,7 +65,8 @@ fn data_body(entry: &[u8]) -> Option<&[u8]> {
 
 /// The messages of a chunk whose entries are `buf[start:end]` and whose first record has
 /// offset `first_offset`: records below `skip_below` are skipped. With `crc`, the entries'
-/// CRC-32 must equal it. `record(pos, stop, offset)` decodes any record that is not a plain
+/// CRC-32 must equal it. The plain records' messages are made here, untracked by the garbage
+/// collector (`untracked`). `record(pos, stop, offset)` decodes any record that is not a plain
 /// data section (AMQP mode), `sub_batch(pos, offset)` a sub-batch entry, returning
 /// `(position after it, records in it, messages)`.
 #[pyfunction]
@@ -151,7 +152,7 @@ pub fn rmq_decode_records(
                         none(),
                         none(),
                     ];
-                    out.push(unsafe { st.message(py, values)? });
+                    out.push(unsafe { untracked(st.message(py, values)?) });
                 }
                 None => out.push(record.call1((pos, stop, offset))?.into_ptr()),
             }

@@ -213,9 +213,18 @@ def test_chunk_entries_decode_alike(
     )
 
 
-@given(st.lists(st.binary(max_size=200), min_size=1, max_size=50), st.integers(0, 2**40))
+@given(
+    st.lists(
+        st.one_of(st.binary(max_size=200), st.binary(min_size=250, max_size=1100)),
+        min_size=1,
+        max_size=50,
+    ),
+    st.integers(0, 2**40),
+)
 def test_plain_chunks_are_built_natively(bodies: list[bytes], chunk_id: int) -> None:
-    """The common case takes no Python callback (the callbacks would fail here)."""
+    """The common case takes no Python callback (the callbacks would fail here), with a
+    one-byte (`vbin8`) or four-byte (`vbin32`) data-section length; the messages are
+    untracked by the garbage collector (rabbitmq.rs)."""
     data = b"".join(simple(encode_data_body(b)) for b in bodies)
     buf = chunk_bytes(data, len(bodies), chunk_id, zlib.crc32(data), 1_700_000_000_000)
 
@@ -229,6 +238,8 @@ def test_plain_chunks_are_built_natively(bodies: list[bytes], chunk_id: int) -> 
     header = parse_chunk_header(buf)
     assert messages_key(got) == messages_key(decode_entries_py(buf, 48, header, "s", 0, True, True))
     assert [m.value for m in got] == bodies
+    assert not any(gc.is_tracked(m) for m in got)
+    assert all(type(m.value) is bytes and m.headers == {} for m in got)
 
 
 # --- Iggy: batch encode ------------------------------------------------------------------

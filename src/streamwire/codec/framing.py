@@ -72,7 +72,8 @@ class FrameAccumulator:
     the pieces fed are kept as they are (``bytes`` are not copied) and joined once, when the
     last one arrives, so that each byte of a large frame is copied about once on its way
     from the socket to the decoder instead of three times (the buffer, its reallocations and
-    the frame's slice).
+    the frame's slice). Such a frame's first piece is the ``bytes`` fed (or the tail of the
+    piece that completed the frame before it) when it begins there, not a copy.
     """
 
     __slots__ = ("_buf", "_gather", "_have", "_max", "_pieces", "_pos", "_spec", "_want")
@@ -120,7 +121,8 @@ class FrameAccumulator:
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
-        self._buf += data
+        if self._buf or type(data) is not bytes or not self._start_gathering(data):
+            self._buf += data
 
     def frames(self) -> Iterator[bytes]:
         """Yield every complete frame buffered so far."""
@@ -167,13 +169,14 @@ class FrameAccumulator:
 
     def _gathered(self) -> bytes | None:
         """The large frame being gathered, once every byte of it arrived (one join); what
-        follows it in the last piece goes back to the buffer."""
+        follows it in the last piece begins the next gathered frame, or goes back to the
+        buffer."""
         want = self._want
         extra = self._have - want
         if extra < 0:
             return None
         pieces = self._pieces
-        rest: BytesLike = b""
+        rest: bytes | memoryview = b""
         if extra:
             last = memoryview(pieces[-1])
             pieces[-1] = last[: len(last) - extra]
@@ -183,8 +186,30 @@ class FrameAccumulator:
         frame = b"".join(pieces)
         self._pieces = []
         self._want = self._have = 0
-        self._buf += rest  # the buffer is empty while gathering
+        if not rest or not self._start_gathering(rest):
+            self._buf += rest  # the buffer is empty while gathering
         return frame
+
+    def _start_gathering(self, head: bytes | memoryview) -> bool:
+        """Gather the frame that begins ``head`` (immutable: ``bytes`` or a view of them),
+        keeping ``head`` itself as its first piece, if it is a valid frame of at least
+        ``gather_above`` bytes that ``head`` does not complete; else ``False`` (the caller
+        buffers ``head``, and :meth:`next_frame` deals with it as with any bytes). Spares
+        the copies into the buffer and out of it of a large frame's first piece: the tail of
+        the read that completed the frame before it, where chunks arrive back to back."""
+        spec = self._spec
+        if len(head) < spec.header_size:
+            return False
+        (length,) = spec.length.unpack_from(head, spec.length_offset)
+        total = length if spec.includes_header else length + spec.header_size
+        if not max(self._gather, spec.min_frame_size, spec.header_size) <= total <= self._max:
+            return False
+        if total <= len(head):
+            return False
+        self._pieces = [head]
+        self._have = len(head)
+        self._want = total
+        return True
 
     def _compact(self) -> None:
         # Drop consumed bytes once they dominate the buffer, so memory stays bounded by one

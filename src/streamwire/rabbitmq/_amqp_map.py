@@ -217,7 +217,8 @@ def decode_entries_native(
     amqp: bool,
 ) -> list[Message]:
     """:func:`decode_entries_py` by the native core (``abs(skip_below) < 2**126``): plain
-    data sections are built there; other records and sub-batches call back into Python."""
+    data sections are built there, untracked by the garbage collector (docs/development.md,
+    "Garbage collection"); other records and sub-batches call back into Python."""
     end = start + header.data_length
     ts = header.timestamp * 1000
     view = memoryview(chunk)

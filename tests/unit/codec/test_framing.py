@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from streamwire.codec import IGGY_HEADER, LENGTH_PREFIX_U32, FrameAccumulator
@@ -120,6 +122,28 @@ def test_large_frame_is_gathered_and_what_follows_it_kept() -> None:
     acc.feed(small[100:])
     assert acc.next_frame() == small
     assert acc.buffered == 0
+
+
+def test_large_frames_back_to_back_keep_the_bytes_read_as_their_first_pieces() -> None:
+    """A large frame starting a read, or the tail of the read that completed the frame
+    before it, is gathered from those bytes themselves, not from a copy in the buffer."""
+    bodies = [bytes([i]) * 150_000 for i in range(3)]
+    stream = b"".join(struct.pack(">I", len(b)) + b for b in bodies)
+    reads = [stream[pos : pos + 100_000] for pos in range(0, len(stream), 100_000)]
+    acc = FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1 << 20)
+    got: list[bytes] = []
+    firsts: list[object] = []
+    for piece in reads:
+        acc.feed(piece)
+        got.extend(acc.frames())
+        if acc._pieces:
+            firsts.append(acc._pieces[0])
+    assert got == bodies
+    assert acc.buffered == 0
+    assert firsts[0] is reads[0]  # the first read: kept as it is
+    # the second frame's first piece: a view of the read that completed the first frame
+    assert isinstance(firsts[1], memoryview)
+    assert firsts[1].obj is reads[1]
 
 
 def test_gathered_frame_is_refused_from_its_header_when_too_large() -> None:
