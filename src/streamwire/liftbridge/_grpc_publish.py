@@ -9,10 +9,14 @@ the unary ``Publish`` RPC, concurrently (their order is then not kept).
 The stream goes to the URL's server; while it is unreachable (a stream ends with
 UNAVAILABLE), the next stream goes to the next broker known from metadata, in turn.
 
-One writer task writes the queued requests in order (a write cancelled half-way would cancel
-the whole gRPC call, so callers never write themselves: ``submit`` only queues); one reader
-task per stream routes the responses to the futures of an inbox-less :class:`AckRouter`
-(correlation ids, futures, ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
+The stream is a :class:`~streamwire.liftbridge._publish_calls.PublishCall`: on
+streamwire's own HTTP/2 client (``H2PublishCall``: the writer hands over every queued request
+at once, up to ``_BATCH`` per write) or on grpc.aio (``GrpcioPublishCall``: one write per
+request), as the client's ``publish_transport`` says. One writer task writes the queued
+requests in order (a grpc.aio write cancelled half-way would cancel the whole call, so
+callers never write themselves: ``submit`` only queues); one reader task per stream routes
+the responses to the futures of an inbox-less :class:`AckRouter` (correlation ids, futures,
+ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
 back: the message is confirmed once queued.
 
 When a stream breaks (the server went away, the connection was reset, the channel closed:

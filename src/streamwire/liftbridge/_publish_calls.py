@@ -224,13 +224,7 @@ class H2PublishCall:
     def _broken(self, ended: h2grpc.CallEnded) -> Broken:
         logger.debug("%s ended: %s", self._what, ended)
         call = self._call
-        opened = call.opened if call is not None else None
-        if (
-            opened is not None
-            and opened.done()
-            and not opened.cancelled()
-            and isinstance(opened.exception(), h2grpc.NotHttp2)
-        ):
+        if call is not None and call.not_http2:  # (not a connection lost before SETTINGS)
             if self._on_not_http2 is not None:
                 self._on_not_http2()
             return Broken(ConnectError(f"{self._what}: the server does not speak HTTP/2"))

@@ -395,7 +395,8 @@ class Client(AsyncClosing):
         channels = self._channels_or_fail()
         b = self._brokers.get(broker_id) if broker_id is not None else None
         addr = (b.host, b.port) if b is not None else (self.host, self.port)
-        if self.publish_transport != "grpcio" and addr not in self._h2_refused:
+        mode = self.publish_transport
+        if mode == "http2" or (mode == "auto" and addr not in self._h2_refused):
             host, port = channels.resolve(*addr) if b is not None else addr
             auto = self.publish_transport == "auto"
             call = H2PublishCall(what, (lambda: self._h2_refused.add(addr)) if auto else None)
@@ -555,7 +556,9 @@ class Client(AsyncClosing):
         channels = self._channels_or_fail()
         b = self._brokers.get(broker)
         addr = (b.host, b.port) if b is not None else (self.host, self.port)
-        if self.subscribe_transport != "grpcio" and addr not in self._h2_refused:
+        mode = self.subscribe_transport
+        # (a broker "auto" fell back for, here or for publishing, is still tried by "http2")
+        if mode == "http2" or (mode == "auto" and addr not in self._h2_refused):
             host, port = channels.resolve(*addr) if b is not None else addr
             sub = H2Subscription(
                 handover,

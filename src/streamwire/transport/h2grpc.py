@@ -273,6 +273,9 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._budget = window  # what the server may still send (stream = connection)
         self.failure: Exception | None = None
         """What ``split`` raised, if that ended the call."""
+        self.not_http2 = False
+        """The server answered, but not in HTTP/2 (TLS without ``h2`` by ALPN, or a first
+        frame that was not SETTINGS); a connection lost before SETTINGS is not that."""
         self.opened: asyncio.Future[None] = loop.create_future()
         self.ended: asyncio.Future[CallEnded] = loop.create_future()
         headers = [
@@ -307,6 +310,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._transport = transport
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None and ssl_object.selected_alpn_protocol() != ALPN:
+            self.not_http2 = True
             self._fail_open(NotHttp2("the server did not agree to HTTP/2 (ALPN h2)"))
             return
         transport.write(self._hello)  # the request fits the default windows
@@ -345,6 +349,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         (and raises what is wrong with it)."""
         pos, end = 0, len(buf)
         if not self._got_settings and end >= 9 and buf[3] != SETTINGS:
+            self.not_http2 = True
             self._fail_open(NotHttp2("the server's first frame was not SETTINGS"))
             raise CallEnded(Status.UNAVAILABLE, "not an HTTP/2 server")
         gather, mbuf = self._gather, self._msgbuf

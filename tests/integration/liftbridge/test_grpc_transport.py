@@ -311,6 +311,9 @@ async def test_grpc_stream_cut_mid_flight_sends_what_waited_again(
                 assert producer._grpc is not None
                 assert producer._grpc.streams_opened >= 2
                 after = await producer.send_and_wait(b"after")
+                # a connection lost before the server's SETTINGS is not "no HTTP/2"
+                kind = H2PublishCall if publish_transport == "http2" else GrpcioPublishCall
+                assert isinstance(publisher._call, kind)
         finally:
             await pc.close()
     assert after.offset is not None
