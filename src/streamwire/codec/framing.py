@@ -72,7 +72,8 @@ class FrameAccumulator:
     the pieces fed are kept as they are (``bytes`` are not copied) and joined once, when the
     last one arrives, so that each byte of a large frame is copied about once on its way
     from the socket to the decoder instead of three times (the buffer, its reallocations and
-    the frame's slice).
+    the frame's slice). A large frame fed whole (or its start, in one ``bytes``) while
+    nothing is buffered is kept as it is too: handed out without any copy when whole.
     """
 
     __slots__ = ("_buf", "_gather", "_have", "_max", "_pieces", "_pos", "_spec", "_want")
@@ -120,6 +121,19 @@ class FrameAccumulator:
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
+        if (
+            not self._buf
+            and type(data) is bytes
+            and len(data) >= max(self._gather, self._spec.header_size)
+        ):  # a large frame (or its start) at a frame boundary: kept as it is, not copied
+            spec = self._spec
+            (length,) = spec.length.unpack_from(data, spec.length_offset)
+            total = length if spec.includes_header else length + spec.header_size
+            if max(self._gather, spec.min_frame_size, spec.header_size) <= total <= self._max:
+                self._pieces = [data]
+                self._have = len(data)
+                self._want = total
+                return
         self._buf += data
 
     def frames(self) -> Iterator[bytes]:

@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
+from streamwire.codec.framing import IGGY_HEADER
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -119,7 +120,12 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
         stream = await open_tcp(
-            host, port, tls=tls, timeout=deadline.remaining(), receive_into=True
+            host,
+            port,
+            tls=tls,
+            timeout=deadline.remaining(),
+            frames=IGGY_HEADER,  # a poll reply is received into one buffer of its size
+            max_frame_size=(settings or MachineSettings()).max_frame_size,
         )
         return await cls.start(
             stream, address, credentials, deadline=deadline, settings=settings, stats=stats
