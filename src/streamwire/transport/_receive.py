@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import cast
+from collections.abc import Iterable
+from typing import Any, SupportsIndex, cast
 
 from streamwire import _native
 from streamwire.codec.framing import GATHER_ABOVE, FrameSpec
@@ -62,47 +63,55 @@ class ReceiveInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 class FrameReader(asyncio.StreamReader):
     """A stream reader that also takes whole frames (:meth:`feed_frame`): :meth:`read`
     returns a queued frame as it is, whatever its size, after the bytes that came before
-    it. Frames count towards the flow-control limit as the buffer does."""
+    it. Frames count towards the flow-control limit as the buffer does.
+
+    It works with :class:`asyncio.StreamReader`'s own state (``_buffer``, ``_eof``,
+    ``_exception``, ``_paused``, ``_transport``, ``_wait_for_data``, ``_wakeup_waiter``:
+    the same from Python 3.11 to 3.13), reached through ``_base`` (untyped in typeshed)."""
 
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self._chunks: deque[bytes] = deque()  # frames, and anything fed after the first
         self._queued = 0
+        self._base: Any = self
 
     def feed_frame(self, frame: bytes) -> None:
         self._queue(frame)
 
-    def feed_data(self, data: bytes) -> None:
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
         if self._chunks:  # keep the order: behind the frames still queued
-            if data:
-                self._queue(bytes(data))
+            chunk = bytes(data)
+            if chunk:
+                self._queue(chunk)
             return
         super().feed_data(data)
 
     def _queue(self, chunk: bytes) -> None:
+        base = self._base
         self._chunks.append(chunk)
         self._queued += len(chunk)
-        self._wakeup_waiter()  # type: ignore[attr-defined]
-        transport = self._transport  # type: ignore[attr-defined]
-        if transport is not None and not self._paused and self._queued > 2 * self._limit:  # type: ignore[attr-defined]
+        base._wakeup_waiter()
+        transport = base._transport
+        if transport is not None and not base._paused and self._queued > 2 * base._limit:
             transport.pause_reading()
-            self._paused = True
+            base._paused = True
 
     async def read(self, n: int = -1) -> bytes:
         """The buffered bytes (at most ``n``), else the next queued frame or bytes.
 
         Cancellation: nothing is consumed."""
-        if self._exception is not None or not n:  # type: ignore[attr-defined]
+        base = self._base
+        if base._exception is not None or not n:
             return await super().read(n)  # raises it (as StreamReader does), or b""
-        if not self._buffer and not self._chunks and not self._eof:  # type: ignore[attr-defined]
-            await self._wait_for_data("read")  # type: ignore[attr-defined]
-        if self._buffer or not self._chunks or self._exception is not None:  # type: ignore[attr-defined]
+        if not base._buffer and not self._chunks and not base._eof:
+            await base._wait_for_data("read")
+        if base._buffer or not self._chunks or base._exception is not None:
             return await super().read(n)
         chunk = self._chunks.popleft()
         self._queued -= len(chunk)
-        if self._paused and self._queued + len(self._buffer) <= self._limit:  # type: ignore[attr-defined]
-            self._paused = False
-            self._transport.resume_reading()  # type: ignore[attr-defined]
+        if base._paused and self._queued + len(base._buffer) <= base._limit:
+            base._paused = False
+            base._transport.resume_reading()
         return chunk
 
 
@@ -163,7 +172,8 @@ class ReceiveFrames(ReceiveInto):
     def _frame_done(self) -> None:
         frame, view = self._frame, self._view
         self._frame = self._view = None
-        assert frame is not None and view is not None
+        assert frame is not None
+        assert view is not None
         view.release()
         self._frames.feed_frame(frame if type(frame) is bytes else bytes(frame))
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Final
 
+from streamwire.codec.framing import FrameSpec
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -19,7 +20,6 @@ from streamwire.errors import (
     ConnectTimeout,
     TimeoutError,
 )
-from streamwire.codec.framing import FrameSpec
 from streamwire.transport._errors import map_errors
 from streamwire.transport._receive import FrameReader, ReceiveFrames, ReceiveInto
 from streamwire.transport.base import BytesLike

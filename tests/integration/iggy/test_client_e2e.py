@@ -266,7 +266,7 @@ async def test_async_iteration_of_one_partition_matches_next_batch(client: iggy.
     values = [b"m%d" % i for i in range(25)]
     await client.send(ADDRESS, values, partition=0)
     async with client.consumer(ADDRESS, offset="first", batch_size=4) as batched:
-        expected = []
+        expected: list[tuple[int | None, bytes]] = []
         while len(expected) < len(values):
             expected += [(m.offset, m.value) for m in await batched.next_batch(100, timeout=5)]
     seen: list[tuple[int | None, bytes]] = []

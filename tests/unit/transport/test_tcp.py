@@ -122,6 +122,7 @@ async def test_large_payload_is_read_in_bounded_chunks(
 
 async def test_read_exactly_spans_segments(start_server: ServerFactory) -> None:
     needs_read_exactly()
+
     async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for byte in b"0123456789":
             writer.write(bytes([byte]))
@@ -148,6 +149,7 @@ async def test_clean_eof_reads_empty(start_server: ServerFactory) -> None:
 
 async def test_read_exactly_at_eof_is_connection_closed(start_server: ServerFactory) -> None:
     needs_read_exactly()
+
     async def short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"\x00\x00")
         await writer.drain()
