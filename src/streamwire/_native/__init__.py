@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 9
+ABI: Final = 11
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
