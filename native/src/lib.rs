@@ -31,6 +31,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
 mod aiter;
+mod buffer;
 mod futures;
 mod h2;
 mod iggy;
@@ -41,7 +42,7 @@ mod received;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 10;
+pub const ABI: u32 = 11;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 pub(crate) const SLOTS: [&str; 8] = [
@@ -429,6 +430,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(futures::lazy_futures, m)?)?;
     m.add_function(wrap_pyfunction!(futures::gc_track, m)?)?;
     m.add_function(wrap_pyfunction!(aiter::ready_iterator, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer::frame_buffer, m)?)?;
     m.add_class::<iggy::FrameIndex>()?;
     Ok(())
 }

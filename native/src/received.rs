@@ -42,6 +42,8 @@ pub(crate) const PENDING_HEADERS: u64 = 4;
 
 /// Where `Lazy` lives in an instance (the base class's basic size).
 static LAZY_AT: AtomicIsize = AtomicIsize::new(0);
+/// The base class's eight slots (`SLOTS` order), released by `dealloc`.
+static SLOT_AT: [AtomicIsize; 8] = [const { AtomicIsize::new(0) }; 8];
 /// `streamwire.codec.message.received_message` (for `__reduce__`), a strong reference.
 static REBUILD: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -178,6 +180,39 @@ unsafe extern "C" fn reduce(obj: *mut ffi::PyObject, _: *mut ffi::PyObject) -> *
     out
 }
 
+/// `tp_dealloc`: what `subtype_dealloc` does for this type, without its generic steps
+/// (finalizers, weak references, `__dict__`, walking the bases for slots), none of which an
+/// instance can have (checked in `create`, which installs this only then): untrack, release
+/// the eight slots, free, drop the type's reference.
+unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
+    let tp = ffi::Py_TYPE(obj);
+    ffi::PyObject_GC_UnTrack(obj as *mut c_void);
+    for at in SLOT_AT.iter() {
+        let slot = (obj as *mut u8).offset(at.load(Ordering::Relaxed)) as *mut *mut ffi::PyObject;
+        let value = *slot;
+        if !value.is_null() {
+            *slot = std::ptr::null_mut();
+            ffi::Py_DECREF(value);
+        }
+    }
+    ffi::PyObject_GC_Del(obj as *mut c_void);
+    ffi::Py_DECREF(tp as *mut ffi::PyObject);
+}
+
+/// Whether `dealloc` may stand in for `subtype_dealloc`: the base is a direct subclass of
+/// `object` holding exactly the eight slots, with no `__dict__`, weak references or
+/// finalizer.
+unsafe fn plain_base(tp: *mut ffi::PyTypeObject) -> bool {
+    let word = std::mem::size_of::<usize>() as isize;
+    let object = std::ptr::addr_of_mut!(ffi::PyBaseObject_Type);
+    (*tp).tp_base == object
+        && (*tp).tp_basicsize == (*object).tp_basicsize + 8 * word
+        && (*tp).tp_dictoffset == 0
+        && (*tp).tp_weaklistoffset == 0
+        && (*tp).tp_finalize.is_none()
+        && (*tp).tp_del.is_none()
+}
+
 const DOC: &CStr =
     c"A received Message whose offset, id and empty headers are made on first access.";
 
@@ -199,6 +234,9 @@ pub(crate) fn create(
     ATTRS[0].slot.store(offsets[OFFSET], Ordering::Relaxed);
     ATTRS[1].slot.store(offsets[ID], Ordering::Relaxed);
     ATTRS[2].slot.store(offsets[HEADERS], Ordering::Relaxed);
+    for (at, offset) in SLOT_AT.iter().zip(offsets.iter()) {
+        at.store(*offset, Ordering::Relaxed);
+    }
     let previous = REBUILD.swap(rebuild.into_ptr(), Ordering::AcqRel);
     if !previous.is_null() {
         unsafe { ffi::Py_DECREF(previous) };
@@ -221,7 +259,7 @@ pub(crate) fn create(
         },
         ffi::PyMethodDef::zeroed(),
     ]));
-    let slots: &'static mut [ffi::PyType_Slot; 4] = Box::leak(Box::new([
+    let mut slots = vec![
         ffi::PyType_Slot {
             slot: ffi::Py_tp_getset,
             pfunc: getset.as_mut_ptr() as *mut c_void,
@@ -234,11 +272,18 @@ pub(crate) fn create(
             slot: ffi::Py_tp_doc,
             pfunc: DOC.as_ptr() as *mut c_void,
         },
-        ffi::PyType_Slot {
-            slot: 0,
-            pfunc: std::ptr::null_mut(),
-        },
-    ]));
+    ];
+    if unsafe { plain_base(tp) } {
+        slots.push(ffi::PyType_Slot {
+            slot: ffi::Py_tp_dealloc,
+            pfunc: dealloc as *mut c_void,
+        });
+    }
+    slots.push(ffi::PyType_Slot {
+        slot: 0,
+        pfunc: std::ptr::null_mut(),
+    });
+    let slots: &'static mut [ffi::PyType_Slot] = Box::leak(slots.into_boxed_slice());
     let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
         name: c"streamwire._native._core.ReceivedMessage".as_ptr(),
         basicsize: (lazy_at + std::mem::size_of::<Lazy>() as isize) as c_int,

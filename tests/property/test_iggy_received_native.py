@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -180,3 +182,33 @@ def test_the_type_is_a_message_made_only_by_the_decoder() -> None:
         hash(msg)
     with pytest.raises(AttributeError):
         msg.other = 1  # type: ignore[attr-defined]
+
+
+class _Held:
+    """An object a weak reference can watch (what a message's slot holds)."""
+
+
+def test_freeing_a_message_releases_every_slot() -> None:
+    """The type's own dealloc (installed when Message is a plain slotted class) drops the
+    references of all eight slots, made, assigned or never made, and the type's own."""
+    received = core().ReceivedMessage
+    before = sys.getrefcount(received)
+    messages = both(_record(OutgoingMessage(9, b"z", 1), OutgoingMessage(8, b"y", 2)), None)[0]
+    assert sys.getrefcount(received) == before + 2
+    held = [_Held() for _ in NAMES]
+    watch = [weakref.ref(h) for h in held]
+    first, second = messages
+    for name, value in zip(NAMES, held, strict=True):
+        setattr(first, name, value)
+    _ = second.offset, second.id  # made, left in their slots
+    body = second.value
+    refs = sys.getrefcount(body)
+    del held, value, messages, first
+    assert [w() for w in watch] == [None] * len(NAMES)
+    del second
+    assert sys.getrefcount(body) == refs - 1
+    assert sys.getrefcount(received) == before
+    with pytest.raises(TypeError):  # nothing can subclass it (the dealloc's premise)
+
+        class Sub(received):  # type: ignore[valid-type, misc]
+            pass

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 10
+ABI: Final = 11
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -131,6 +131,8 @@ class NativeCore(Protocol):
         field: str,
         slow: Callable[[], Coroutine[Any, Any, Any]],
     ) -> AsyncIterator[Any]: ...
+
+    def frame_buffer(self, size: int) -> tuple[bytes, memoryview]: ...
 
 
 def forced_pure(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:

@@ -84,6 +84,9 @@ def ready_iterator(
     field: str,
     slow: Callable[[], Coroutine[Any, Any, Any]],
 ) -> AsyncIterator[Any]: ...
+def frame_buffer(size: int) -> tuple[bytes, memoryview]:
+    """A new ``bytes`` of ``size`` bytes, not initialised, and a writable view of its
+    storage holding no reference to it (native/src/buffer.rs)."""
 
 class ReceivedMessage(Message):
     """The Iggy poll's messages: offset, id and empty headers made on first access

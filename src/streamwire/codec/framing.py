@@ -73,7 +73,8 @@ class FrameAccumulator:
     last one arrives, so that each byte of a large frame is copied about once on its way
     from the socket to the decoder instead of three times (the buffer, its reallocations and
     the frame's slice). Such a frame's first piece is the ``bytes`` fed (or the tail of the
-    piece that completed the frame before it) when it begins there, not a copy.
+    piece that completed the frame before it) when it begins there, not a copy; a large
+    frame fed whole in one ``bytes`` at a frame boundary is handed out as that object.
     """
 
     __slots__ = ("_buf", "_gather", "_have", "_max", "_pieces", "_pos", "_spec", "_want")
@@ -193,7 +194,7 @@ class FrameAccumulator:
     def _start_gathering(self, head: bytes | memoryview) -> bool:
         """Gather the frame that begins ``head`` (immutable: ``bytes`` or a view of them),
         keeping ``head`` itself as its first piece, if it is a valid frame of at least
-        ``gather_above`` bytes that ``head`` does not complete; else ``False`` (the caller
+        ``gather_above`` bytes (whole in ``head`` or not); else ``False`` (the caller
         buffers ``head``, and :meth:`next_frame` deals with it as with any bytes). Spares
         the copies into the buffer and out of it of a large frame's first piece: the tail of
         the read that completed the frame before it, where chunks arrive back to back."""
@@ -203,8 +204,6 @@ class FrameAccumulator:
         (length,) = spec.length.unpack_from(head, spec.length_offset)
         total = length if spec.includes_header else length + spec.header_size
         if not max(self._gather, spec.min_frame_size, spec.header_size) <= total <= self._max:
-            return False
-        if total <= len(head):
             return False
         self._pieces = [head]
         self._have = len(head)

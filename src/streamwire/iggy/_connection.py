@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
+from streamwire.codec.framing import IGGY_HEADER
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -119,7 +120,12 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
         stream = await open_tcp(
-            host, port, tls=tls, timeout=deadline.remaining(), receive_into=True
+            host,
+            port,
+            tls=tls,
+            timeout=deadline.remaining(),
+            frames=IGGY_HEADER,  # a poll reply is received into one buffer of its size
+            max_frame_size=(settings or MachineSettings()).max_frame_size,
         )
         return await cls.start(
             stream, address, credentials, deadline=deadline, settings=settings, stats=stats
@@ -190,7 +196,36 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
             pending = self._machine.send(payload, self._loop.time(), timeout=timeout)
             future = self._register(pending)
             await self._flush()
-        return asyncio.ensure_future(self._outcome(pending, future, locked=False))
+        return self._relay(pending, future)
+
+    def _relay(self, pending: PendingRequest, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """The future :meth:`submit` returns: the reply's outcome, passed on by a callback
+        (no task per request); only a transient rejection starts a task, the retry of
+        :meth:`_outcome`. Cancelling it cancels the wait for the reply (or the retry)."""
+        out: asyncio.Future[Any] = self._loop.create_future()
+
+        def passed(done: asyncio.Future[Any]) -> None:
+            if out.done():
+                return
+            if done.cancelled():
+                out.cancel()
+            elif (exc := done.exception()) is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result(done.result())
+
+        def replied(done: asyncio.Future[Any]) -> None:
+            exc = None if done.cancelled() else done.exception()
+            if out.done() or not isinstance(exc, ServerError) or exc.code not in _TRANSIENT_CODES:
+                passed(done)
+                return
+            retry = asyncio.ensure_future(self._outcome(pending, done, locked=False))
+            retry.add_done_callback(passed)
+            out.add_done_callback(lambda o: retry.cancel() if o.cancelled() else None)
+
+        future.add_done_callback(replied)
+        out.add_done_callback(lambda o: future.cancel() if o.cancelled() else None)
+        return out
 
     async def _call_alone(
         self, payload: RequestPayload[Any], timeout: float | None, *, login: bool = False

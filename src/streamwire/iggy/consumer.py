@@ -58,6 +58,7 @@ from streamwire.iggy.protocol.messaging import (
 )
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
+from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable, AutoCommit
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class Consumer(AsyncStartable):
         # the poll sent ahead: (connection, partition, position, reply)
         self._ahead: deque[tuple[Connection, int, int, asyncio.Future[PolledMessages]]] = deque()
         self._last: dict[int, int] = {}
+        self._last_offset: int | None = None  # set by the native `async for` (one partition)
         self._committed: dict[int, int] = {}
         self._meter = ConsumerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
         self._auto = AutoCommit(options.auto_commit_messages, options.auto_commit_interval)
@@ -197,7 +199,15 @@ class Consumer(AsyncStartable):
     # --- consuming -----------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self
+        """``async for``: with the native core, one partition and neither name nor group
+        (nothing to commit), ready messages without a coroutine each
+        (:mod:`streamwire.transport.ready`, recording the last offset in ``_last_offset``);
+        else :meth:`__anext__`."""
+        if self.name is not None or self.group is not None or not NATIVE_PAYS:
+            return self
+        if len(self._partitions) != 1:
+            return self
+        return ready_iterator(self._ready, self, "_last_offset", "offset", self.__anext__)
 
     async def __anext__(self) -> Message:
         """The next message; ends when the consumer is closed, raises if it failed.
@@ -469,7 +479,10 @@ class Consumer(AsyncStartable):
     @property
     def last_offset(self) -> int | None:
         """Offset of the last message handed out (any partition)."""
-        return max(self._last.values()) if self._last else None
+        values = list(self._last.values())
+        if self._last_offset is not None:  # one partition, whose offsets only grow
+            values.append(self._last_offset)
+        return max(values) if values else None
 
     @property
     def stats(self) -> ConsumerStats:

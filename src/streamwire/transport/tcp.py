@@ -10,8 +10,9 @@ import socket
 import ssl
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Final, cast
+from typing import Any, Final
 
+from streamwire.codec.framing import FrameSpec
 from streamwire.errors import (
     ClosedError,
     ConfigurationError,
@@ -20,6 +21,7 @@ from streamwire.errors import (
     TimeoutError,
 )
 from streamwire.transport._errors import map_errors
+from streamwire.transport._receive import FrameReader, ReceiveFrames, ReceiveInto
 from streamwire.transport.base import BytesLike
 from streamwire.transport.deadline import Deadline, DeadlineScope
 from streamwire.transport.tls import TLSOptions, create_ssl_context
@@ -32,42 +34,27 @@ logger = logging.getLogger(__name__)
 DEFAULT_READ_SIZE: Final = 65536
 
 
-class _ReceiveInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
-    """A stream reader's protocol that has the transport receive into one buffer of its
-    own, reused for every receive, instead of a fresh ``bytes`` per receive (asyncio's
-    default: a new 256 KiB object each time the socket is readable, which for large
-    replies is fresh memory, page faults included, on every read). What arrives is handed
-    to the :class:`asyncio.StreamReader` as a view, so everything else (its bounded
-    buffer and flow control, end of stream, errors, the writer's drain) is asyncio's own.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader, size: int) -> None:
-        super().__init__(reader)
-        self._receive = memoryview(bytearray(size))
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._receive
-
-    def buffer_updated(self, nbytes: int) -> None:
-        # StreamReader.feed_data copies the view into its buffer at once (bytearray.extend)
-        self.data_received(cast(bytes, self._receive[:nbytes]))
-
-
 async def _connect(
     host: str,
     port: int,
     limit: int,
     receive_into: bool,
+    frames: tuple[FrameSpec, int] | None,
     ctx: ssl.SSLContext | None,
     server_hostname: str | None,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    if not receive_into:
+    if not receive_into and frames is None:
         return await asyncio.open_connection(
             host, port, ssl=ctx, server_hostname=server_hostname, limit=limit
         )
-    loop = asyncio.get_running_loop()  # as asyncio.open_connection, with _ReceiveInto
-    reader = asyncio.StreamReader(limit=limit, loop=loop)
-    protocol = _ReceiveInto(reader, limit)
+    loop = asyncio.get_running_loop()  # as asyncio.open_connection, with our protocol
+    protocol: ReceiveInto
+    if frames is None:
+        reader = asyncio.StreamReader(limit=limit, loop=loop)
+        protocol = ReceiveInto(reader, limit)
+    else:
+        reader = FrameReader(limit, loop)
+        protocol = ReceiveFrames(reader, limit, frames[0], max_frame_size=frames[1])
     transport, _ = await loop.create_connection(
         lambda: protocol, host, port, ssl=ctx, server_hostname=server_hostname
     )
@@ -82,6 +69,8 @@ async def open_tcp(
     timeout: float | None,
     read_size: int = DEFAULT_READ_SIZE,
     receive_into: bool = False,
+    frames: FrameSpec | None = None,
+    max_frame_size: int | None = None,
 ) -> TcpStream:
     """Connect to ``host:port`` (TLS if ``tls`` is given) and return the stream.
 
@@ -89,6 +78,13 @@ async def open_tcp(
     the reads, at least 64 KiB) reused for every receive, instead of a fresh object per
     receive; reads return the same bytes either way. For connections that receive large
     replies back to back.
+
+    ``frames`` (implies ``receive_into``): the wire's frame layout. A frame of at least 64
+    KiB (``GATHER_ABOVE``) is then received straight into a buffer of its own size and one
+    :meth:`TcpStream.read` returns it whole, as ``bytes``, whatever ``read_size`` is
+    (:mod:`streamwire.transport._receive`); ``max_frame_size`` bounds that buffer (a frame
+    announcing more is left to the caller's decoder, through the ordinary reads).
+    :meth:`TcpStream.read_exactly` is not for such a stream.
 
     ``timeout`` covers DNS, TCP and the TLS handshake together; ``None`` means no limit
     (the OS and asyncio's 60 s TLS handshake limit still apply). Callers with a larger
@@ -103,6 +99,8 @@ async def open_tcp(
     """
     if read_size <= 0:
         raise ConfigurationError(f"read_size must be positive, not {read_size}")
+    if frames is not None and (max_frame_size is None or max_frame_size < frames.header_size):
+        raise ConfigurationError("frames= needs a max_frame_size of at least its header")
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if isinstance(tls, ssl.SSLContext):
         ctx: ssl.SSLContext | None = tls
@@ -120,6 +118,7 @@ async def open_tcp(
                 port,
                 max(read_size, DEFAULT_READ_SIZE),
                 receive_into,
+                None if frames is None else (frames, max_frame_size or 0),
                 ctx,
                 server_hostname,
             )
@@ -198,7 +197,7 @@ class TcpStream:
 
     @property
     def read_size(self) -> int:
-        """The most bytes one :meth:`read` returns."""
+        """The most bytes one :meth:`read` returns (but for a whole frame, see ``frames=``)."""
         return self._read_size
 
     @property
@@ -221,7 +220,8 @@ class TcpStream:
             raise ClosedError(f"the stream to {self._target} is closed")
 
     async def read(self, timeout: float | None = None) -> bytes:
-        """Up to :attr:`read_size` bytes as they arrive; ``b""`` on a clean end of stream.
+        """Up to :attr:`read_size` bytes as they arrive (or one whole large frame, opened with
+        ``frames=``); ``b""`` on a clean end of stream.
 
         ``b""`` is also what a read pending while the stream is closed locally returns.
 
@@ -245,6 +245,8 @@ class TcpStream:
         Cancellation: no bytes are consumed; the stream stays usable.
         """
         self._check_open()
+        if isinstance(self._reader, FrameReader):
+            raise ConfigurationError("read_exactly() on a stream opened with frames=")
         async with self._limit(timeout, "read from"):
             with map_errors("read", target=self._target):
                 return await self._reader.readexactly(n)
@@ -278,6 +280,10 @@ class TcpStream:
         Cancellation: buffered bytes stay buffered and still go out; only the wait stops.
         """
         self._check_open()
+        if timeout is None:  # no scope to enter: drain() runs once per request sent
+            with map_errors("write", target=self._target):
+                await self._writer.drain()
+            return
         async with self._limit(timeout, "write to"):
             with map_errors("write", target=self._target):
                 await self._writer.drain()

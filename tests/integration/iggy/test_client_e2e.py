@@ -257,6 +257,30 @@ async def test_async_iteration_and_auto_commit(client: iggy.Client) -> None:
     assert stored in ([2, None], [None, 0])  # the server stored what the first poll returned
 
 
+async def test_async_iteration_of_one_partition_matches_next_batch(client: iggy.Client) -> None:
+    """``async for`` over one partition without a name (the native ready iterator when the
+    core is there): the same messages in order as ``next_batch``, across several polls,
+    and ``last_offset`` and the lag follow each message handed out, also when the two are
+    mixed."""
+    await client.create_stream(ADDRESS, partitions=1)
+    values = [b"m%d" % i for i in range(25)]
+    await client.send(ADDRESS, values, partition=0)
+    async with client.consumer(ADDRESS, offset="first", batch_size=4) as batched:
+        expected: list[tuple[int | None, bytes]] = []
+        while len(expected) < len(values):
+            expected += [(m.offset, m.value) for m in await batched.next_batch(100, timeout=5)]
+    seen: list[tuple[int | None, bytes]] = []
+    async with client.consumer(ADDRESS, offset="first", batch_size=4) as consumer:
+        seen += [(m.offset, m.value) for m in await consumer.next_batch(3, timeout=5)]
+        async for message in consumer:
+            seen.append((message.offset, message.value))
+            assert consumer.last_offset == message.offset
+            if len(seen) == len(values):
+                break
+        assert consumer.stats.lag == 0
+    assert seen == expected == list(enumerate(values))
+
+
 async def test_consumer_groups_split_and_rebalance(client: iggy.Client, double: IggyDouble) -> None:
     await client.create_stream(ADDRESS, partitions=4)
     await client.send(ADDRESS, [b"p%d" % i for i in range(8)])  # balanced: one batch, p0

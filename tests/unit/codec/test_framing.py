@@ -156,3 +156,37 @@ def test_gathered_frame_is_refused_from_its_header_when_too_large() -> None:
 def test_gather_threshold_must_be_positive() -> None:
     with pytest.raises(ConfigurationError, match="gather_above"):
         FrameAccumulator(LENGTH_PREFIX_U32, max_frame_size=1024, gather_above=0)
+
+
+def test_large_frame_fed_whole_is_handed_out_as_it_is() -> None:
+    """A whole large frame fed as one ``bytes`` at a frame boundary (what a frame-aware
+    receive hands over) comes out as the same object, not a copy; what follows it in the
+    same piece is kept for the next frame."""
+    big = iggy_frame(bytes(range(256)) * 400)
+    small = iggy_frame(b"tail")
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=1 << 20)
+    acc.feed(big)
+    assert acc.next_frame() is big
+    assert acc.buffered == 0
+    acc.feed(small)  # small: buffered as before
+    acc.feed(big + small[:10])
+    assert acc.next_frame() == small
+    assert acc.next_frame() == big
+    assert acc.next_frame() is None
+    assert acc.buffered == 10
+    acc.feed(small[10:])
+    assert acc.next_frame() == small
+
+
+def test_large_frame_fed_whole_is_refused_when_too_large_or_too_small() -> None:
+    big = iggy_frame(bytes(100_000))
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=100_000)
+    acc.feed(big)
+    with pytest.raises(FrameTooLargeError):
+        acc.next_frame()
+    bad = bytearray(big)
+    bad[48:52] = (10).to_bytes(4, "little")
+    acc = FrameAccumulator(IGGY_HEADER, max_frame_size=1 << 20)
+    acc.feed(bytes(bad))
+    with pytest.raises(DecodeError):
+        acc.next_frame()

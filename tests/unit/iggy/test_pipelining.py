@@ -227,3 +227,52 @@ async def test_a_cancelled_submit_reply_is_dropped_and_the_rest_stay_in_step() -
     assert conn.is_open
     assert conn.machine.in_flight == 0
     await conn.close(timeout=0.05)
+
+
+async def test_a_submitted_request_rejected_as_transient_is_retried_when_nothing_followed() -> None:
+    """submit()'s future passes the reply on by callback; a transient rejection (58) is
+    retried with the same number when nothing was sent after the request."""
+    server = Server()
+    conn = await connect(server)
+    future = await conn.submit(st.GetStreams())
+    first = await server.next_request()
+    server.reply(first, status=58)
+    second = await server.next_request()
+    assert (second.request, second.body) == (first.request, first.body)
+    server.reply(second, st.StreamsList().encode())
+    assert await future == st.StreamsList()
+    assert conn.machine.in_flight == 0
+    await conn.close(timeout=0.05)
+
+
+async def test_a_transient_rejection_fails_a_submitted_request_when_another_followed() -> None:
+    server = Server()
+    conn = await connect(server)
+    first = await conn.submit(st.GetStreams())
+    second = await conn.submit(st.GetStream(S1))
+    r1, r2 = await server.next_request(), await server.next_request()
+    server.reply(r1, status=58)
+    server.reply(r2)
+    with pytest.raises(ServerError) as info:
+        await first
+    assert info.value.code == 58
+    assert await second is None
+    assert conn.is_open
+    await conn.close(timeout=0.05)
+
+
+async def test_cancelling_a_submitted_request_during_its_retry_drops_the_retry() -> None:
+    server = Server()
+    conn = await connect(server)
+    future = await conn.submit(st.GetStreams())
+    first = await server.next_request()
+    server.reply(first, status=58)
+    second = await server.next_request()  # the retry went out
+    future.cancel()
+    server.reply(second, st.StreamsList().encode())  # nobody waits: dropped
+    read = await conn.submit(st.GetStream(S1))
+    server.reply(await server.next_request())
+    assert await read is None
+    assert future.cancelled()
+    assert conn.is_open
+    await conn.close(timeout=0.05)

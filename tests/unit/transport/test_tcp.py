@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from streamwire.codec.framing import LENGTH_PREFIX_U32
 from streamwire.errors import (
     ClosedError,
     ConnectionClosed,
@@ -23,15 +24,22 @@ from streamwire.transport import ByteStream, TcpStream, open_tcp
 
 from .helpers import LocalServer, ServerFactory
 
-#: Whether :func:`connect` asks for ``receive_into`` (every test here runs both ways).
-RECEIVE_INTO = [False]
+#: How :func:`connect` receives (every test here runs the three ways): asyncio's stream
+#: reader, ``receive_into``, or ``frames=`` (length-prefixed frames; the random bytes these
+#: tests send mostly announce sizes over the bound, so that lane also passes them through).
+RECEIVE_INTO = ["streamreader"]
 
 
-@pytest.fixture(autouse=True, params=[False, True], ids=["streamreader", "receive_into"])
+@pytest.fixture(autouse=True, params=["streamreader", "receive_into", "frames"])
 def receive_into(request: pytest.FixtureRequest) -> Iterator[bool]:
     RECEIVE_INTO[0] = request.param
-    yield request.param
-    RECEIVE_INTO[0] = False
+    yield request.param != "streamreader"
+    RECEIVE_INTO[0] = "streamreader"
+
+
+def needs_read_exactly() -> None:
+    if RECEIVE_INTO[0] == "frames":
+        pytest.skip("read_exactly() is refused on a frames= stream (test_receive_frames.py)")
 
 
 async def connect(server: LocalServer, *, read_size: int = 65536) -> TcpStream:
@@ -40,7 +48,9 @@ async def connect(server: LocalServer, *, read_size: int = 65536) -> TcpStream:
         server.port,
         timeout=5.0,
         read_size=read_size,
-        receive_into=RECEIVE_INTO[0],
+        receive_into=RECEIVE_INTO[0] == "receive_into",
+        frames=LENGTH_PREFIX_U32 if RECEIVE_INTO[0] == "frames" else None,
+        max_frame_size=1 << 20,
     )
 
 
@@ -72,6 +82,7 @@ async def test_echo_round_trip(echo_server: LocalServer) -> None:
 
 
 async def test_write_writelines_drain(echo_server: LocalServer) -> None:
+    needs_read_exactly()
     async with await connect(echo_server) as stream:
         stream.write(b"ab")
         stream.writelines([b"c", b"de"])
@@ -110,6 +121,8 @@ async def test_large_payload_is_read_in_bounded_chunks(
 
 
 async def test_read_exactly_spans_segments(start_server: ServerFactory) -> None:
+    needs_read_exactly()
+
     async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for byte in b"0123456789":
             writer.write(bytes([byte]))
@@ -135,6 +148,8 @@ async def test_clean_eof_reads_empty(start_server: ServerFactory) -> None:
 
 
 async def test_read_exactly_at_eof_is_connection_closed(start_server: ServerFactory) -> None:
+    needs_read_exactly()
+
     async def short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"\x00\x00")
         await writer.drain()
@@ -211,6 +226,7 @@ async def test_concurrent_sends_never_interleave(start_server: ServerFactory) ->
 
 
 async def test_read_timeout_leaves_stream_usable(echo_server: LocalServer) -> None:
+    needs_read_exactly()
     async with await connect(echo_server) as stream:
         with pytest.raises(TimeoutError) as info:
             await stream.read(timeout=0.05)
@@ -222,6 +238,7 @@ async def test_read_timeout_leaves_stream_usable(echo_server: LocalServer) -> No
 
 
 async def test_cancelled_read_leaves_stream_usable(echo_server: LocalServer) -> None:
+    needs_read_exactly()
     async with await connect(echo_server) as stream:
         for reader in (stream.read(), stream.read_exactly(2)):
             task = asyncio.create_task(reader)

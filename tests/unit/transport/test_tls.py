@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import struct
 from pathlib import Path
 
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
+from streamwire.codec.framing import LENGTH_PREFIX_U32
 from streamwire.errors import ConfigurationError, ConnectError, TransportError
 from streamwire.transport import TLSOptions, create_ssl_context, open_tcp
 
@@ -145,6 +147,26 @@ async def test_receive_into_over_tls(tls_echo: LocalServer, ca: trustme.CA) -> N
         await stream.send(payload, timeout=10.0)
         assert await stream.read_exactly(len(payload), timeout=10.0) == payload
         assert stream.ssl_object is not None
+
+
+async def test_frames_over_tls(tls_echo: LocalServer, ca: trustme.CA) -> None:
+    """Large frames received whole into buffers of their size, through TLS records."""
+    opts = TLSOptions(ca_data=ca.cert_pem.bytes())
+    frames = [struct.pack(">I", n) + bytes([n % 251]) * n for n in (300_000, 10, 90_000)]
+    async with await open_tcp(
+        tls_echo.host,
+        tls_echo.port,
+        tls=opts,
+        timeout=5.0,
+        frames=LENGTH_PREFIX_U32,
+        max_frame_size=1 << 20,
+    ) as stream:
+        await stream.send(frames, timeout=10.0)
+        reads: list[bytes] = []
+        while sum(map(len, reads)) < sum(map(len, frames)):
+            reads.append(await stream.read(timeout=10.0))
+        assert b"".join(reads) == b"".join(frames)
+        assert frames[0] in reads  # whole, as one read
 
 
 async def test_prebuilt_context_is_used_as_is(tls_echo: LocalServer, ca: trustme.CA) -> None:
