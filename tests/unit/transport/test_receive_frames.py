@@ -69,6 +69,18 @@ async def connect(server: LocalServer, spec: FrameSpec = LENGTH_PREFIX_U32) -> T
     return await open_tcp(server.host, server.port, timeout=5.0, frames=spec, max_frame_size=MAX)
 
 
+async def gated(start_server: ServerFactory, payload: bytes) -> tuple[asyncio.Event, TcpStream]:
+    """A stream whose server writes ``payload`` once the event returned is set."""
+    go = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await go.wait()
+        writer.write(payload)
+        await writer.drain()
+
+    return go, await connect(await start_server(handler))
+
+
 async def read_all(stream: TcpStream) -> list[bytes]:
     reads = []
     while chunk := await stream.read(timeout=10.0):
@@ -131,15 +143,8 @@ async def test_iggy_frames_whole(start_server: ServerFactory) -> None:
 
 
 async def test_cancelled_read_consumes_nothing(start_server: ServerFactory) -> None:
-    go = asyncio.Event()
     big = prefixed(b"z" * 250_000)
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await go.wait()
-        writer.write(big)
-        await writer.drain()
-
-    stream = await connect(await start_server(handler))
+    go, stream = await gated(start_server, big)
     pending = asyncio.ensure_future(stream.read())
     await asyncio.sleep(0.01)
     pending.cancel()
@@ -230,15 +235,8 @@ def test_frame_buffer_gives_bytes_once_filled() -> None:
 
 
 async def test_read_timeout_leaves_the_stream_usable(start_server: ServerFactory) -> None:
-    go = asyncio.Event()
     big = prefixed(b"t" * 120_000)
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await go.wait()
-        writer.write(big)
-        await writer.drain()
-
-    stream = await connect(await start_server(handler))
+    go, stream = await gated(start_server, big)
     with pytest.raises(TimeoutError):
         await stream.read(timeout=0.05)
     go.set()
