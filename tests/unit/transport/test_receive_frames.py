@@ -81,6 +81,16 @@ async def gated(start_server: ServerFactory, payload: bytes) -> tuple[asyncio.Ev
     return go, await connect(await start_server(handler))
 
 
+async def release_and_read(go: asyncio.Event, stream: TcpStream, payload: bytes) -> None:
+    """Let the gated server write, then read until ``payload`` came whole; close."""
+    go.set()
+    got = b""
+    while len(got) < len(payload):
+        got += await stream.read(timeout=10.0)
+    assert got == payload
+    await stream.aclose()
+
+
 async def read_all(stream: TcpStream) -> list[bytes]:
     reads = []
     while chunk := await stream.read(timeout=10.0):
@@ -150,12 +160,7 @@ async def test_cancelled_read_consumes_nothing(start_server: ServerFactory) -> N
     pending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await pending
-    go.set()
-    got = b""
-    while len(got) < len(big):
-        got += await stream.read(timeout=10.0)
-    assert got == big
-    await stream.aclose()
+    await release_and_read(go, stream, big)
 
 
 async def test_queued_frames_pause_reading(start_server: ServerFactory) -> None:
@@ -239,9 +244,4 @@ async def test_read_timeout_leaves_the_stream_usable(start_server: ServerFactory
     go, stream = await gated(start_server, big)
     with pytest.raises(TimeoutError):
         await stream.read(timeout=0.05)
-    go.set()
-    got = b""
-    while len(got) < len(big):
-        got += await stream.read(timeout=10.0)
-    assert got == big
-    await stream.aclose()
+    await release_and_read(go, stream, big)
