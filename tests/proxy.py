@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from tests.holders import describe_grpc_holders
 from tests.sockets import describe_sockets, open_sockets
 
 __all__ = ("FaultProxy", "LeakCheck", "wait_until")
@@ -217,6 +219,12 @@ class LeakCheck:
             await wait_until(lambda: not any(self.leftovers(allowed)), timeout, "")
         except AssertionError:
             tasks, sockets = self.leftovers(allowed)
+            described = describe_sockets(sockets)
+            holders = describe_grpc_holders() if sockets else ""
+            gc.collect()
+            freed = sorted(set(sockets) - open_sockets())
             raise AssertionError(
-                f"left {timeout} s after close: tasks {tasks}, sockets {describe_sockets(sockets)}"
+                f"left {timeout} s after close: tasks {tasks}, sockets {described}"
+                + (f"\ngrpc.aio objects not freed:\n{holders}" if holders else "")
+                + (f"\nclosed by gc.collect() (a cycle held them): {freed}" if freed else "")
             ) from None

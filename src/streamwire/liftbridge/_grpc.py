@@ -300,7 +300,11 @@ class Channels:
         try:
             response = await call(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise translate(exc, what) from exc
+            # the status only: the error's traceback runs through grpc.aio's frames, which
+            # hold the call, and a live call keeps its connection open after the channel
+            # closed (for as long as a caller keeps our error, or until the collector
+            # breaks the cycle the traceback makes)
+            raise translate(exc, what) from exc.with_traceback(None)
         except asyncio.CancelledError:
             raise
         except grpc.RpcError as exc:  # pragma: no cover - grpc.aio raises AioRpcError
