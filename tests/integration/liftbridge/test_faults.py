@@ -106,7 +106,10 @@ async def read_stream(client: lb.Client, stream: str, through: int) -> dict[int,
         while through not in stored:
             for m in await consumer.next_batch(1000, timeout=5):
                 assert m.offset is not None
-                assert m.offset not in stored
+                assert m.offset not in stored, (
+                    f"offset {m.offset} delivered twice: {stored[m.offset]!r}, then {m.value!r}"
+                    f" (after offset {max(stored)})"
+                )
                 stored[m.offset] = m.value
     return stored
 
