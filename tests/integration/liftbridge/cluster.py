@@ -280,6 +280,10 @@ class LocalCluster:
                         raise
                 await asyncio.sleep(0.3)
 
+    def partition_dir(self, server_id: str, stream: str, partition: int = 0) -> Path:
+        """Where ``server_id`` keeps the log files of ``stream``'s ``partition``."""
+        return self.workdir / server_id / "data" / "streams" / stream / str(partition)
+
     def stop(self) -> None:
         for node in self.nodes.values():
             node.stop()

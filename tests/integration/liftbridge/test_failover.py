@@ -17,6 +17,7 @@ from tests.integration.liftbridge.cluster import (
     LocalCluster,
     harness_liftbridge,
 )
+from tests.integration.liftbridge.conftest import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
 
@@ -68,7 +69,7 @@ async def publish_until_acked(producer: lb.Producer, value: bytes) -> int:
 
 async def test_consumer_and_producer_survive_leader_failover(cluster: LocalCluster) -> None:
     first = next(iter(cluster.nodes))
-    stream = "failover-stream"
+    stream = unique("failover")  # the NATS subject too
     await cluster.create_stream(first, stream, replication_factor=3)
     async with await lb.connect(cluster.url(first), timeout=10) as admin:
         leader = (await wait_for_full_isr(admin, stream, 3)).leader

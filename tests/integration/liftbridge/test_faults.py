@@ -17,6 +17,7 @@ it, ``resubscriptions >= 1``, shows that it does).
 from __future__ import annotations
 
 import asyncio
+import struct
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -99,8 +100,12 @@ def assert_typed(errors: list[BaseException], *allowed: type[StreamwireError]) -
     assert not odd, f"unexpected failures: {odd[:5]}"
 
 
-async def read_stream(client: lb.Client, stream: str, through: int) -> dict[int, bytes]:
-    """offset → value of everything stored up to offset ``through`` (read from the start)."""
+async def read_stream(
+    client: lb.Client, stream: str, through: int, *, log_dir: Path | None = None
+) -> dict[int, bytes]:
+    """offset → value of everything stored up to offset ``through`` (read from the start).
+    ``log_dir`` (the partition's directory on a private broker): a failure says how often
+    the broker's log file holds an offset delivered twice."""
     stored: dict[int, bytes] = {}
     async with client.consumer(stream, offset="first") as consumer, asyncio.timeout(30):
         while through not in stored:
@@ -108,10 +113,28 @@ async def read_stream(client: lb.Client, stream: str, through: int) -> dict[int,
                 assert m.offset is not None
                 assert m.offset not in stored, (
                     f"offset {m.offset} delivered twice: {stored[m.offset]!r}, then {m.value!r}"
-                    f" (after offset {max(stored)})"
+                    f" (after offset {max(stored)}); the log file holds it "
+                    f"{log_offsets(log_dir).count(m.offset) if log_dir else '?'} times"
                 )
                 stored[m.offset] = m.value
     return stored
+
+
+def log_offsets(partition_dir: Path) -> list[int]:
+    """The offsets of a Liftbridge partition's log files, as stored, in file order. Each
+    record: offset, timestamp and leader epoch (big-endian 64-bit), size (32-bit), then
+    ``size`` bytes of message."""
+    offsets: list[int] = []
+    for log in sorted(partition_dir.glob("*.log")):
+        data = log.read_bytes()
+        pos = 0
+        while pos + 28 <= len(data):
+            offset, _, _, size = struct.unpack_from(">qqqi", data, pos)
+            if size < 0:
+                break
+            offsets.append(offset)
+            pos += 28 + size
+    return offsets
 
 
 def assert_readable(stored: dict[int, bytes], acked: dict[int, bytes]) -> None:
@@ -392,7 +415,7 @@ async def test_liftbridge_restart_mid_publish(
     await cluster.start()
     try:
         (node,) = cluster.nodes
-        stream = "restart-stream"
+        stream = unique("restart")  # the NATS subject too: a run beside it has its own
         await cluster.create_stream(node, stream)
         leaks = LeakCheck()
         pc = await lb.connect(cluster.url(node), timeout=10, reconnect=RESUBSCRIBE)
@@ -420,8 +443,10 @@ async def test_liftbridge_restart_mid_publish(
         before, after = confirmed(pub.sent[:down]), confirmed(pub.sent[up:])
         assert min(after) > max(before)  # the restarted node kept the partition's log
         async with await lb.connect(cluster.url(node), timeout=10) as reader:
-            stored = await read_stream(reader, stream, max(after))
+            log_dir = cluster.partition_dir(node, stream)
+            stored = await read_stream(reader, stream, max(after), log_dir=log_dir)
         assert_readable(stored, confirmed(pub.sent))
+        assert set(stored) <= set(log_offsets(log_dir)), "read an offset the log file lacks"
     except (StreamwireError, AssertionError, TimeoutError) as exc:
         raise AssertionError(f"{exc!r}\n{cluster.logs()}") from exc
     finally:
@@ -444,7 +469,7 @@ async def test_nats_server_restart_mid_publish(
     try:
         await cluster.start()
         (node,) = cluster.nodes
-        stream = "nats-restart-stream"
+        stream = unique("nats-restart")
         await cluster.create_stream(node, stream)
         leaks = LeakCheck()
         pc = await lb.connect(cluster.url(node), timeout=10, nats_options=FAST_RECONNECT)
@@ -472,8 +497,10 @@ async def test_nats_server_restart_mid_publish(
         assert_typed(failures(pub.sent), lb.NoResponders, lb.AckTimeout)
         async with await lb.connect(cluster.url(node), timeout=10) as reader:
             acked = confirmed(pub.sent)
-            stored = await read_stream(reader, stream, max(acked))
+            log_dir = cluster.partition_dir(node, stream)
+            stored = await read_stream(reader, stream, max(acked), log_dir=log_dir)
         assert_readable(stored, acked)
+        assert set(stored) <= set(log_offsets(log_dir)), "read an offset the log file lacks"
         assert min(confirmed(pub.sent[up:])) > max(confirmed(pub.sent[:down]))
     except (StreamwireError, AssertionError, TimeoutError) as exc:
         raise AssertionError(f"{exc!r}\n{cluster.logs()}\n{nats.logs()}") from exc

@@ -22,6 +22,7 @@ from tests.integration.liftbridge.cluster import (
     LocalCluster,
     harness_liftbridge,
 )
+from tests.integration.liftbridge.conftest import unique
 from tests.proxy import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -118,7 +119,7 @@ async def checkpointed(member: lb.GroupConsumer, messages: list[Message], stream
 
 async def test_members_survive_coordinator_failover_and_rebalance(cluster: GroupCluster) -> None:
     first, second, _ = cluster.nodes
-    stream = "group-failover"
+    stream = unique("group-failover")  # the NATS subject too
     group = "failover-group"
     await cluster.create_stream(first, stream, partitions=PARTITIONS, replication_factor=3)
     policy = lb.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=60.0)
