@@ -63,7 +63,9 @@ def rmq_publish_entries(
     room: int,
     max_count: int,
     wrap: bool,
+    head: int = -1,
 ) -> tuple[bytes, int, int, int, int] | None: ...
+def rmq_bytes_total(values: object) -> int | None: ...
 def iggy_encode_batch(messages: Sequence[Any]) -> bytes | None: ...
 def iggy_locate_frames(
     buf: bytes | memoryview, start: int, end: int | None, frame: str
