@@ -125,14 +125,16 @@ class Outbox:
 
     # --- accepting -----------------------------------------------------------------------
 
-    def add(self, group: Group) -> None:
+    def add(self, group: Group, nbytes: int | None = None) -> None:
+        """Accept ``group`` (``nbytes``: the total size of its data, if the caller knows)."""
         if group.first in self._by_first:
             raise LocalProtocolError(f"publishing id {group.first} is already pending")
         self._groups.append(group)
         self._to_write.append(group)
         self._by_first[group.first] = group
         n = len(group.data)
-        nbytes = sum(map(len, group.data))
+        if nbytes is None:
+            nbytes = sum(map(len, group.data))
         self.unwritten += n
         self.unwritten_bytes += nbytes
         self.pending += n
