@@ -10,7 +10,8 @@
 //!   structure into a compact frame index (one buffer + index, tuples made on access), and
 //!   turned into `Message` objects with their checksums verified.
 //! * RabbitMQ producers: a run of bodies written as Publish entries in one call, and the
-//!   check (with the total size) that a producer's values are plain `bytes` (`publish.rs`).
+//!   check (with the total size) that a producer's values are plain `bytes`, and whether
+//!   a confirm's ids run consecutively (`publish.rs`).
 //! * Producers: `send_batch`'s per-message futures made without a Python call each and not
 //!   tracked by the garbage collector until used (`futures.rs`).
 //! * Consumers: `async for` over ready messages without a coroutine per message (`aiter.rs`).
@@ -425,6 +426,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_publish_entries, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_bytes_total, m)?)?;
+    m.add_function(wrap_pyfunction!(publish::rmq_id_run, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;

@@ -204,3 +204,34 @@ pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
     }
     Some(total)
 }
+
+/// Whether `ids`, a tuple of ints in u64, runs consecutively (`ids[k] == ids[0] + k`; a
+/// tuple of fewer than two is a run); `None` for anything else (a list, an item that is
+/// not an exact int in u64) — `is_id_run_py` of `streamwire.rabbitmq.protocol.publishing`:
+/// how a producer tells the usual confirm, a run of ids, from the rest.
+#[pyfunction]
+pub fn rmq_id_run(ids: &Bound<'_, PyAny>) -> Option<bool> {
+    let tuple = ids.cast_exact::<PyTuple>().ok()?;
+    // borrowed items: no Python code runs during this call
+    let items: &[*mut ffi::PyObject] = unsafe {
+        let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
+        std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
+    };
+    let mut next: Option<u64> = None; // what the next id must be (None: the first, or past u64)
+    let mut run = true;
+    for (k, &item) in items.iter().enumerate() {
+        if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
+            return None;
+        }
+        let id = unsafe { ffi::PyLong_AsUnsignedLongLong(item) };
+        if id == u64::MAX && unsafe { !ffi::PyErr_Occurred().is_null() } {
+            unsafe { ffi::PyErr_Clear() };
+            return None; // negative or above u64: Python decides
+        }
+        if k > 0 && next != Some(id) {
+            run = false; // keep going: a later item may still be outside what this takes
+        }
+        next = id.checked_add(1);
+    }
+    Some(run)
+}

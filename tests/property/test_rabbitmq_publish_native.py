@@ -225,3 +225,42 @@ def test_the_native_frame_header_holds_its_entries() -> None:
     assert frame == builder.build()
     for head in (-2, 256, 1 << 40):
         assert core().rmq_publish_entries(5, [b"ab"], bytes(1), 0, 1000, 10, False, head) is None
+
+
+RUN_START = st.one_of(st.integers(0, 1 << 40), st.integers(U64 - 6, U64 - 1))
+
+
+@st.composite
+def id_tuples(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Runs of ids (what the broker confirms), runs with one id changed, and odd tuples."""
+    first = draw(RUN_START)
+    ids: list[Any] = list(range(first, first + draw(st.integers(0, 12))))
+    change: bool = draw(st.booleans())
+    if ids and change:
+        i = draw(st.integers(0, len(ids) - 1))
+        ids[i] = draw(st.one_of(st.integers(-3, 1 << 70), st.just(ids[i] + 1), st.just("x")))
+    return tuple(ids)
+
+
+@given(ids=id_tuples())
+def test_id_run_native_equals_pure(ids: tuple[Any, ...]) -> None:
+    """``rmq_id_run`` gives what ``is_id_run_py`` gives, or ``None`` (leaving it to Python)
+    only for items that are not ints in u64."""
+    got = core().rmq_id_run(ids)
+    in_u64 = all(type(i) is int and 0 <= i < U64 for i in ids)
+    if in_u64:
+        assert got == publishing.is_id_run_py(ids)
+    else:
+        assert got is None
+    if all(type(i) is int for i in ids):
+        assert publishing.is_id_run(ids) == publishing.is_id_run_py(ids)
+
+
+def test_id_run_edges() -> None:
+    assert core().rmq_id_run((U64 - 2, U64 - 1)) is True
+    assert core().rmq_id_run((U64 - 1, 0)) is False
+    assert core().rmq_id_run((5, 6, 8)) is False
+    assert core().rmq_id_run(()) is True
+    assert publishing.is_id_run_py(()) is True
+    assert core().rmq_id_run([1, 2]) is None
+    assert core().rmq_id_run((True, 2)) is None  # not an exact int

@@ -20,7 +20,7 @@ from typing import Final, NamedTuple
 
 from streamwire.errors import LocalProtocolError
 from streamwire.metrics import ProducerMeter
-from streamwire.rabbitmq.protocol.publishing import PublishBuilder
+from streamwire.rabbitmq.protocol.publishing import PublishBuilder, is_id_run
 from streamwire.transport.pending import Ledger
 
 __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
@@ -254,7 +254,7 @@ class Outbox:
         messages were resolved."""
         ids = publishing_ids
         n = len(ids)
-        if n < 2 or ids[-1] - ids[0] != n - 1 or ids != tuple(range(ids[0], ids[-1] + 1)):
+        if n < 2 or ids[-1] - ids[0] != n - 1 or not is_id_run(ids):
             return self._confirm_each(ids)
         # The usual confirm: a run of consecutive ids, resolved group by group.
         resolved, pos, end = 0, ids[0], ids[-1] + 1

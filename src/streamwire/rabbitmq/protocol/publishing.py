@@ -46,6 +46,8 @@ __all__ = (
     "bytes_total_py",
     "encode_publish",
     "encode_sub_batch",
+    "is_id_run",
+    "is_id_run_py",
     "publish_header_size",
     "validate_reference",
 )
@@ -446,6 +448,22 @@ def bytes_total_py(values: object) -> int | None:
     if set(map(type, items)) != {bytes}:
         return None
     return sum(map(len, cast("Sequence[bytes]", items)))
+
+
+def is_id_run(ids: tuple[int, ...]) -> bool:
+    """Whether ``ids`` run consecutively (``ids[k] == ids[0] + k``), as the broker's confirms
+    usually do; in one native call when the core is loaded (:func:`is_id_run_py` is the
+    pure twin)."""
+    if _native is not None:
+        run = _native.rmq_id_run(ids)
+        if run is not None:
+            return run
+    return is_id_run_py(ids)
+
+
+def is_id_run_py(ids: tuple[int, ...]) -> bool:
+    """:func:`is_id_run` in pure Python."""
+    return not ids or ids == tuple(range(ids[0], ids[0] + len(ids)))
 
 
 _SUB_BATCH: Final = struct.Struct(">BHII")
