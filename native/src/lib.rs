@@ -9,8 +9,9 @@
 //! * Iggy: a SendMessages batch encoded with its XXH3-64 checksums; poll replies checked for
 //!   structure into a compact frame index (one buffer + index, tuples made on access), and
 //!   turned into `Message` objects with their checksums verified.
-//! * RabbitMQ producers: a run of bodies written as Publish entries in one call
-//!   (`publish.rs`).
+//! * RabbitMQ producers: a run of bodies written as Publish entries in one call, and the
+//!   check (with the total size) that a producer's values are plain `bytes`, and whether
+//!   a confirm's ids run consecutively (`publish.rs`).
 //! * Producers: `send_batch`'s per-message futures made without a Python call each and not
 //!   tracked by the garbage collector until used (`futures.rs`).
 //! * Consumers: `async for` over ready messages without a coroutine per message (`aiter.rs`).
@@ -42,7 +43,7 @@ mod received;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 11;
+pub const ABI: u32 = 12;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 pub(crate) const SLOTS: [&str; 8] = [
@@ -424,6 +425,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(h2::h2_gather_data, m)?)?;
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_publish_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(publish::rmq_bytes_total, m)?)?;
+    m.add_function(wrap_pyfunction!(publish::rmq_id_run, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_locate_frames, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_received_messages, m)?)?;

@@ -43,9 +43,16 @@ fn body_of<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     }
 }
 
+/// The Publish (v1) frame header: size (what follows it), key, version, publisher id, count.
+const FRAME_HEAD: usize = 13;
+const PUBLISH_KEY: u16 = 0x0002;
+
 /// `(entries, next index, entries added, bytes added, body bytes added)`, or `None` (see
-/// the module's documentation).
+/// the module's documentation). With `head` (a publisher id, 0..=255) the entries come
+/// after a Publish v1 frame header of `head` holding exactly them: a whole frame, without
+/// a copy to join one; `head = -1`: the entries alone (any other value gives `None`).
 #[pyfunction]
+#[pyo3(signature = (first, bodies, skip, start, room, max_count, wrap, head=-1))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 pub fn rmq_publish_entries<'py>(
@@ -57,7 +64,13 @@ pub fn rmq_publish_entries<'py>(
     room: &Bound<'py, PyAny>,
     max_count: &Bound<'py, PyAny>,
     wrap: bool,
+    head: i64,
 ) -> PyResult<Option<(Bound<'py, PyBytes>, usize, usize, usize, usize)>> {
+    let head: Option<u8> = match head {
+        -1 => None,
+        0..=255 => Some(head as u8),
+        _ => return Ok(None),
+    };
     let (first, start, room, max_count): (u64, usize, i64, i64) = match (
         first.extract(),
         start.extract(),
@@ -117,8 +130,21 @@ pub fn rmq_publish_entries<'py>(
         i += 1;
     }
     let end = i;
-    let out = PyBytes::new_with(py, size as usize, |out| {
-        let mut at = 0usize;
+    let lead = if head.is_some() { FRAME_HEAD } else { 0 };
+    if head.is_some()
+        && (size as usize + FRAME_HEAD - 4 > i32::MAX as usize || count > i32::MAX as usize)
+    {
+        return Ok(None); // a frame size or count the header cannot hold: Python decides
+    }
+    let out = PyBytes::new_with(py, lead + size as usize, |out| {
+        if let Some(publisher) = head {
+            out[0..4].copy_from_slice(&((size as usize + FRAME_HEAD - 4) as u32).to_be_bytes());
+            out[4..6].copy_from_slice(&PUBLISH_KEY.to_be_bytes());
+            out[6..8].copy_from_slice(&1u16.to_be_bytes());
+            out[8] = publisher;
+            out[9..13].copy_from_slice(&(count as u32).to_be_bytes());
+        }
+        let mut at = lead;
         for (j, &item) in items.iter().enumerate().take(end).skip(start) {
             if skip[j] != 0 {
                 continue;
@@ -147,4 +173,65 @@ pub fn rmq_publish_entries<'py>(
         Ok(())
     })?;
     Ok(Some((out, end, count, size as usize, payload)))
+}
+
+/// The total length of `values` when it is a non-empty list or tuple of exact `bytes`
+/// objects, else `None` — `bytes_total_py` of `streamwire.rabbitmq.protocol.publishing`:
+/// what a producer's fast path for plain bodies checks before it accepts them.
+#[pyfunction]
+pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
+    // borrowed items: no Python code runs during this call
+    let items: &[*mut ffi::PyObject] = unsafe {
+        if let Ok(list) = values.cast_exact::<PyList>() {
+            let p = list.as_ptr() as *mut ffi::PyListObject;
+            std::slice::from_raw_parts((*p).ob_item, list.len())
+        } else if let Ok(tuple) = values.cast_exact::<PyTuple>() {
+            let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
+            std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
+        } else {
+            return None;
+        }
+    };
+    if items.is_empty() {
+        return None;
+    }
+    let mut total = 0usize;
+    for &item in items {
+        if unsafe { ffi::PyBytes_CheckExact(item) } == 0 {
+            return None;
+        }
+        total += unsafe { ffi::Py_SIZE(item) } as usize;
+    }
+    Some(total)
+}
+
+/// Whether `ids`, a tuple of ints in u64, runs consecutively (`ids[k] == ids[0] + k`; a
+/// tuple of fewer than two is a run); `None` for anything else (a list, an item that is
+/// not an exact int in u64) — `is_id_run_py` of `streamwire.rabbitmq.protocol.publishing`:
+/// how a producer tells the usual confirm, a run of ids, from the rest.
+#[pyfunction]
+pub fn rmq_id_run(ids: &Bound<'_, PyAny>) -> Option<bool> {
+    let tuple = ids.cast_exact::<PyTuple>().ok()?;
+    // borrowed items: no Python code runs during this call
+    let items: &[*mut ffi::PyObject] = unsafe {
+        let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
+        std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
+    };
+    let mut next: Option<u64> = None; // what the next id must be (None: the first, or past u64)
+    let mut run = true;
+    for (k, &item) in items.iter().enumerate() {
+        if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
+            return None;
+        }
+        let id = unsafe { ffi::PyLong_AsUnsignedLongLong(item) };
+        if id == u64::MAX && unsafe { !ffi::PyErr_Occurred().is_null() } {
+            unsafe { ffi::PyErr_Clear() };
+            return None; // negative or above u64: Python decides
+        }
+        if k > 0 && next != Some(id) {
+            run = false; // keep going: a later item may still be outside what this takes
+        }
+        next = id.checked_add(1);
+    }
+    Some(run)
 }

@@ -150,3 +150,117 @@ def test_other_sequences_and_masks_are_left_to_python() -> None:
     assert write(1, bodies, memoryview(bytes(2)), 0, 100, 10, False) is None
     assert write(1, bodies, [0, 0], 0, 100, 10, False) is None
     assert write(1, bodies, bytearray(2), 0, 100, 10, False) is not None
+
+
+class _Bytes(bytes):
+    """A ``bytes`` subclass: not exactly ``bytes``, so not a plain body."""
+
+
+@given(
+    values=st.lists(st.one_of(BODY, BODY.map(_Bytes), ODD_BODY), max_size=12),
+    as_tuple=st.booleans(),
+)
+def test_bytes_total_native_equals_pure(values: list[Any], as_tuple: bool) -> None:
+    """``rmq_bytes_total`` gives what ``bytes_total_py`` gives: the total size of a
+    non-empty list or tuple of exact ``bytes``, else ``None``."""
+    given_ = tuple(values) if as_tuple else values
+    pure = publishing.bytes_total_py(given_)
+    assert core().rmq_bytes_total(given_) == pure
+    plain = bool(values) and all(type(v) is bytes for v in values)
+    assert pure == (sum(map(len, values)) if plain else None)
+
+
+def test_bytes_total_takes_only_lists_and_tuples() -> None:
+    others: list[object] = [iter([b"a"]), {b"a"}, b"ab", bytearray(b"ab"), None, [], ()]
+    for values in others:
+        assert core().rmq_bytes_total(values) is None
+        assert publishing.bytes_total_py(values) is None
+    assert core().rmq_bytes_total([b"ab", b"", b"c"]) == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(BODY, min_size=1, max_size=20),
+    more=st.lists(BODY, max_size=4),
+    second_run=st.lists(BODY, max_size=6),
+    publisher_id=st.sampled_from([0, 7, 255, 256, -1]),
+    wrap=st.booleans(),
+)
+def test_a_native_first_run_and_what_follows_build_alike(
+    bodies: list[bytes],
+    more: list[bytes],
+    second_run: list[bytes],
+    publisher_id: int,
+    wrap: bool,
+) -> None:
+    """The native core writes a frame's first run with the frame header in front of it;
+    entries added after it (one by one, another run) make ``build`` rewrite that header:
+    the frame is the one the pure-Python builder makes either way, or the same error."""
+
+    def fill(builder: PublishBuilder) -> None:
+        builder.add_range(1, bodies, bytes(len(bodies)), 0, 1 << 20, 1000, wrap=wrap)
+        for i, body in enumerate(more, 1000):
+            builder.add(i, body)
+        builder.add_range(2000, second_run, bytes(len(second_run)), 0, 1 << 20, 1000, wrap=wrap)
+
+    native, pure = PublishBuilder(publisher_id), PublishBuilder(publisher_id)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(publishing, "_native", core())
+        by_native = state(native, lambda: fill(native))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(publishing, "_native", None)
+        by_pure = state(pure, lambda: fill(pure))
+    assert by_native == by_pure
+
+
+def test_the_native_frame_header_holds_its_entries() -> None:
+    done = core().rmq_publish_entries(5, [b"ab", b"c"], bytes(2), 0, 1000, 10, False, 9)
+    assert done is not None
+    frame, end, count, size, _ = done
+    assert (end, count, len(frame)) == (2, 2, 13 + size)
+    assert frame[:13] == (size + 9).to_bytes(4, "big") + bytes.fromhex("0002 0001 09 00000002")
+    builder = PublishBuilder(9)
+    builder.add(5, b"ab")
+    builder.add(6, b"c")
+    assert frame == builder.build()
+    for head in (-2, 256, 1 << 40):
+        assert core().rmq_publish_entries(5, [b"ab"], bytes(1), 0, 1000, 10, False, head) is None
+
+
+RUN_START = st.one_of(st.integers(0, 1 << 40), st.integers(U64 - 6, U64 - 1))
+
+
+@st.composite
+def id_tuples(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Runs of ids (what the broker confirms), runs with one id changed, and odd tuples."""
+    first = draw(RUN_START)
+    ids: list[Any] = list(range(first, first + draw(st.integers(0, 12))))
+    change: bool = draw(st.booleans())
+    if ids and change:
+        i = draw(st.integers(0, len(ids) - 1))
+        ids[i] = draw(st.one_of(st.integers(-3, 1 << 70), st.just(ids[i] + 1), st.just("x")))
+    return tuple(ids)
+
+
+@given(ids=id_tuples())
+def test_id_run_native_equals_pure(ids: tuple[Any, ...]) -> None:
+    """``rmq_id_run`` gives what ``is_id_run_py`` gives, or ``None`` (leaving it to Python)
+    only for items that are not ints in u64."""
+    got = core().rmq_id_run(ids)
+    in_u64 = all(type(i) is int and 0 <= i < U64 for i in ids)
+    if in_u64:
+        assert got == publishing.is_id_run_py(ids)
+    else:
+        assert got is None
+    if all(type(i) is int for i in ids):
+        assert publishing.is_id_run(ids) == publishing.is_id_run_py(ids)
+
+
+def test_id_run_edges() -> None:
+    assert core().rmq_id_run((U64 - 2, U64 - 1)) is True
+    assert core().rmq_id_run((U64 - 1, 0)) is False
+    assert core().rmq_id_run((5, 6, 8)) is False
+    assert core().rmq_id_run(()) is True
+    assert publishing.is_id_run_py(()) is True
+    assert core().rmq_id_run([1, 2]) is None
+    assert core().rmq_id_run((True, 2)) is None  # not an exact int

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
 
-ABI: Final = 11
+ABI: Final = 12
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -102,7 +102,12 @@ class NativeCore(Protocol):
         room: int,
         max_count: int,
         wrap: bool,
+        head: int = -1,
     ) -> tuple[bytes, int, int, int, int] | None: ...
+
+    def rmq_bytes_total(self, values: object) -> int | None: ...
+
+    def rmq_id_run(self, ids: object) -> bool | None: ...
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 

@@ -20,7 +20,7 @@ from typing import Final, NamedTuple
 
 from streamwire.errors import LocalProtocolError
 from streamwire.metrics import ProducerMeter
-from streamwire.rabbitmq.protocol.publishing import PublishBuilder
+from streamwire.rabbitmq.protocol.publishing import PublishBuilder, is_id_run
 from streamwire.transport.pending import Ledger
 
 __all__ = ("Batch", "BatchConfirmation", "Group", "Outbox")
@@ -125,14 +125,16 @@ class Outbox:
 
     # --- accepting -----------------------------------------------------------------------
 
-    def add(self, group: Group) -> None:
+    def add(self, group: Group, nbytes: int | None = None) -> None:
+        """Accept ``group`` (``nbytes``: the total size of its data, if the caller knows)."""
         if group.first in self._by_first:
             raise LocalProtocolError(f"publishing id {group.first} is already pending")
         self._groups.append(group)
         self._to_write.append(group)
         self._by_first[group.first] = group
         n = len(group.data)
-        nbytes = sum(map(len, group.data))
+        if nbytes is None:
+            nbytes = sum(map(len, group.data))
         self.unwritten += n
         self.unwritten_bytes += nbytes
         self.pending += n
@@ -252,7 +254,7 @@ class Outbox:
         messages were resolved."""
         ids = publishing_ids
         n = len(ids)
-        if n < 2 or ids[-1] - ids[0] != n - 1 or ids != tuple(range(ids[0], ids[-1] + 1)):
+        if n < 2 or ids[-1] - ids[0] != n - 1 or not is_id_run(ids):
             return self._confirm_each(ids)
         # The usual confirm: a run of consecutive ids, resolved group by group.
         resolved, pos, end = 0, ids[0], ids[-1] + 1

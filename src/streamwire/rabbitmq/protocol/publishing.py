@@ -11,7 +11,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
-from typing import ClassVar, Final, Self
+from typing import ClassVar, Final, Self, cast
 
 from streamwire._native import core as _native
 from streamwire.codec import compression as codecs
@@ -42,8 +42,12 @@ __all__ = (
     "QueryPublisherSequenceResponse",
     "MAX_SUB_BATCH_RECORDS",
     "SUB_BATCH_CODECS",
+    "bytes_total",
+    "bytes_total_py",
     "encode_publish",
     "encode_sub_batch",
+    "is_id_run",
+    "is_id_run_py",
     "publish_header_size",
     "validate_reference",
 )
@@ -198,15 +202,27 @@ class PublishBuilder:
     ``size`` is the frame size so far (size prefix included), so callers can stop before
     a limit; :meth:`entry_size` tells what an entry would add. ``payload_bytes`` counts the
     bytes of the bodies (or sub-batch entries) added, without entry framing. One join at
-    the end.
+    the end, or none: a frame whose entries the native core wrote in one call comes out of
+    that call whole, header included.
     """
 
-    __slots__ = ("_parts", "count", "filters", "payload_bytes", "publisher_id", "size")
+    __slots__ = (
+        "_framed",
+        "_parts",
+        "count",
+        "filters",
+        "payload_bytes",
+        "publisher_id",
+        "size",
+    )
 
     def __init__(self, publisher_id: int, *, filters: bool = False) -> None:
         self.publisher_id = publisher_id
         self.filters = filters
         self._parts: list[bytes] = [b""]
+        self._framed = False
+        """``_parts[0]`` is a whole frame from the native core (header and first entries),
+        not the header's place."""
         self.size = _HEADER.size
         self.count = 0
         self.payload_bytes = 0
@@ -279,11 +295,17 @@ class PublishBuilder:
             raise LocalProtocolError("add_range builds v1 frames; use add() with filters")
         if _native is not None:
             room, left = limit - self.size, max_count - self.count
-            done = _native.rmq_publish_entries(first, bodies, skip, start, room, left, wrap)
+            # the first entries of a frame come with its header: no join in build()
+            head = self.publisher_id if not self.count and 0 <= self.publisher_id < 256 else -1
+            done = _native.rmq_publish_entries(first, bodies, skip, start, room, left, wrap, head)
             if done is not None:
                 entries, end, count, size, payload = done
                 if count:
-                    self._parts.append(entries)
+                    if head >= 0:
+                        self._parts[0] = entries
+                        self._framed = True
+                    else:
+                        self._parts.append(entries)
                     self.size += size
                     self.count += count
                     self.payload_bytes += payload
@@ -398,10 +420,50 @@ class PublishBuilder:
     def build(self) -> bytes:
         """The complete frame (size prefix included)."""
         version = 2 if self.filters else 1
-        self._parts[0] = _HEADER.pack(
-            self.size - 4, _K.PUBLISH, version, self.publisher_id, self.count
-        )
-        return b"".join(self._parts)
+        header = _HEADER.pack(self.size - 4, _K.PUBLISH, version, self.publisher_id, self.count)
+        parts = self._parts
+        if not self._framed:
+            parts[0] = header
+            return b"".join(parts)
+        if len(parts) == 1:  # the native core's frame, its header written for these entries
+            return parts[0]
+        # entries were added after the native frame: its header is rewritten in the join
+        return b"".join([header, memoryview(parts[0])[_HEADER.size :], *parts[1:]])
+
+
+def bytes_total(values: object) -> int | None:
+    """The total length of ``values`` when it is a non-empty list or tuple of exact ``bytes``
+    objects (what a producer's fast path for plain bodies takes), else ``None``; in one
+    native call when the core is loaded (:func:`bytes_total_py` is the pure twin)."""
+    if _native is not None:
+        return _native.rmq_bytes_total(values)
+    return bytes_total_py(values)
+
+
+def bytes_total_py(values: object) -> int | None:
+    """:func:`bytes_total` in pure Python."""
+    if type(values) not in (list, tuple):
+        return None
+    items = cast("Sequence[object]", values)
+    if set(map(type, items)) != {bytes}:
+        return None
+    return sum(map(len, cast("Sequence[bytes]", items)))
+
+
+def is_id_run(ids: tuple[int, ...]) -> bool:
+    """Whether ``ids`` run consecutively (``ids[k] == ids[0] + k``), as the broker's confirms
+    usually do; in one native call when the core is loaded (:func:`is_id_run_py` is the
+    pure twin)."""
+    if _native is not None:
+        run = _native.rmq_id_run(ids)
+        if run is not None:
+            return run
+    return is_id_run_py(ids)
+
+
+def is_id_run_py(ids: tuple[int, ...]) -> bool:
+    """:func:`is_id_run` in pure Python."""
+    return not ids or ids == tuple(range(ids[0], ids[0] + len(ids)))
 
 
 _SUB_BATCH: Final = struct.Struct(">BHII")
