@@ -10,7 +10,7 @@ subscribing to the last message (connecting and closing left out: they are the s
 both and would only dilute the difference). Reported per client: the median rate and client
 CPU per message (with the lowest and highest), and the median over rounds of the rate ratio
 to ``next_batch`` of the same round and core. With ``--base-src DIR`` (the ``src`` of
-another tree, its native core built) the two native clients also run against that tree, as
+another tree, its native core built) every client also runs against that tree, as
 "(base)", in the same rounds: before and after a change under the same load.
 """
 
@@ -45,8 +45,6 @@ CLIENTS: Mapping[str, tuple[str, Mapping[str, str]]] = {
     "async for pure": ("iter", {"STREAMWIRE_PURE": "1"}),
 }
 """Each client of the A/B: how it consumes and its environment."""
-BASE_CLIENTS = ("next_batch", "async for")
-"""The clients also run against ``--base-src``."""
 BASE = " (base)"
 """The client each one's rate is compared with, round by round."""
 
@@ -173,7 +171,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=400_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated")
-    parser.add_argument("--base-src", help="another tree's src: its native clients run too")
+    parser.add_argument("--base-src", help="another tree's src: every client runs against it too")
     parser.add_argument("--stream", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
     args = parser.parse_args()
@@ -188,7 +186,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown clients {unknown} (choose from {', '.join(CLIENTS)})")
     if args.base_src:
-        names += [name + BASE for name in BASE_CLIENTS if name in names]
+        names += [name + BASE for name in names]
     stream = f"bench-consume-ab-{uuid.uuid4().hex[:10]}"
     asyncio.run(_publish(args.rabbitmq, stream, args.messages, args.size))
     rounds: list[dict[str, Measurement]] = []
