@@ -52,8 +52,10 @@ struct Iter {
     /// `ready.popleft` as a C function taking no arguments (`ready` an exact deque), called
     /// without the bound method's vectorcall; else None and `popleft` is called.
     take: Option<ffi::PyCFunction>,
-    /// `ready` is an exact deque: its length is its `ob_size`.
-    exact: bool,
+    /// `collections.deque` (borrowed from the types, which live as long as the module) when
+    /// `ready` was an exact deque, else NULL: while `ready` still has that type, its length
+    /// is its `ob_size` and `take` is its `popleft`.
+    deque: *mut ffi::PyTypeObject,
     /// The owner's type (a strong reference) when `name` is one of its writable object
     /// slots and the type sets attributes generically: the value is stored straight into
     /// the slot at `slot` while the owner still has that type; else NULL (`setattr`).
@@ -153,10 +155,17 @@ unsafe extern "C" fn same(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     new_ref(obj)
 }
 
+/// Whether `ready` is (still) an exact deque: `__class__` may be assigned on Pythons whose
+/// deque is a heap type.
+#[inline]
+unsafe fn exact(it: *mut Iter) -> bool {
+    !(*it).deque.is_null() && ffi::Py_TYPE((*it).ready) == (*it).deque
+}
+
 /// `len(ready)`, -1 with an exception set on failure.
 #[inline]
 unsafe fn ready_len(it: *mut Iter) -> isize {
-    if (*it).exact {
+    if exact(it) {
         ffi::Py_SIZE((*it).ready)
     } else {
         ffi::PyObject_Size((*it).ready)
@@ -330,8 +339,8 @@ unsafe fn step(
     }
     (*r).used = 1;
     let msg = match (*it).take {
-        Some(take) => take((*it).ready, null_mut()),
-        None => ffi::PyObject_CallNoArgs((*it).popleft),
+        Some(take) if exact(it) => take((*it).ready, null_mut()),
+        _ => ffi::PyObject_CallNoArgs((*it).popleft),
     };
     if msg.is_null() {
         return ffi::PySendResult::PYGEN_ERROR;
@@ -692,7 +701,8 @@ pub(crate) fn ready_iterator(
         Err(_) => (null_mut(), 0),
     };
     let types = types(py)?;
-    let exact = ready.get_type().is(types.deque.bind(py));
+    let deque = types.deque.bind(py);
+    let exact = ready.get_type().is(deque);
     let take = unsafe { direct_popleft(ready, &popleft, exact) };
     let (owner_type, version, slot) = match owner_slot(owner, name)? {
         Some((tp, version, slot)) => (tp.into_ptr(), version, slot),
@@ -721,7 +731,11 @@ pub(crate) fn ready_iterator(
         (*it).message = message;
         (*it).at = at;
         (*it).take = take;
-        (*it).exact = exact;
+        (*it).deque = if exact {
+            deque.as_ptr() as *mut ffi::PyTypeObject
+        } else {
+            null_mut()
+        };
         (*it).owner_type = owner_type;
         (*it).version = version;
         (*it).slot = slot;
