@@ -16,7 +16,12 @@
 //!
 //! The iterator keeps the last `_Ready` it returned and hands it out again when nobody else
 //! holds it any more (its reference count is 1), so the common loop allocates nothing per
-//! message. Both types take part in garbage collection (a `_Ready` refers to its iterator,
+//! message. It also does without lookups per message where it safely can: an exact deque's
+//! length is read from the object and its builtin `popleft` is called as a C function; and
+//! when `owner.<name>` is a writable `__slots__` slot of the owner's type, which sets
+//! attributes generically (no `__setattr__` of its own), the offset is stored straight into
+//! the slot, as `setattr` would, for as long as the owner keeps that type and the type is
+//! not changed (its version tag); otherwise `setattr` is called. Both types take part in garbage collection (a `_Ready` refers to its iterator,
 //! which refers to it).
 
 use std::os::raw::{c_int, c_void};
@@ -44,6 +49,21 @@ struct Iter {
     /// where its `field` slot is, when `field` is one of its slots; else NULL and 0.
     message: *mut ffi::PyTypeObject,
     at: isize,
+    /// `ready.popleft` as a C function taking no arguments (`ready` an exact deque), called
+    /// without the bound method's vectorcall; else None and `popleft` is called.
+    take: Option<ffi::PyCFunction>,
+    /// `collections.deque` (borrowed from the types, which live as long as the module) when
+    /// `ready` was an exact deque, else NULL: while `ready` still has that type, its length
+    /// is its `ob_size` and `take` is its `popleft`.
+    deque: *mut ffi::PyTypeObject,
+    /// The owner's type (a strong reference) when `name` is one of its writable object
+    /// slots and the type sets attributes generically: the value is stored straight into
+    /// the slot at `slot` while the owner still has that type; else NULL (`setattr`).
+    owner_type: *mut ffi::PyObject,
+    /// The owner type's version tag then: any change to the type (a new attribute, another
+    /// `__setattr__`) changes it, and the slot is no longer used.
+    version: u32,
+    slot: isize,
 }
 
 #[repr(C)]
@@ -59,6 +79,8 @@ struct Ready {
 struct Types {
     iter: Py<PyType>,
     ready: Py<PyType>,
+    /// `collections.deque`
+    deque: Py<PyAny>,
 }
 
 static TYPES: PyOnceLock<Types> = PyOnceLock::new();
@@ -106,6 +128,7 @@ unsafe extern "C" fn iter_traverse(
     visit!((*it).field, visit, arg);
     visit!((*it).slow, visit, arg);
     visit!((*it).spare, visit, arg);
+    visit!((*it).owner_type, visit, arg);
     0
 }
 
@@ -118,6 +141,7 @@ unsafe extern "C" fn iter_clear(obj: *mut ffi::PyObject) -> c_int {
     clear(&mut (*it).field);
     clear(&mut (*it).slow);
     clear(&mut (*it).spare);
+    clear(&mut (*it).owner_type);
     0
 }
 
@@ -131,6 +155,45 @@ unsafe extern "C" fn same(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     new_ref(obj)
 }
 
+/// Whether `ready` is (still) an exact deque: `__class__` may be assigned on Pythons whose
+/// deque is a heap type.
+#[inline]
+unsafe fn exact(it: *mut Iter) -> bool {
+    !(*it).deque.is_null() && ffi::Py_TYPE((*it).ready) == (*it).deque
+}
+
+/// `len(ready)`, -1 with an exception set on failure.
+#[inline]
+unsafe fn ready_len(it: *mut Iter) -> isize {
+    if exact(it) {
+        ffi::Py_SIZE((*it).ready)
+    } else {
+        ffi::PyObject_Size((*it).ready)
+    }
+}
+
+/// `owner.<name> = value` (a new reference, consumed): into the slot when the owner's type
+/// is still the one whose slot it is (what `setattr` would do, without the lookups).
+unsafe fn set_owner(it: *mut Iter, value: *mut ffi::PyObject) -> c_int {
+    let owner = (*it).owner;
+    let tp = ffi::Py_TYPE(owner);
+    if !(*it).owner_type.is_null()
+        && tp as *mut ffi::PyObject == (*it).owner_type
+        && (*tp).tp_version_tag == (*it).version
+    {
+        let at = (owner as *mut u8).offset((*it).slot) as *mut *mut ffi::PyObject;
+        let old = *at;
+        *at = value;
+        if !old.is_null() {
+            ffi::Py_DECREF(old);
+        }
+        return 0;
+    }
+    let rc = ffi::PyObject_SetAttr(owner, (*it).name, value);
+    ffi::Py_DECREF(value);
+    rc
+}
+
 unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let it = obj as *mut Iter;
     if (*it).ready.is_null() {
@@ -140,7 +203,7 @@ unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
         );
         return null_mut();
     }
-    let n = ffi::PyObject_Size((*it).ready);
+    let n = ready_len(it);
     if n < 0 {
         return null_mut();
     }
@@ -250,7 +313,7 @@ unsafe fn step(
         );
         return ffi::PySendResult::PYGEN_ERROR;
     }
-    let n = ffi::PyObject_Size((*it).ready);
+    let n = ready_len(it);
     if n < 0 {
         (*r).used = 1;
         return ffi::PySendResult::PYGEN_ERROR;
@@ -275,7 +338,10 @@ unsafe fn step(
         return delegate(r, arg, result);
     }
     (*r).used = 1;
-    let msg = ffi::PyObject_CallNoArgs((*it).popleft);
+    let msg = match (*it).take {
+        Some(take) if exact(it) => take((*it).ready, null_mut()),
+        _ => ffi::PyObject_CallNoArgs((*it).popleft),
+    };
     if msg.is_null() {
         return ffi::PySendResult::PYGEN_ERROR;
     }
@@ -293,9 +359,7 @@ unsafe fn step(
         ffi::Py_DECREF(msg);
         return ffi::PySendResult::PYGEN_ERROR;
     }
-    let rc = ffi::PyObject_SetAttr((*it).owner, (*it).name, value);
-    ffi::Py_DECREF(value);
-    if rc < 0 {
+    if set_owner(it, value) < 0 {
         ffi::Py_DECREF(msg);
         return ffi::PySendResult::PYGEN_ERROR;
     }
@@ -531,12 +595,86 @@ fn types(py: Python<'_>) -> PyResult<&'static Types> {
                 ready: Bound::from_owned_ptr(py, ready)
                     .cast_into::<PyType>()?
                     .unbind(),
+                deque: py.import("collections")?.getattr("deque")?.unbind(),
             })
         }
     })
 }
 
-/// An asynchronous iterator over `ready` (a deque of messages): see the module docstring.
+/// `ready.popleft` as a C function to call with `ready` and no arguments, when `ready` is an
+/// exact deque and `popleft` its builtin method.
+unsafe fn direct_popleft(
+    ready: &Bound<'_, PyAny>,
+    popleft: &Bound<'_, PyAny>,
+    exact: bool,
+) -> Option<ffi::PyCFunction> {
+    let f = popleft.as_ptr();
+    if !exact || ffi::PyCFunction_Check(f) == 0 || ffi::PyCFunction_GetSelf(f) != ready.as_ptr() {
+        return None;
+    }
+    if ffi::PyCFunction_GetFlags(f) & !ffi::METH_COEXIST != ffi::METH_NOARGS {
+        return None;
+    }
+    ffi::PyCFunction_GetFunction(f)
+}
+
+/// Where `owner.<name>` can be stored directly: the owner's type (a new reference), its
+/// version tag and the slot's offset, when `name` is a writable object slot (`__slots__`)
+/// found first in the type's MRO and the type sets attributes generically (no
+/// `__setattr__` of its own); else None.
+fn owner_slot(
+    owner: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<Option<(Py<PyAny>, u32, isize)>> {
+    let tp = owner.get_type();
+    let tptr = tp.as_type_ptr();
+    unsafe {
+        let generic = ffi::PyObject_GenericSetAttr as *const () as usize;
+        if (*tptr).tp_setattro.map(|f| f as *const () as usize) != Some(generic)
+            || (*tptr).tp_version_tag == 0
+        {
+            return Ok(None);
+        }
+    }
+    let mut found = None;
+    for klass in tp.getattr("__mro__")?.try_iter()? {
+        let dict = klass?.getattr("__dict__")?;
+        if dict.contains(name)? {
+            found = Some(dict.get_item(name)?);
+            break;
+        }
+    }
+    let Some(descr) = found else { return Ok(None) };
+    unsafe {
+        let d = descr.as_ptr();
+        if ffi::Py_TYPE(d) != &raw mut ffi::PyMemberDescr_Type {
+            return Ok(None);
+        }
+        let member = (*(d as *mut ffi::PyMemberDescrObject)).d_member;
+        if member.is_null()
+            || (*member).type_code != ffi::Py_T_OBJECT_EX
+            || (*member).flags != 0
+            || ffi::PyType_IsSubtype(
+                tptr,
+                (*(d as *mut ffi::PyMemberDescrObject)).d_common.d_type,
+            ) == 0
+        {
+            return Ok(None);
+        }
+        let at = (*member).offset;
+        let word = std::mem::size_of::<*mut ffi::PyObject>() as isize;
+        if at < std::mem::size_of::<ffi::PyObject>() as isize || at + word > (*tptr).tp_basicsize {
+            return Ok(None);
+        }
+        Ok(Some((
+            tp.clone().into_any().unbind(),
+            (*tptr).tp_version_tag,
+            at,
+        )))
+    }
+}
+
+/// An asynchronous iterator over `ready`: see the module docstring.
 #[pyfunction]
 pub(crate) fn ready_iterator(
     py: Python<'_>,
@@ -562,13 +700,24 @@ pub(crate) fn ready_iterator(
         }
         Err(_) => (null_mut(), 0),
     };
-    let tp = types(py)?.iter.as_ptr() as *mut ffi::PyTypeObject;
+    let types = types(py)?;
+    let deque = types.deque.bind(py);
+    let exact = ready.get_type().is(deque);
+    let take = unsafe { direct_popleft(ready, &popleft, exact) };
+    let (owner_type, version, slot) = match owner_slot(owner, name)? {
+        Some((tp, version, slot)) => (tp.into_ptr(), version, slot),
+        None => (null_mut(), 0, 0),
+    };
+    let tp = types.iter.as_ptr() as *mut ffi::PyTypeObject;
     unsafe {
         let obj = match (*tp).tp_alloc {
             Some(alloc) => alloc(tp, 0),
             None => null_mut(),
         };
         if obj.is_null() {
+            if !owner_type.is_null() {
+                ffi::Py_DECREF(owner_type);
+            }
             return Err(PyErr::fetch(py));
         }
         let it = obj as *mut Iter;
@@ -581,6 +730,15 @@ pub(crate) fn ready_iterator(
         (*it).spare = null_mut();
         (*it).message = message;
         (*it).at = at;
+        (*it).take = take;
+        (*it).deque = if exact {
+            deque.as_ptr() as *mut ffi::PyTypeObject
+        } else {
+            null_mut()
+        };
+        (*it).owner_type = owner_type;
+        (*it).version = version;
+        (*it).slot = slot;
         Ok(Bound::from_owned_ptr(py, obj).unbind())
     }
 }

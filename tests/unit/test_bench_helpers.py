@@ -12,7 +12,7 @@ import pytest
 
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
-from bench import rabbitmq_publish_ab, soak
+from bench import rabbitmq_consume_ab, rabbitmq_publish_ab, soak
 from bench.__main__ import parse_brokers
 from bench._common import (
     Measurement,
@@ -360,3 +360,27 @@ def test_the_fresh_process_ab_table() -> None:
     lines = rabbitmq_publish_ab.report(rounds).splitlines()
     assert lines[2] == "| streamwire | 600 | 0.400 | 0.90x | 0.50x – 1.20x |"
     assert lines[3] == "| raw ceiling | 600 | 0.400 | – | – |"
+
+
+def test_the_fresh_process_consume_ab_table_pairs_each_iterator_with_its_batches() -> None:
+    def m(rate: float, cpu_us: float) -> Measurement:
+        return Measurement(messages=10, seconds=10 / rate, cpu_seconds=cpu_us * 10 / 1e6)
+
+    rounds = [
+        {"next_batch": m(1e6, 0.3), "async for": m(0.9e6, 0.4), "async for (base)": m(0.5e6, 1)},
+        {"next_batch": m(2e6, 0.5), "async for": m(2.2e6, 0.2), "next_batch (base)": m(1e6, 1)},
+        {"next_batch": m(3e6, 0.4), "async for": m(1.5e6, 0.3)},
+    ]
+    lines = rabbitmq_consume_ab.report(rounds).splitlines()
+    assert lines[2] == "| next_batch | 2,000,000 | 1.00 – 3.00 | 0.400 | 0.300 – 0.500 | – | – |"
+    assert lines[3] == (
+        "| async for | 1,500,000 | 0.90 – 2.20 | 0.300 | 0.200 – 0.400 | 0.90x | 0.50x – 1.10x |"
+    )
+    # the base tree's iterator is compared with the base tree's batches only (none here)
+    assert (
+        lines[4] == "| async for (base) | 500,000 | 0.50 – 0.50 | 1.000 | 1.000 – 1.000 | – | – |"
+    )
+    assert (
+        lines[5]
+        == "| next_batch (base) | 1,000,000 | 1.00 – 1.00 | 1.000 | 1.000 – 1.000 | – | – |"
+    )

@@ -139,6 +139,10 @@ class ConsumerOptions:
 class Consumer(AsyncStartable):
     """Consumes one stream. ``async for message in consumer`` or ``next_batch()``."""
 
+    __slots__ = ("_last_offset",)
+    # a slot: the native ``async for`` iterator stores each message's offset straight into
+    # it (streamwire.transport.ready); the other attributes live in the instance dict
+
     def __init__(
         self,
         client: Client,

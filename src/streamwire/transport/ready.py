@@ -17,7 +17,10 @@ exception, which is Python 3.11: measured over a ready queue, 47 ns per message 
 cheaper (150 against 140 ns), so :data:`NATIVE_PAYS` says whether to use it.
 
 Either way, each message taken sets ``owner.<name>`` to its ``<field>`` (the consumer's last
-handed-out offset), exactly as the consumer's own ``__anext__`` does.
+handed-out offset), exactly as the consumer's own ``__anext__`` does. When ``<name>`` is a
+``__slots__`` slot of the owner's class (the consumers declare ``_last_offset`` so) and the
+class has no ``__setattr__`` of its own, the native iterator stores into the slot directly
+instead of calling ``setattr`` (the lookups were a fifth of its cost per message).
 """
 
 from __future__ import annotations

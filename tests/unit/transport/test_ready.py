@@ -58,6 +58,37 @@ class Owner:
         return ready_iterator(self.ready, self, "last", "offset", self.slow, native=native)
 
 
+class SlottedOwner(Owner):
+    """``last`` a slot (as a consumer's last offset is): the native iterator stores into it
+    directly while the class stays as it was."""
+
+    __slots__ = ("last",)
+
+
+OWNERS = [Owner, SlottedOwner]
+
+
+class Recording(SlottedOwner):
+    """The same layout, every attribute set recorded."""
+
+    __slots__ = ()
+    sets: list[tuple[str, object]]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        type(self).sets.append((name, value))
+        super().__setattr__(name, value)
+
+
+class CountingDeque(deque[Message]):
+    """A deque whose ``popleft`` is not the builtin one."""
+
+    taken = 0
+
+    def popleft(self) -> Message:
+        type(self).taken += 1
+        return super().popleft()
+
+
 @pytest.mark.parametrize("native", MODES)
 async def test_async_for_yields_ready_messages_then_waits_then_ends(native: bool) -> None:
     owner = Owner()
@@ -187,6 +218,49 @@ async def test_cancelling_a_delegated_wait_reaches_the_slow_coroutine(native: bo
 
 
 @pytest.mark.parametrize("native", MODES)
+async def test_a_slotted_owner_whose_class_changes_gets_the_new_setattr(native: bool) -> None:
+    class Later(SlottedOwner):
+        __slots__ = ()
+
+    owner: SlottedOwner = Later()
+    owner.put(0, 1, 2)
+    it = owner.iterator(native)
+    assert (await anext(it)).offset == 0
+    assert owner.last == 0
+    sets: list[tuple[str, object]] = []
+
+    def recording(self: Later, name: str, value: object) -> None:
+        sets.append((name, value))
+        object.__setattr__(self, name, value)
+
+    Later.__setattr__ = recording  # type: ignore[method-assign,assignment]
+    assert (await anext(it)).offset == 1
+    assert sets == [("last", 1)]
+    assert owner.last == 1
+    # and a class whose layout is the same but sets attributes its own way
+    Recording.sets = []
+    owner.__class__ = Recording
+    assert (await anext(it)).offset == 2
+    assert Recording.sets == [("last", 2)]
+    assert owner.last == 2
+
+
+@pytest.mark.parametrize("native", MODES)
+async def test_an_owner_setattr_and_a_deque_popleft_of_their_own_are_called(
+    native: bool,
+) -> None:
+    owner = Recording()
+    Recording.sets = []
+    owner.ready = CountingDeque()
+    CountingDeque.taken = 0
+    owner.put(0, 1)
+    owner.closed = True  # the loop ends when the queue is empty
+    assert [m.offset async for m in owner.iterator(native)] == [0, 1]
+    assert CountingDeque.taken == 2
+    assert [s for s in Recording.sets if s[0] == "last"] == [("last", 0), ("last", 1)]
+
+
+@pytest.mark.parametrize("native", MODES)
 async def test_errors_of_the_slow_path_and_of_the_messages_propagate(native: bool) -> None:
     owner = Owner()
     it = owner.iterator(native)
@@ -214,8 +288,8 @@ _OPS = st.lists(
 )
 
 
-async def _run(native: bool, ops: list[tuple[str, int]]) -> list[Any]:
-    owner = Owner()
+async def _run(native: bool, ops: list[tuple[str, int]], cls: type[Owner] = Owner) -> list[Any]:
+    owner = cls()
     owner.closed = True  # the slow path ends instead of waiting
     it = owner.iterator(native)
     kept: list[Any] = []
@@ -257,7 +331,8 @@ async def _run(native: bool, ops: list[tuple[str, int]]) -> list[Any]:
 
 
 @needs_core
+@pytest.mark.parametrize("cls", OWNERS)
 @settings(max_examples=200, deadline=None)
 @given(ops=_OPS)
-def test_native_and_twin_agree_in_every_order(ops: list[tuple[str, int]]) -> None:
-    assert asyncio.run(_run(True, ops)) == asyncio.run(_run(False, ops))
+def test_native_and_twin_agree_in_every_order(cls: type[Owner], ops: list[tuple[str, int]]) -> None:
+    assert asyncio.run(_run(True, ops, cls)) == asyncio.run(_run(False, ops, cls))
