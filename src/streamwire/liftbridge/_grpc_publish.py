@@ -78,6 +78,8 @@ __all__ = ("GrpcPublisher", "async_error", "stream_error")
 
 #: Most requests one write of an HTTP/2 PublishAsync call takes from the queue.
 _BATCH = 1024
+#: How long ``abort`` waits for the stream's cancelled tasks to end.
+_ABORT_TIMEOUT = 5.0
 
 logger = logging.getLogger(__name__)
 
@@ -484,7 +486,7 @@ class GrpcPublisher:
 
     async def abort(self, error: StreamwireError) -> None:
         """The client is shutting down: fail what still waits, cancel every task and wait
-        for them to end.
+        for them to end (``_ABORT_TIMEOUT`` s at most: then a warning names them).
 
         Cancellation: everything is cancelled all the same; only the wait stops.
         """
@@ -510,4 +512,12 @@ class GrpcPublisher:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks)
+            _, running = await asyncio.wait(tasks, timeout=_ABORT_TIMEOUT)
+            if running:
+                logger.warning(
+                    "%s: %d tasks still run %.0f s after they were cancelled: %r",
+                    self._what,
+                    len(running),
+                    _ABORT_TIMEOUT,
+                    running,
+                )

@@ -104,6 +104,9 @@ _DEFAULT: Any = object()
 #: before cursors are reported disabled (about 2 s in all).
 _CURSORS_LOOKUPS: Final = 5
 _CURSORS_LOOKUP_PAUSE: Final = 0.5
+#: How long close waits for a cancelled NATS redial to end (its connect ends within
+#: ``_nats._CONNECT_END_TIMEOUT``).
+_END_TIMEOUT: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,8 @@ class Client(AsyncClosing):
             await link.flush(deadline.remaining())
         self._acks = acks
         self._acks_inbox = acks.ack_inbox
+        if self._closed:  # a redial that close gave up waiting for: its caller drops it
+            raise ClosedError("the Liftbridge client closed while NATS connected")
 
     async def _drop_nats(self) -> None:
         """Undo a NATS connection that failed half-way (``require_nats=False``)."""
@@ -989,8 +994,14 @@ class Client(AsyncClosing):
         channels, self._channels = self._channels, None
         publishers, self._publishers = self._publishers, set()
         try:
-            if redial is not None:
-                await asyncio.wait({redial})  # it closes what it was opening
+            if redial is not None:  # it closes what it was opening
+                await asyncio.wait({redial}, timeout=_END_TIMEOUT)
+                if not redial.done():
+                    logger.warning(
+                        "Liftbridge client close: the NATS redial still runs %.0f s after "
+                        "it was cancelled; it closes what it opens once it ends",
+                        _END_TIMEOUT,
+                    )
             for publisher in publishers:
                 await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
         finally:
