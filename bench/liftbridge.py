@@ -15,7 +15,10 @@ Liftbridge server and nats-server are not).
 * **streamwire grpcio** (consuming): the same consumer reading the Subscribe stream with a
   thread over grpcio (``subscribe_transport="grpcio"``, the fallback).
 * **streamwire grpc**: the same producer with ``transport="grpc"`` (the server's streaming
-  PublishAsync RPC, as go-liftbridge publishes).
+  PublishAsync RPC, as go-liftbridge publishes), carried by streamwire's own HTTP/2 client
+  (``publish_transport="auto"``, the default).
+* **streamwire grpc grpcio**: the same over grpc.aio (``publish_transport="grpcio"``, the
+  fallback).
 * **go-liftbridge** (``bench/liftbridge_go.py``): the Go client v2.3.0 in its own process,
   PublishAsync with LEADER acks and the same window, and Subscribe from the earliest offset;
   timed in Go, its CPU time is the Go process's. Skipped, with the reason logged, when Go is
@@ -95,9 +98,15 @@ def grpc_address(url: str) -> str:
     return f"{host}:{parsed.port}"
 
 
-async def _connect(url: str, subscribe_transport: str = "auto") -> lb.Client:
+async def _connect(
+    url: str, subscribe_transport: str = "auto", publish_transport: str = "auto"
+) -> lb.Client:
     return await lb.connect(
-        url, timeout=10, reconnect=None, subscribe_transport=subscribe_transport
+        url,
+        timeout=10,
+        reconnect=None,
+        subscribe_transport=subscribe_transport,
+        publish_transport=publish_transport,
     )
 
 
@@ -111,9 +120,10 @@ async def streamwire_publish(
     size: int,
     window: int,
     transport: Literal["nats", "grpc"] = "nats",
+    publish_transport: str = "auto",
 ) -> Measurement:
     async with (
-        await _connect(url) as client,
+        await _connect(url, publish_transport=publish_transport) as client,
         client.producer(
             stream,
             ack_policy=lb.AckPolicy.LEADER,
@@ -154,6 +164,14 @@ async def streamwire_publish_grpc(
     url: str, stream: str, count: int, size: int, window: int
 ) -> Measurement:
     return await streamwire_publish(url, stream, count, size, window, transport="grpc")
+
+
+async def streamwire_publish_grpc_grpcio(
+    url: str, stream: str, count: int, size: int, window: int
+) -> Measurement:
+    return await streamwire_publish(
+        url, stream, count, size, window, transport="grpc", publish_transport="grpcio"
+    )
 
 
 # --- go-liftbridge ----------------------------------------------------------------------
@@ -286,6 +304,7 @@ async def gufo_consume(url: str, stream: str, count: int) -> Measurement:
 PUBLISHERS: dict[str, Publisher] = {
     "streamwire": streamwire_publish,
     "streamwire grpc": streamwire_publish_grpc,
+    "streamwire grpc grpcio": streamwire_publish_grpc_grpcio,
     GO: go_publish,
     "gufo publish_bulk": gufo_publish_bulk,
     f"gufo publish ×{GUFO_CONCURRENCY}": gufo_publish_concurrent,

@@ -145,6 +145,7 @@ async def connect(
     nats_options: Mapping[str, object] | None = None,
     require_nats: bool = True,
     subscribe_transport: str = "auto",
+    publish_transport: str = "auto",
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 
@@ -166,6 +167,11 @@ async def connect(
     (default: streamwire's own HTTP/2 reader on the event loop, falling back to grpcio for
     a broker that does not negotiate HTTP/2), ``"http2"`` (that reader only) or
     ``"grpcio"`` (a thread per stream over grpcio's synchronous API).
+
+    ``publish_transport``: how producers carry their PublishAsync streams
+    (``transport="grpc"``, or ``"auto"`` while NATS is down): ``"auto"`` (default:
+    streamwire's own HTTP/2 client, falling back to grpcio for a broker that does not
+    negotiate HTTP/2), ``"http2"`` (that client only) or ``"grpcio"`` (grpc.aio).
 
     Cancellation: nothing is left open.
     """
@@ -213,6 +219,7 @@ async def connect(
         require_nats=require_nats,
         grpc_tls=tls if isinstance(tls, TLSOptions) else None,
         subscribe_transport=subscribe_transport,
+        publish_transport=publish_transport,
     )
     try:
         return await client._open()

@@ -9,10 +9,14 @@ the unary ``Publish`` RPC, concurrently (their order is then not kept).
 The stream goes to the URL's server; while it is unreachable (a stream ends with
 UNAVAILABLE), the next stream goes to the next broker known from metadata, in turn.
 
-One writer task writes the queued requests in order (a write cancelled half-way would cancel
-the whole gRPC call, so callers never write themselves: ``submit`` only queues); one reader
-task per stream routes the responses to the futures of an inbox-less :class:`AckRouter`
-(correlation ids, futures, ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
+The stream is a :class:`~streamwire.liftbridge._publish_calls.PublishCall`: on
+streamwire's own HTTP/2 client (``H2PublishCall``: the writer hands over every queued request
+at once, up to ``_BATCH`` per write) or on grpc.aio (``GrpcioPublishCall``: one write per
+request), as the client's ``publish_transport`` says. One writer task writes the queued
+requests in order (a grpc.aio write cancelled half-way would cancel the whole call, so
+callers never write themselves: ``submit`` only queues); one reader task per stream routes
+the responses to the futures of an inbox-less :class:`AckRouter` (correlation ids, futures,
+ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
 back: the message is confirmed once queued.
 
 When a stream breaks (the server went away, the connection was reset, the channel closed:
@@ -38,6 +42,7 @@ optimistic concurrency control) next to an empty ``ack``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -49,16 +54,19 @@ import grpc.aio
 from streamwire.codec.message import Confirmation
 from streamwire.errors import ClosedError, ConnectError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge._acks import AckRouter
-from streamwire.liftbridge._grpc import METHODS, translate
+from streamwire.liftbridge._grpc import METHODS
+from streamwire.liftbridge._publish_calls import (
+    Broken,
+    PublishCall,
+    stream_error,
+)
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
     ACK_ERRORS,
     GRPC_ERRORS,
     AckErrorCode,
     GrpcStatus,
-    Internal,
     Unimplemented,
-    UnknownLiftbridgeError,
 )
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.reconnect import is_retriable
@@ -67,6 +75,11 @@ if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
 
 __all__ = ("GrpcPublisher", "async_error", "stream_error")
+
+#: Most requests one write of an HTTP/2 PublishAsync call takes from the queue.
+_BATCH = 1024
+#: How long ``abort`` waits for the stream's cancelled tasks to end.
+_ABORT_TIMEOUT = 5.0
 
 logger = logging.getLogger(__name__)
 
@@ -91,21 +104,6 @@ def async_error(error: pb.PublishAsyncError, what: str) -> StreamwireError:
     return exc
 
 
-def stream_error(exc: grpc.aio.AioRpcError, what: str) -> StreamwireError:
-    """The error of a PublishAsync stream that ended with a status. The server refuses
-    single messages with ``asyncError`` responses, not with the stream's status: a status
-    of INTERNAL or UNKNOWN there is the transport's (grpc reports a reset connection as
-    INTERNAL "Internal error from Core"), so it is :class:`ConnectionClosed`, chained to
-    the translated status; other statuses translate as usual (UNAVAILABLE: ConnectError,
-    UNIMPLEMENTED, UNAUTHENTICATED, ...)."""
-    error = translate(exc, what)
-    if isinstance(error, Internal | UnknownLiftbridgeError):
-        closed = ConnectionClosed(f"{what}: the stream broke ({exc.details()})")
-        closed.__cause__ = error
-        return closed
-    return error
-
-
 def _half_closed(task: asyncio.Task[None]) -> None:
     """The half-close of a stream ended: its error (the stream ended first) is the
     reader's to report; taken here so that asyncio does not log it as never retrieved."""
@@ -125,7 +123,7 @@ class GrpcPublisher:
         self._wake = asyncio.Event()
         self._sent: dict[str, pb.PublishRequest] = {}
         """Requests awaiting their response, in the order queued."""
-        self._call: Any = None  # grpc.aio.StreamStreamCall
+        self._call: PublishCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._unary_calls: set[asyncio.Task[None]] = set()
@@ -252,25 +250,30 @@ class GrpcPublisher:
                 if wait > 0:  # the last stream broke: back off before the next
                     await asyncio.sleep(wait)
                     continue  # what is queued may have changed meanwhile
-                call = self._open()
+                call = await self._open()
+                continue  # what is queued may have changed while it opened
+            taken, batch = self._batch() if call.batched else (1, [request])
             try:
-                await call.write(request)
-            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                await call.write_many(batch)
+            except Broken as broken:
                 # the stream ended: its reader reports why (it has the call's status), or
                 # this error if the reader does not end soon
                 reader = self._reader
                 if reader is not None and not reader.done():
                     await asyncio.wait({reader}, timeout=1.0)
-                self._ended(
-                    call,
-                    stream_error(exc, self._what)
-                    if isinstance(exc, grpc.aio.AioRpcError)
-                    else ConnectionClosed(f"{self._what}: the stream ended ({exc!r})"),
-                )
+                self._ended(call, broken.error)
                 continue
             # (when the stream broke meanwhile, the queue was rebuilt: nothing to pop)
             if self._call is call and queue and queue[0] is request:
-                queue.popleft()
+                for _ in range(min(taken, len(queue))):
+                    queue.popleft()
+
+    def _batch(self) -> tuple[int, list[pb.PublishRequest]]:
+        """How many requests at the head of the queue (up to ``_BATCH``) one write of an
+        HTTP/2 call takes, and those of them still to be written (not timed out)."""
+        table = self.acks.table
+        head = list(itertools.islice(self._queue, _BATCH))
+        return len(head), [r for r in head if not r.correlationId or r.correlationId in table]
 
     def _servers(self) -> list[str | None]:
         """Where a stream may go: the URL's server (``None``), then every other broker known
@@ -280,16 +283,12 @@ class GrpcPublisher:
         others = [bid for bid, b in client._brokers.items() if (b.host, b.port) != seed]
         return [None, *sorted(others)]
 
-    def _open(self) -> Any:
-        m = METHODS["PublishAsync"]
+    async def _open(self) -> PublishCall:
+        """A new stream to the next server, over HTTP/2 or grpcio as the client's
+        ``publish_transport`` says, and its reader. Cancellation: nothing is left open."""
         servers = self._servers()
         self.server = servers[self._server_index % len(servers)]
-        channel = self._client._broker_channel(self.server)
-        call = channel.stream_stream(
-            m.path,
-            request_serializer=m.request.SerializeToString,
-            response_deserializer=m.response.FromString,
-        )()
+        call = await self._client._publish_call(self.server, self._what)
         self._call = call
         self.streams_opened += 1
         self._reader = asyncio.get_running_loop().create_task(self._read_loop(call))
@@ -297,25 +296,20 @@ class GrpcPublisher:
 
     # --- the reader ----------------------------------------------------------------------
 
-    async def _read_loop(self, call: Any) -> None:
+    async def _read_loop(self, call: PublishCall) -> None:
         error: StreamwireError
         try:
             while True:
-                response = await call.read()
-                if response is grpc.aio.EOF:
+                responses = await call.read_many()
+                if not responses:
                     error = ConnectionClosed(f"{self._what}: the server ended the stream")
                     break
-                self._on_response(response)
-        except grpc.aio.AioRpcError as exc:
-            logger.debug("%s ended: %s", self._what, exc.debug_error_string())
-            error = stream_error(exc, self._what)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise
-            # grpc.aio raises CancelledError from read() when the call itself was cancelled
-            # (the channel closed under it)
-            error = ConnectionClosed(f"{self._what}: the gRPC call was cancelled")
+                for response in responses:
+                    self._on_response(response)
+        except Broken as broken:
+            error = broken.error
+        finally:  # (cancelled too: an HTTP/2 call's connection is its own to close)
+            call.cancel()
         self._ended(call, error)
         if self._closed and self._reader is asyncio.current_task():
             self._reader = None
@@ -350,7 +344,7 @@ class GrpcPublisher:
             return
         table.resolve(cid, Confirmation(None, ack.offset, ack.stream, request.partition))
 
-    def _ended(self, call: Any, error: StreamwireError) -> None:
+    def _ended(self, call: PublishCall, error: StreamwireError) -> None:
         """The stream ``call`` is over: fail what waits on it (or, when the server has no
         PublishAsync, send it all again as unary Publish calls)."""
         if self._call is not call:
@@ -492,7 +486,7 @@ class GrpcPublisher:
 
     async def abort(self, error: StreamwireError) -> None:
         """The client is shutting down: fail what still waits, cancel every task and wait
-        for them to end.
+        for them to end (``_ABORT_TIMEOUT`` s at most: then a warning names them).
 
         Cancellation: everything is cancelled all the same; only the wait stops.
         """
@@ -518,4 +512,12 @@ class GrpcPublisher:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks)
+            _, running = await asyncio.wait(tasks, timeout=_ABORT_TIMEOUT)
+            if running:
+                logger.warning(
+                    "%s: %d tasks still run %.0f s after they were cancelled: %r",
+                    self._what,
+                    len(running),
+                    _ABORT_TIMEOUT,
+                    running,
+                )

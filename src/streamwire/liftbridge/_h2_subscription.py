@@ -160,11 +160,7 @@ class H2Subscription:
         """Open the connection and send the request. False if the server does not speak
         HTTP/2 (the caller falls back to grpcio); any other failure becomes the outcome
         that :meth:`start` reports. Cancellation: nothing is left open."""
-        authority = (
-            f"[{self._host}]:{self._port}" if ":" in self._host else (f"{self._host}:{self._port}")
-        )
-        if self._server_hostname is not None:
-            authority = self._server_hostname
+        authority = h2grpc.authority(self._host, self._port, self._server_hostname)
         loop = self._loop
 
         def factory() -> h2grpc.GrpcStreamProtocol[Message]:

@@ -48,6 +48,11 @@ DirectHandler = Callable[[bytes, bytes], bool]
 #: nats-py's default ``pending_size``: its write buffer, beyond which publish waits.
 _PENDING = 2 * 1024 * 1024
 
+#: How long a cancelled connect of nats-py may take to end, cancelled again every
+#: ``_CONNECT_END_STEP`` s meanwhile, before it is left to end on its own (with a warning).
+_CONNECT_END_TIMEOUT = 5.0
+_CONNECT_END_STEP = 0.1
+
 #: What nats-py refuses in a published subject (it would split or inject protocol lines).
 _BAD_SUBJECT = re.compile(r"[ \t\r\n]")
 
@@ -120,6 +125,38 @@ async def flush_in_order(nc: NatsClient, timeout: float) -> None:
         await nc.flush(timeout=max(timeout, 0.001))  # type: ignore[arg-type]
 
 
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller reports its own error
+
+
+async def _end_connect(task: asyncio.Task[None], what: str) -> None:
+    """Cancel nats-py's connect ``task`` and wait for it to end, cancelling it again every
+    ``_CONNECT_END_STEP`` s (a cancellation it lost, see ``error_cb`` in
+    :meth:`NatsLink.connect`), for ``_CONNECT_END_TIMEOUT`` s at most: then it is left to end
+    on its own. Its outcome is retrieved either way. A new cancellation of the caller
+    propagates (the task is cancelled, not waited for)."""
+    task.add_done_callback(_retrieve)
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + _CONNECT_END_TIMEOUT
+    while True:
+        task.cancel()
+        # (a turn of the loop even when it is done, as before: closing nats-py in the step
+        # its connect returned made its close raise CancelledError once its server had
+        # answered PING with garbage, test_malicious_server's nats_garbage)
+        await asyncio.wait({task}, timeout=min(_CONNECT_END_STEP, give_up - loop.time()))
+        if task.done():
+            return
+        if loop.time() >= give_up:
+            logger.warning(
+                "%s: nats-py's connect still runs %.1f s after it was cancelled; "
+                "left to end on its own",
+                what,
+                _CONNECT_END_TIMEOUT,
+            )
+            return
+
+
 class NatsLink:
     """One nats-py connection. Create with :meth:`connect`."""
 
@@ -165,6 +202,13 @@ class NatsLink:
 
         async def error_cb(exc: Exception) -> None:
             if not connected:
+                if asyncio.current_task() is connecting and connecting.cancelling():
+                    # nats-py lost our cancellation: Python 3.11's asyncio.wait_for,
+                    # cancelled in the step its connection attempt failed, raises that
+                    # failure instead, and nats-py tries the server again (every
+                    # reconnect_time_wait, max_reconnect_attempts times: minutes). Raised
+                    # again where nats-py reports the failure, outside its handlers.
+                    raise asyncio.CancelledError
                 failures.append(exc)
                 if len(failures) >= len(servers):
                     all_failed.set()
@@ -200,7 +244,7 @@ class NatsLink:
             kwargs["tls"] = tls
         kwargs.update(options or {})
         what = f"connecting to NATS {', '.join(servers)}"
-        connecting = asyncio.ensure_future(nc.connect(**kwargs))
+        connecting = asyncio.get_running_loop().create_task(nc.connect(**kwargs))
         failed = asyncio.ensure_future(all_failed.wait())
         try:
             async with deadline.scope(ConnectTimeout, what=what):
@@ -217,10 +261,7 @@ class NatsLink:
                 raise RemoteProtocolError(f"{what}: the server did not answer PING with PONG")
         except BaseException:
             failed.cancel()
-            connecting.cancel()
-            await asyncio.wait({connecting})  # a new cancellation of ours still propagates
-            if not connecting.cancelled():
-                connecting.exception()  # retrieved: reported through ours
+            await _end_connect(connecting, what)  # a new cancellation of ours propagates
             with contextlib.suppress(nats.errors.Error, OSError):
                 await nc.close()
             raise

@@ -43,6 +43,12 @@ from streamwire.liftbridge._h2_subscription import (
 )
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
+from streamwire.liftbridge._publish_calls import (
+    PUBLISH_TRANSPORTS,
+    GrpcioPublishCall,
+    H2PublishCall,
+    PublishCall,
+)
 from streamwire.liftbridge._stream_reader import Handover, Subscription
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
@@ -98,6 +104,9 @@ _DEFAULT: Any = object()
 #: before cursors are reported disabled (about 2 s in all).
 _CURSORS_LOOKUPS: Final = 5
 _CURSORS_LOOKUP_PAUSE: Final = 0.5
+#: How long close waits for a cancelled NATS redial to end (its connect ends within
+#: ``_nats._CONNECT_END_TIMEOUT``).
+_END_TIMEOUT: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +140,7 @@ class Client(AsyncClosing):
         require_nats: bool = True,
         grpc_tls: TLSOptions | None = None,
         subscribe_transport: str = "auto",
+        publish_transport: str = "auto",
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -178,6 +188,17 @@ class Client(AsyncClosing):
         self._h2_ssl = alpn_context(create_ssl_context(grpc_tls)) if grpc_tls else None
         self._h2_server_hostname = grpc_tls.server_hostname if grpc_tls else None
         self._h2_refused: set[tuple[str, int]] = set()  # brokers "auto" fell back for
+        if publish_transport not in PUBLISH_TRANSPORTS:
+            raise ConfigurationError(
+                f"publish_transport must be one of {PUBLISH_TRANSPORTS}, not {publish_transport!r}"
+            )
+        if grpc_credentials is not None and grpc_tls is None and publish_transport != "grpcio":
+            publish_transport = "grpcio"  # credentials alone: only grpcio can use them
+        self.publish_transport = publish_transport
+        """How producers' PublishAsync streams (``transport="grpc"``, or ``"auto"`` while
+        NATS is down) are carried: ``"http2"`` (streamwire's own HTTP/2 client, many
+        requests per socket write), ``"grpcio"`` (grpc.aio), ``"auto"`` (``http2``, falling
+        back to ``grpcio`` for a broker that does not negotiate HTTP/2)."""
 
     # --- connecting --------------------------------------------------------------------
 
@@ -238,6 +259,8 @@ class Client(AsyncClosing):
             await link.flush(deadline.remaining())
         self._acks = acks
         self._acks_inbox = acks.ack_inbox
+        if self._closed:  # a redial that close gave up waiting for: its caller drops it
+            raise ClosedError("the Liftbridge client closed while NATS connected")
 
     async def _drop_nats(self) -> None:
         """Undo a NATS connection that failed half-way (``require_nats=False``)."""
@@ -370,6 +393,33 @@ class Client(AsyncClosing):
         if b is not None:
             return channels.channel(b.host, b.port)
         return channels.channel(self.host, self.port, resolve=False)
+
+    async def _publish_call(self, broker_id: str | None, what: str) -> PublishCall:
+        """A PublishAsync call to ``broker_id`` (``None``: the URL's server), over HTTP/2 or
+        grpcio as ``publish_transport`` says. Cancellation: nothing is left open."""
+        channels = self._channels_or_fail()
+        b = self._brokers.get(broker_id) if broker_id is not None else None
+        addr = (b.host, b.port) if b is not None else (self.host, self.port)
+        mode = self.publish_transport
+        if mode == "http2" or (mode == "auto" and addr not in self._h2_refused):
+            host, port = channels.resolve(*addr) if b is not None else addr
+            auto = self.publish_transport == "auto"
+            call = H2PublishCall(what, (lambda: self._h2_refused.add(addr)) if auto else None)
+            opened = await call.open(
+                host,
+                port,
+                ssl_context=self._h2_ssl,
+                server_hostname=self._h2_server_hostname,
+                timeout=self.timeout,
+            )
+            if opened:
+                return call
+            if not auto:
+                return H2PublishCall.failed(
+                    what, ConnectError(f"{what}: the server does not speak HTTP/2")
+                )
+            self._h2_refused.add(addr)
+        return GrpcioPublishCall(self._broker_channel(broker_id), what)
 
     def _broker_stream_channel(self, broker_id: str | None) -> grpc.Channel:
         """The synchronous channel for Subscribe streams (see ``Channels``)."""
@@ -511,7 +561,9 @@ class Client(AsyncClosing):
         channels = self._channels_or_fail()
         b = self._brokers.get(broker)
         addr = (b.host, b.port) if b is not None else (self.host, self.port)
-        if self.subscribe_transport != "grpcio" and addr not in self._h2_refused:
+        mode = self.subscribe_transport
+        # (a broker "auto" fell back for, here or for publishing, is still tried by "http2")
+        if mode == "http2" or (mode == "auto" and addr not in self._h2_refused):
             host, port = channels.resolve(*addr) if b is not None else addr
             sub = H2Subscription(
                 handover,
@@ -942,8 +994,14 @@ class Client(AsyncClosing):
         channels, self._channels = self._channels, None
         publishers, self._publishers = self._publishers, set()
         try:
-            if redial is not None:
-                await asyncio.wait({redial})  # it closes what it was opening
+            if redial is not None:  # it closes what it was opening
+                await asyncio.wait({redial}, timeout=_END_TIMEOUT)
+                if not redial.done():
+                    logger.warning(
+                        "Liftbridge client close: the NATS redial still runs %.0f s after "
+                        "it was cancelled; it closes what it opens once it ends",
+                        _END_TIMEOUT,
+                    )
             for publisher in publishers:
                 await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
         finally:

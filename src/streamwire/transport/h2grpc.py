@@ -46,6 +46,7 @@ __all__ = (
     "NotHttp2",
     "Sink",
     "Status",
+    "authority",
     "encode_frame",
     "split_messages",
 )
@@ -245,7 +246,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         loop: asyncio.AbstractEventLoop,
         authority: str,
         path: str,
-        request: bytes,
+        request: bytes | None,
         split: Split[_T],
         sink: Sink[_T],
         scheme: str = "http",
@@ -272,6 +273,9 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._budget = window  # what the server may still send (stream = connection)
         self.failure: Exception | None = None
         """What ``split`` raised, if that ended the call."""
+        self.not_http2 = False
+        """The server answered, but not in HTTP/2 (TLS without ``h2`` by ALPN, or a first
+        frame that was not SETTINGS); a connection lost before SETTINGS is not that."""
         self.opened: asyncio.Future[None] = loop.create_future()
         self.ended: asyncio.Future[CallEnded] = loop.create_future()
         headers = [
@@ -284,7 +288,6 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
             ("user-agent", user_agent),
         ]
         block = hpack.Encoder().encode(headers)
-        body = b"\x00" + _U32.pack(len(request)) + request
         settings = _setting(SETTINGS_ENABLE_PUSH, 0) + _setting(
             SETTINGS_INITIAL_WINDOW_SIZE, window
         )
@@ -292,10 +295,12 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         if window > DEFAULT_WINDOW:
             out.append(encode_frame(WINDOW_UPDATE, 0, 0, _U32.pack(window - DEFAULT_WINDOW)))
         out.append(encode_frame(HEADERS, END_HEADERS, STREAM_ID, block))
-        for start in range(0, len(body), MAX_FRAME):
-            last = start + MAX_FRAME >= len(body)
-            chunk = body[start : start + MAX_FRAME]
-            out.append(encode_frame(DATA, END_STREAM if last else 0, STREAM_ID, chunk))
+        if request is not None:  # the one request, ending the client's side
+            body = b"\x00" + _U32.pack(len(request)) + request
+            for start in range(0, len(body), MAX_FRAME):
+                last = start + MAX_FRAME >= len(body)
+                chunk = body[start : start + MAX_FRAME]
+                out.append(encode_frame(DATA, END_STREAM if last else 0, STREAM_ID, chunk))
         self._hello = b"".join(out)
 
     # --- asyncio.Protocol -------------------------------------------------------------
@@ -305,6 +310,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._transport = transport
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None and ssl_object.selected_alpn_protocol() != ALPN:
+            self.not_http2 = True
             self._fail_open(NotHttp2("the server did not agree to HTTP/2 (ALPN h2)"))
             return
         transport.write(self._hello)  # the request fits the default windows
@@ -343,6 +349,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         (and raises what is wrong with it)."""
         pos, end = 0, len(buf)
         if not self._got_settings and end >= 9 and buf[3] != SETTINGS:
+            self.not_http2 = True
             self._fail_open(NotHttp2("the server's first frame was not SETTINGS"))
             raise CallEnded(Status.UNAVAILABLE, "not an HTTP/2 server")
         gather, mbuf = self._gather, self._msgbuf
@@ -449,6 +456,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         elif kind == WINDOW_UPDATE:
             if len(payload) != 4:
                 raise CallEnded(Status.INTERNAL, "bad WINDOW_UPDATE")
+            self._window_update(stream, _U32.unpack(payload)[0] & 0x7FFFFFFF)
         elif kind == PUSH_PROMISE:
             raise CallEnded(Status.INTERNAL, "PUSH_PROMISE with push disabled")
         # PRIORITY and unknown frame types are ignored (RFC 9113, 4.1, 5.5)
@@ -464,6 +472,7 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
                 raise CallEnded(Status.INTERNAL, f"bad SETTINGS_MAX_FRAME_SIZE {value}")
             if ident == SETTINGS_INITIAL_WINDOW_SIZE and value > 0x7FFFFFFF:
                 raise CallEnded(Status.INTERNAL, f"bad SETTINGS_INITIAL_WINDOW_SIZE {value}")
+            self._peer_setting(ident, value)
         self._write(encode_frame(SETTINGS, ACK, 0))
         if not self._got_settings:
             self._got_settings = True
@@ -523,6 +532,14 @@ class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
         self._end(ended)
         self._close()
 
+    # --- hooks for a call that sends (``h2call``): the server's send windows ------------
+
+    def _window_update(self, stream: int, increment: int) -> None:
+        """The server's WINDOW_UPDATE (this call sends nothing after its request)."""
+
+    def _peer_setting(self, ident: int, value: int) -> None:
+        """One (valid) setting of the server's SETTINGS."""
+
     # --- flow control, ending --------------------------------------------------------
 
     def give_credit(self) -> None:
@@ -579,32 +596,46 @@ def _setting(ident: int, value: int) -> bytes:
     return struct.pack(">HI", ident, value)
 
 
+_P = TypeVar("_P", bound="GrpcStreamProtocol[Any]")
+
+
 async def open_call(
-    factory: Callable[[], GrpcStreamProtocol[_T]],
+    factory: Callable[[], _P],
     host: str,
     port: int,
     *,
     ssl_context: ssl.SSLContext | None,
     server_hostname: str | None,
     timeout: float | None,
-) -> GrpcStreamProtocol[_T]:
-    """Connect and send the request; returns once the server's SETTINGS arrived. Raises
-    ``OSError``/``TimeoutError`` (connecting), :class:`NotHttp2` or :class:`CallEnded`.
-    Cancellation or a failure closes the connection."""
+    wait_settings: bool = True,
+) -> _P:
+    """Connect and send the request; returns once the server's SETTINGS arrived (or, with
+    ``wait_settings=False``, once connected: a client may send before the server's
+    SETTINGS, within the default windows). Raises ``OSError``/``TimeoutError``
+    (connecting), :class:`NotHttp2` or :class:`CallEnded`. Cancellation or a failure
+    closes the connection."""
     loop = asyncio.get_running_loop()
-    proto: GrpcStreamProtocol[_T] | None = None
+    proto: _P | None = None
     try:
         async with asyncio.timeout(timeout):
             kwargs: dict[str, Any] = {}
             if ssl_context is not None:
                 kwargs = {"ssl": ssl_context, "server_hostname": server_hostname or host}
             _, proto = await loop.create_connection(factory, host, port, **kwargs)
-            await proto.opened
+            if wait_settings or proto.opened.done():  # (done already: TLS without h2)
+                await proto.opened
         return proto
     except BaseException:
         if proto is not None:
             proto.cancel()
         raise
+
+
+def authority(host: str, port: int, server_hostname: str | None = None) -> str:
+    """The ``:authority`` of a call to ``host:port`` (the TLS server name when given)."""
+    if server_hostname is not None:
+        return server_hostname
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def alpn_context(context: ssl.SSLContext) -> ssl.SSLContext:

@@ -2,7 +2,8 @@
 stream), ``"auto"`` while NATS is unreachable (a client opened with a dead NATS port, NATS
 cut through the fault proxy), typed error acks, the unary Publish fallback, close, and the
 gRPC link cut or silenced through the fault proxy (messages sent again on a new stream, or
-failing with AckTimeout)."""
+failing with AckTimeout). Every test runs over both ``publish_transport``s: streamwire's own
+HTTP/2 client and grpc.aio."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import asyncio
 import gc
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 import streamwire.liftbridge as lb
 from streamwire import ClosedError, ConnectError, ConnectionClosed, Message
+from streamwire.liftbridge._publish_calls import GrpcioPublishCall, H2PublishCall
 from streamwire.liftbridge.protocol.messages import AckPolicy
 from tests.brokers import BrokerInfo
 from tests.integration.liftbridge.conftest import NewStream
@@ -48,6 +51,21 @@ def stream_server(producer: lb.Producer) -> str | None:
     return producer._grpc.server
 
 
+@pytest.fixture(autouse=True, params=["http2", "grpcio"])
+def publish_transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every client of the test (the ``client`` fixture's too: autouse fixtures come first)
+    carries its PublishAsync streams over this transport."""
+    connect = lb.connect
+    transport = str(request.param)
+
+    async def connect_with(*args: Any, **kwargs: Any) -> lb.Client:
+        kwargs.setdefault("publish_transport", transport)
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(lb, "connect", connect_with)
+    return transport
+
+
 @pytest.fixture
 async def no_nats(broker: BrokerInfo) -> AsyncIterator[lb.Client]:
     """A client whose NATS URL points at a dead port (``require_nats=False``)."""
@@ -60,11 +78,14 @@ async def no_nats(broker: BrokerInfo) -> AsyncIterator[lb.Client]:
 
 
 async def test_grpc_transport_publishes_many_in_flight_and_reads_back(
-    client: lb.Client, stream: str
+    client: lb.Client, stream: str, publish_transport: str
 ) -> None:
     acks_before = client.stats.acks.acks
     async with client.producer(stream, transport="grpc") as producer:
         first = await producer.send_and_wait(b"one", key=b"k", headers={"n": 1, "s": "x"})
+        assert producer._grpc is not None
+        kind = H2PublishCall if publish_transport == "http2" else GrpcioPublishCall
+        assert isinstance(producer._grpc._call, kind)
         assert (first.offset, first.partition, first.stream) == (0, 0, stream)
         futures = [await producer.send(b"m%d" % i) for i in range(500)]
         assert producer.pending > 1  # many in flight on the one stream
@@ -260,24 +281,39 @@ def grpc_only_via(proxy: FaultProxy) -> str:
 
 
 async def test_grpc_stream_cut_mid_flight_sends_what_waited_again(
-    client: lb.Client, stream: str, broker: BrokerInfo
+    client: lb.Client, stream: str, broker: BrokerInfo, publish_transport: str
 ) -> None:
-    """The PublishAsync stream broken under load (gRPC cut through the fault proxy): what
-    waited on it is written again on a new stream, so every message is confirmed; each is
-    stored at least once (one stored before the cut, its ack lost, is stored twice)."""
+    """The PublishAsync stream broken under load (gRPC cut through the fault proxy, slowed
+    down so that acks are still on their way): what waited on it is written again on a new
+    stream, so every message is confirmed; each is stored at least once (one stored before
+    the cut, its ack lost, is stored twice)."""
     async with FaultProxy(broker.host, broker.port) as grpc_proxy:
         pc = await lb.connect(grpc_only_via(grpc_proxy), timeout=10, require_nats=False)
+        # the stream's own connection (HTTP/2), or the channel's one connection (grpcio)
+        links = 2 if publish_transport == "http2" else 1
         try:
             async with pc.producer(stream, transport="auto", ack_timeout=30) as producer:
+                publisher = producer._grpc
+                assert publisher is not None
+                grpc_proxy.latency = 0.2  # each way: no ack comes back before the cut
                 values = [b"p%d" % i for i in range(3000)]
                 futures = [await producer.send(v) for v in values]
-                await asyncio.sleep(0.01)
-                assert grpc_proxy.cut() >= 1
+                await wait_until(
+                    lambda: publisher.streams_opened == 1 and grpc_proxy.open_connections == links,
+                    10,
+                    "the stream opened",
+                    step=0,
+                )
+                assert grpc_proxy.cut() == links
+                grpc_proxy.latency = 0
                 async with asyncio.timeout(60):
                     confirmed = await asyncio.gather(*futures)
                 assert producer._grpc is not None
                 assert producer._grpc.streams_opened >= 2
                 after = await producer.send_and_wait(b"after")
+                # a connection lost before the server's SETTINGS is not "no HTTP/2"
+                kind = H2PublishCall if publish_transport == "http2" else GrpcioPublishCall
+                assert isinstance(publisher._call, kind)
         finally:
             await pc.close()
     assert after.offset is not None

@@ -20,6 +20,7 @@ from integration.harness import tls
 from streamwire import Message
 from streamwire.errors import ConnectError
 from streamwire.liftbridge._h2_subscription import H2Subscription
+from streamwire.liftbridge._publish_calls import H2PublishCall
 from tests.brokers import require, require_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
@@ -52,7 +53,12 @@ async def test_tls_round_trip_with_the_harness_ca(transport: str) -> None:
     assert "nats=tls://" in url  # NATS over TLS too, through the TLS nats-server
     trust = lb.TLSOptions(ca_file=ca)
     client = await lb.connect(
-        url, tls=trust, nats_tls=trust, timeout=_TIMEOUT, subscribe_transport=transport
+        url,
+        tls=trust,
+        nats_tls=trust,
+        timeout=_TIMEOUT,
+        subscribe_transport=transport,
+        publish_transport=transport,
     )
     name = f"sw-lb-tls-{uuid.uuid4().hex[:12]}"
     try:
@@ -66,14 +72,21 @@ async def test_tls_round_trip_with_the_harness_ca(transport: str) -> None:
         assert first.offset == 0
         assert ack is not None
         assert ack.offset == 1
+        async with client.producer(name, transport="grpc") as producer:  # PublishAsync (TLS)
+            third = await producer.send_and_wait(b"publish async", key=b"a")
+            assert producer._grpc is not None
+            h2 = isinstance(producer._grpc._call, H2PublishCall)
+            assert h2 is (transport == "http2")
+        assert third.offset == 2
         async with client.consumer(name, offset="first") as consumer:  # Subscribe (TLS)
-            got = await _read(consumer, 2)
+            got = await _read(consumer, 3)
             reader = consumer._subscription
             assert isinstance(reader, H2Subscription) is (transport == "http2")
-        assert [m.value for m in got] == [b"over tls", b"through grpc"]
+        assert [m.value for m in got] == [b"over tls", b"through grpc", b"publish async"]
         assert got[0].key == b"k"
+        assert got[2].key == b"a"
         assert got[0].headers["h"].as_bytes() == b"v"
-        assert [m.offset for m in got] == [0, 1]
+        assert [m.offset for m in got] == [0, 1, 2]
     finally:
         try:
             await client.delete_stream(name, missing_ok=True)
@@ -123,7 +136,12 @@ def _mtls_facts() -> tuple[str, lb.TLSOptions, lb.TLSOptions, int]:
 async def test_mutual_tls_round_trip_with_a_client_certificate(transport: str) -> None:
     url, trust, with_cert, port = _mtls_facts()
     client = await lb.connect(
-        url, tls=with_cert, nats_tls=trust, timeout=_TIMEOUT, subscribe_transport=transport
+        url,
+        tls=with_cert,
+        nats_tls=trust,
+        timeout=_TIMEOUT,
+        subscribe_transport=transport,
+        publish_transport=transport,
     )
     name = f"sw-lb-mtls-{uuid.uuid4().hex[:12]}"
     try:
@@ -133,6 +151,9 @@ async def test_mutual_tls_round_trip_with_a_client_certificate(transport: str) -
             first = await producer.send_and_wait(b"over nats", key=b"k")
         async with client.producer(name, transport="grpc") as producer:  # PublishAsync
             second = await producer.send_and_wait(b"over grpc")
+            assert producer._grpc is not None
+            h2 = isinstance(producer._grpc._call, H2PublishCall)
+            assert h2 is (transport == "http2")
         assert (first.offset, second.offset) == (0, 1)
         async with client.consumer(name, offset="first") as consumer:  # Subscribe (mTLS)
             got = await _read(consumer, 2)

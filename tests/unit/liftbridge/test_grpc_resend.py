@@ -2,7 +2,8 @@
 in-process grpc.aio server whose streams break as each test scripts: what waited is written
 again on a new stream (first sent first, nothing acked twice), within the client's reconnect
 policy; past it, or with ``reconnect=None``, or on an error that is not transient, what waits
-fails; a message that timed out while waiting is not written again."""
+fails; a message that timed out while waiting is not written again. Over both
+``publish_transport``s (streamwire's HTTP/2 client, grpc.aio)."""
 
 from __future__ import annotations
 
@@ -81,9 +82,18 @@ class FlakyServer:
         )
 
 
-@pytest.fixture
-async def serve() -> AsyncIterator[list[FlakyServer]]:
-    servers: list[FlakyServer] = []
+class Servers(list[FlakyServer]):
+    """The servers a test started, and how its clients carry PublishAsync streams."""
+
+    def __init__(self, transport: str) -> None:
+        super().__init__()
+        self.transport = transport
+
+
+@pytest.fixture(params=["http2", "grpcio"])
+async def serve(request: pytest.FixtureRequest) -> AsyncIterator[list[FlakyServer]]:
+    """Every test runs with both ``publish_transport``s."""
+    servers = Servers(request.param)
     try:
         yield servers
     finally:
@@ -98,7 +108,11 @@ async def client_of(
     await server.start()
     servers.append(server)
     url = f"liftbridge://127.0.0.1:{server.port}?nats=nats://127.0.0.1:{dead_port()}"
-    return server, await lb.connect(url, timeout=5, require_nats=False, reconnect=reconnect)
+    transport = servers.transport if isinstance(servers, Servers) else "auto"
+    client = await lb.connect(
+        url, timeout=5, require_nats=False, reconnect=reconnect, publish_transport=transport
+    )
+    return server, client
 
 
 async def test_what_waited_on_a_broken_stream_is_sent_again_in_order(

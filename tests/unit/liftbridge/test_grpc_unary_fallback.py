@@ -53,9 +53,12 @@ async def old_server() -> AsyncIterator[OldServer]:
         await server.server.stop(None)
 
 
-async def test_unimplemented_publish_async_moves_to_unary_publish(old_server: OldServer) -> None:
+@pytest.mark.parametrize("transport", ["http2", "grpcio"])
+async def test_unimplemented_publish_async_moves_to_unary_publish(
+    old_server: OldServer, transport: str
+) -> None:
     url = f"liftbridge://127.0.0.1:{old_server.port}?nats=nats://127.0.0.1:{dead_port()}"
-    client = await lb.connect(url, timeout=5, require_nats=False)
+    client = await lb.connect(url, timeout=5, require_nats=False, publish_transport=transport)
     try:
         async with client.producer("orders", transport="grpc") as producer:
             futures = [await producer.send(b"m%d" % i, key=b"k") for i in range(50)]
@@ -72,3 +75,52 @@ async def test_unimplemented_publish_async_moves_to_unary_publish(old_server: Ol
         assert all(r.key == b"k" for r in old_server.published)
     finally:
         await client.close()
+
+
+class RefusingServer(OldServer):
+    """Answers the producer's start probe on PublishAsync, then refuses every PublishAsync
+    stream with UNIMPLEMENTED once a request arrived (as a server whose PublishAsync went
+    away): what was written on it must go out again as unary Publish calls. Over HTTP/2
+    only: grpc.aio reports such a refusal mid-write as INTERNAL "Internal error from Core"
+    (why the producer probes at start, ``GrpcPublisher.start``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streams = 0
+
+    async def publish_async(self, requests: Any, context: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        async for _ in requests:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no PublishAsync here")
+        for _ in ():  # an async generator that yields nothing: the probe ends with OK
+            yield pb.PublishResponse()
+
+    async def start(self) -> None:
+        self.port = await start_api(
+            self.server,
+            {"FetchMetadata": self.metadata, "Publish": self.publish},
+            {"PublishAsync": self.publish_async},
+        )
+
+
+async def test_unimplemented_on_a_stream_sends_what_was_written_as_unary_publish() -> None:
+    server = RefusingServer()
+    await server.start()
+    url = f"liftbridge://127.0.0.1:{server.port}?nats=nats://127.0.0.1:{dead_port()}"
+    client = await lb.connect(url, timeout=5, require_nats=False, publish_transport="http2")
+    try:
+        async with client.producer("orders", transport="grpc") as producer:
+            publisher = producer._grpc
+            assert publisher is not None
+            at_start = publisher.unary
+            assert not at_start  # the probe found PublishAsync
+            futures = [await producer.send(b"u%d" % i) for i in range(30)]
+            confirmations = await asyncio.wait_for(asyncio.gather(*futures), 10)
+            assert publisher.unary
+            assert publisher.streams_opened == 1
+        assert sorted(c.offset for c in confirmations) == list(range(30))  # type: ignore[type-var]
+        assert sorted(r.value for r in server.published) == sorted(b"u%d" % i for i in range(30))
+        assert server.streams == 2  # the probe and the refused stream
+    finally:
+        await client.close()
+        await server.server.stop(None)
