@@ -6,6 +6,7 @@ and the soak's flatness verdict. Pure functions except :class:`Stopwatch` and
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import statistics
@@ -17,6 +18,7 @@ from typing import Any, Self
 
 __all__ = (
     "Log",
+    "ab_parser",
     "Measurement",
     "RssVerdict",
     "Stopwatch",
@@ -311,3 +313,23 @@ def first_line(exc: BaseException) -> str:
 
 
 Log = Callable[[str], None]
+
+
+def ab_parser(
+    doc: str | None, *, rounds: int, messages: int, clients: Iterable[str]
+) -> argparse.ArgumentParser:
+    """The arguments every fresh-process RabbitMQ A/B script takes: the broker, rounds,
+    messages, size and clients, and ``--one`` (the child's run, as JSON)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument(
+        "--rabbitmq",
+        default=os.environ.get(
+            "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+        ),
+    )
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--messages", type=int, default=messages)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--clients", default=",".join(clients), help="comma-separated")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
+    return parser

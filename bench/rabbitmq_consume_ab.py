@@ -29,6 +29,7 @@ from pathlib import Path
 from bench._common import (
     Measurement,
     Stopwatch,
+    ab_parser,
     fmt_ratio,
     markdown_table,
     median,
@@ -160,20 +161,9 @@ def report(rounds: Sequence[Mapping[str, Measurement]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--rabbitmq",
-        default=os.environ.get(
-            "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
-        ),
-    )
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--messages", type=int, default=400_000)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated")
+    parser = ab_parser(__doc__, rounds=7, messages=400_000, clients=CLIENTS)
     parser.add_argument("--base-src", help="another tree's src: every client runs against it too")
     parser.add_argument("--stream", help=argparse.SUPPRESS)
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
     args = parser.parse_args()
     if args.one:
         m = asyncio.run(_consume(args.rabbitmq, args.stream, args.one, args.messages))

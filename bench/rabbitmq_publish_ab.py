@@ -14,7 +14,6 @@ machine's load moves much less than a ratio of medians.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,6 +27,7 @@ from bench import rabbitmq
 from bench._common import (
     Measurement,
     Stopwatch,
+    ab_parser,
     fmt_ratio,
     markdown_table,
     median,
@@ -99,18 +99,7 @@ def report(rounds: Sequence[Mapping[str, Measurement]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--rabbitmq",
-        default=os.environ.get(
-            "STREAMWIRE_RABBITMQ_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
-        ),
-    )
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
+    parser = ab_parser(__doc__, rounds=9, messages=200_000, clients=CLIENTS)
     args = parser.parse_args()
     if args.one:
         m = asyncio.run(_one(args.rabbitmq, args.one, args.messages, args.size))
