@@ -123,6 +123,14 @@ async def test_http2_only_refuses_a_server_without_it(
     assert server.stored == []
 
 
+async def call_of_one_publish(client: Client) -> object:
+    """The PublishAsync call a gRPC producer of ``client`` carried one message on."""
+    async with client.producer("orders", transport="grpc") as producer:
+        async with asyncio.timeout(BUDGET):
+            await producer.send_and_wait(b"x")
+        return producer._grpc._call if producer._grpc else None
+
+
 @pytest.mark.parametrize(
     ("transport", "kind"),
     [("grpcio", GrpcioPublishCall), ("auto", H2PublishCall), ("http2", H2PublishCall)],
@@ -132,10 +140,7 @@ async def test_the_transport_chooses_the_call(
 ) -> None:
     client = await connect(server, transport)
     try:
-        async with client.producer("orders", transport="grpc") as producer:
-            async with asyncio.timeout(BUDGET):
-                await producer.send_and_wait(b"x")
-            assert isinstance(producer._grpc._call if producer._grpc else None, kind)
+        assert isinstance(await call_of_one_publish(client), kind)
     finally:
         await client.close()
 
@@ -155,9 +160,6 @@ async def test_http2_tries_a_broker_that_auto_fell_back_for(server: FlakyServer)
     client = await connect(server, "http2")
     client._h2_refused.add(("127.0.0.1", server.port))
     try:
-        async with client.producer("orders", transport="grpc") as producer:
-            async with asyncio.timeout(BUDGET):
-                await producer.send_and_wait(b"x")
-            assert isinstance(producer._grpc._call if producer._grpc else None, H2PublishCall)
+        assert isinstance(await call_of_one_publish(client), H2PublishCall)
     finally:
         await client.close()
