@@ -81,6 +81,7 @@ _Item = Message | _End | StreamwireError
 #: How long closing (or a failed subscribe) waits for a reading thread to end after
 #: cancelling its call; it normally takes a millisecond.
 _JOIN_TIMEOUT: Final = 5.0
+_READER_STOP_TIMEOUT: Final = 10.0  # what close() waits for its cancelled reader task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -466,8 +467,16 @@ class Consumer(AsyncStartable):
             reader, self._reader = self._reader, None
             if reader is not None and not reader.done():
                 reader.cancel()
-                await asyncio.wait({reader})  # a cancellation of close() itself propagates
-                if not reader.cancelled() and reader.exception() is not None:
+                # bounded: a task that loses its cancellation must not hold close() (a
+                # cancellation of close() itself propagates)
+                await asyncio.wait({reader}, timeout=_READER_STOP_TIMEOUT)
+                if not reader.done():
+                    logger.warning(
+                        "consumer %s: its reader did not stop within %s s; left to end alone",
+                        self,
+                        _READER_STOP_TIMEOUT,
+                    )
+                elif not reader.cancelled() and reader.exception() is not None:
                     logger.debug("consumer %s reader ended with %r", self, reader.exception())
             # the one cancelled above, or one the reader made meanwhile
             sub, self._subscription = self._subscription, None

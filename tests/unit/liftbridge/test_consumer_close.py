@@ -36,6 +36,7 @@ import pytest
 
 import streamwire.liftbridge._h2_subscription as h2_subscription
 import streamwire.liftbridge._stream_reader as stream_reader
+import streamwire.liftbridge.consumer as consumer_module
 from streamwire.codec.offset import Offset
 from streamwire.errors import (
     ConnectionClosed,
@@ -209,6 +210,43 @@ async def test_close_ends_the_thread_cancels_the_call_and_drops_it() -> None:
             assert api.calls[0].ended.wait(BUDGET), "the server never saw the cancellation"
             assert await consumer.next(timeout=0) is None  # closed: iteration is over
             assert await consumer.next_batch(10, timeout=0) == []
+
+
+@pytest.mark.parametrize("subscribe_transport", ["http2"], indirect=True)
+async def test_close_does_not_wait_forever_for_a_reader_that_lost_its_cancellation(
+    subscribe_transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task can lose a cancellation (Python 3.11's ``wait_for`` did, inside nats-py):
+    close() waits for its cancelled reader a bounded time, then returns."""
+    monkeypatch.setattr(consumer_module, "_READER_STOP_TIMEOUT", 0.2)
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(BUDGET)  # the cancellation is lost here
+        async with asyncio.timeout(BUDGET):
+            await release.wait()
+
+    def script(call: Call) -> Iterator[bytes]:
+        yield handshake()
+        yield from call.hang()
+
+    with FakeApi([script]) as api:
+        async with client_of(api) as client:
+            consumer = await started(client)
+            real, consumer._reader = consumer._reader, asyncio.create_task(stubborn())
+            stuck = consumer._reader
+            await asyncio.sleep(0)  # the stubborn task is in its sleep
+            try:
+                async with asyncio.timeout(BUDGET):
+                    await consumer.close()
+                assert not stuck.done(), "the reader was meant to outlive the wait"
+            finally:
+                release.set()
+                for task in (real, stuck):
+                    if task is not None:
+                        task.cancel()
+                        await asyncio.wait({task}, timeout=BUDGET)
 
 
 @pytest.mark.parametrize("subscribe_transport", ["grpcio"], indirect=True)
