@@ -7,9 +7,12 @@ and the soak's flatness verdict. Pure functions except :class:`Stopwatch` and
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from typing import Any, Self
 __all__ = (
     "Log",
     "ab_parser",
+    "run_child",
     "Measurement",
     "RssVerdict",
     "Stopwatch",
@@ -333,3 +337,23 @@ def ab_parser(
     parser.add_argument("--clients", default=",".join(clients), help="comma-separated")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one run, JSON out
     return parser
+
+
+def run_child(
+    root: os.PathLike[str] | str, src: str, module: str, args: Sequence[str], env: Mapping[str, str]
+) -> Measurement:
+    """Run ``python -m module args`` in a fresh process (``src`` and ``root`` on its path,
+    ``env`` over this environment) and read the measurement its last line prints as JSON."""
+    paths = [src, str(root), os.environ.get("PYTHONPATH", "")]
+    environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=environ,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return Measurement(got["messages"], got["seconds"], got["cpu_seconds"])

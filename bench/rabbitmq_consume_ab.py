@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -35,6 +33,7 @@ from bench._common import (
     median,
     paired_ratios,
     rotated,
+    run_child,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,15 +110,8 @@ def _spawn(name: str, url: str, stream: str, count: int, base_src: str | None) -
     if name.endswith(BASE):
         name, src = name.removesuffix(BASE), base_src or src
     mode, env = CLIENTS[name]
-    paths = [src, str(ROOT), os.environ.get("PYTHONPATH", "")]
-    environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    argv = [sys.executable, "-m", "bench.rabbitmq_consume_ab", "--one", mode, "--stream", stream]
-    argv += ["--rabbitmq", url, "--messages", str(count)]
-    done = subprocess.run(
-        argv, env=environ, cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
-    )
-    got = json.loads(done.stdout.strip().splitlines()[-1])
-    return Measurement(got["messages"], got["seconds"], got["cpu_seconds"])
+    args = ["--one", mode, "--stream", stream, "--rabbitmq", url, "--messages", str(count)]
+    return run_child(ROOT, src, "bench.rabbitmq_consume_ab", args, env)
 
 
 def _spread(values: Sequence[float], fmt: str) -> str:

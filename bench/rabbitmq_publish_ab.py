@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -33,6 +31,7 @@ from bench._common import (
     median,
     paired_ratios,
     rotated,
+    run_child,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,15 +64,8 @@ async def _one(url: str, publisher: str, count: int, size: int) -> Measurement:
 def _spawn(name: str, url: str, count: int, size: int) -> Measurement:
     """Run client ``name`` in a fresh process; its measurement."""
     publisher, env = CLIENTS[name]
-    paths = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
-    environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    argv = [sys.executable, "-m", "bench.rabbitmq_publish_ab", "--one", publisher]
-    argv += ["--rabbitmq", url, "--messages", str(count), "--size", str(size)]
-    done = subprocess.run(
-        argv, env=environ, cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
-    )
-    got = json.loads(done.stdout.strip().splitlines()[-1])
-    return Measurement(got["messages"], got["seconds"], got["cpu_seconds"])
+    args = ["--one", publisher, "--rabbitmq", url, "--messages", str(count), "--size", str(size)]
+    return run_child(ROOT, str(ROOT / "src"), "bench.rabbitmq_publish_ab", args, env)
 
 
 def report(rounds: Sequence[Mapping[str, Measurement]]) -> str:
