@@ -28,7 +28,7 @@ from bench import codec as codec_bench
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
-from bench._common import first_line
+from bench._common import first_line, settle_heap
 from bench.latency import percentiles, rabbitmq_latency
 from bench.plots import plot_comparison, plot_latency, plot_throughput
 from streamwire import _native
@@ -94,7 +94,9 @@ async def _cpu_timed(
     run: Any, name: str, count: int, rates: list[float], cpu: list[float]
 ) -> float:
     """Await ``run``; append its rate, and this process's CPU µs per message when the
-    client runs in this process."""
+    client runs in this process. The heap is settled first (:func:`settle_heap`); ``run``
+    is a coroutine not yet started, so nothing of it runs before the clock."""
+    settle_heap()
     before = time.process_time()
     rate = float(await run)
     spent = time.process_time() - before

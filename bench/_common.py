@@ -1,12 +1,13 @@
 """Helpers shared by the Liftbridge and Iggy benchmarks and the soak: measuring one run
 (wall clock and this process's CPU time), medians over rounds, ratios, Markdown tables, RSS
 and the soak's flatness verdict. Pure functions except :class:`Stopwatch` and
-:func:`rss_mb`, which read clocks and ``/proc``.
+:func:`rss_mb`, which read clocks and ``/proc``, and :func:`settle_heap`.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -38,6 +39,7 @@ __all__ = (
     "rss_mb",
     "rotated",
     "rss_verdict",
+    "settle_heap",
     "summarize",
 )
 
@@ -73,9 +75,25 @@ class Measurement:
         return self.server_cpu_seconds * 1e6 / self.messages
 
 
+def settle_heap() -> None:
+    """Collect every generation before a timed run starts.
+
+    Clients run one after another in one process. A client that leaves many long-lived
+    objects behind (a peer's caches, a publisher's messages) makes the collector's next
+    full collection due, and whichever client allocates next pays for it inside its own
+    timed window: in a ``python -m bench`` run the ``async for`` consumer, which follows
+    rbfly and rstream, paid one full collection of 27 – 30 ms (0.15 µs per message of
+    200 000) that ``next_batch``, run first, never saw. Collecting first gives every
+    client the same clean heap; each still pays for the collections its own allocations
+    cause.
+    """
+    gc.collect()
+
+
 class Stopwatch:
     """``with Stopwatch() as sw: ...; sw.result(count)``: wall clock and process CPU time
-    of the block (or up to :meth:`result` when called inside it)."""
+    of the block (or up to :meth:`result` when called inside it), started on a settled heap
+    (:func:`settle_heap`)."""
 
     def __init__(self) -> None:
         self._wall = 0.0
@@ -83,6 +101,7 @@ class Stopwatch:
         self._stopped: tuple[float, float] | None = None
 
     def __enter__(self) -> Self:
+        settle_heap()
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
         self._stopped = None

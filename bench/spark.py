@@ -35,7 +35,7 @@ from typing import Any
 
 import streamwire
 import streamwire.rabbitmq as rmq
-from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio
+from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio, settle_heap
 
 __all__ = ("run", "table")
 
@@ -90,6 +90,7 @@ async def plain_write(url: str, stream: str, count: int, size: int) -> float:
     """Seconds to publish ``count`` messages with ``send_many``, all confirmed."""
     async with await rmq.connect(url) as client, client.producer(stream) as producer:
         body = b"x" * size
+        settle_heap()
         started, cpu = time.perf_counter(), time.process_time()
         futures = [
             await producer.send_many([body] * min(10_000, count - start))
@@ -103,6 +104,7 @@ async def plain_write(url: str, stream: str, count: int, size: int) -> float:
 async def plain_read(url: str, stream: str, count: int) -> float:
     """Seconds to read ``count`` messages with ``next_batch(2000)`` from the first offset."""
     async with await streamwire.connect(url) as client:
+        settle_heap()
         started, cpu = time.perf_counter(), time.process_time()
         seen = 0
         async with client.consumer(stream, offset="first") as consumer:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from bench._common import (
     ratio,
     rotated,
     rss_verdict,
+    settle_heap,
     summarize,
 )
 
@@ -49,6 +52,37 @@ def test_stopwatch_freezes_at_exit() -> None:
     assert sw.result(5) == first
     assert first.seconds >= 0.01
     assert first.messages == 5
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def _garbage_cycle() -> weakref.ref[_Node]:
+    """A cycle of two objects nobody refers to, aged into the oldest generation: only a full
+    collection frees it."""
+    first, second = _Node(), _Node()
+    first.other, second.other = second, first
+    gc.collect()  # survivors move up a generation each time: two collections reach the oldest
+    gc.collect()
+    return weakref.ref(first)
+
+
+def test_stopwatch_starts_on_a_settled_heap() -> None:
+    """A cycle left by an earlier client is collected before the clock starts, not inside a
+    later client's timed window."""
+    gc.disable()  # no automatic collection may free it first
+    try:
+        alive = _garbage_cycle()
+        assert alive() is not None
+        settle_heap()
+        assert alive() is None
+        alive = _garbage_cycle()
+        with Stopwatch():
+            assert alive() is None
+    finally:
+        gc.enable()
 
 
 def test_median_and_ratio() -> None:
