@@ -386,14 +386,21 @@ def test_the_fresh_process_ab_table() -> None:
     def m(rate: float, cpu_us: float) -> Measurement:
         return Measurement(messages=10, seconds=10 / rate, cpu_seconds=cpu_us * 10 / 1e6)
 
+    futures = "streamwire futures"
     rounds = [
-        {"streamwire": m(900, 0.3), "raw ceiling": m(1000, 0.4)},
-        {"streamwire": m(600, 0.5), "raw ceiling": m(500, 0.4)},
+        {"streamwire": m(900, 0.3), "raw ceiling": m(1000, 0.4), futures: m(810, 0.5)},
+        {"streamwire": m(600, 0.5), "raw ceiling": m(500, 0.4), futures: m(600, 0.6)},
         {"streamwire": m(300, 0.4), "raw ceiling": m(600, 0.4)},
+        {futures: m(100, 0.7)},  # its send_many failed in this round: no pair
     ]
     lines = rabbitmq_publish_ab.report(rounds).splitlines()
-    assert lines[2] == "| streamwire | 600 | 0.400 | 0.90x | 0.50x – 1.20x |"
-    assert lines[3] == "| raw ceiling | 600 | 0.400 | – | – |"
+    assert lines[2] == "| streamwire | 600 | 0.400 | 0.90x | 0.50x – 1.20x | – |"
+    assert lines[3] == "| raw ceiling | 600 | 0.400 | – | – | – |"
+    # send_batch against the raw ceiling (0.81x, 1.20x) and against send_many (0.90x, 1.00x)
+    assert (
+        lines[4]
+        == "| streamwire futures | 600 | 0.600 | 1.00x | 0.81x – 1.20x | 0.95x (0.90x – 1.00x) |"
+    )
 
 
 def test_the_fresh_process_consume_ab_table_pairs_each_iterator_with_its_batches() -> None:
