@@ -35,7 +35,7 @@ from streamwire.codec.message import Confirmation
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge.protocol.errors import ACK_ERRORS, AckTimeout, NoResponders
 from streamwire.liftbridge.protocol.messages import parse_ack, partition_of
-from streamwire.transport.inflight import InflightTable
+from streamwire.transport.inflight import InflightTable, fresh_exception
 from streamwire.transport.pending import Ledger
 
 __all__ = ("AckRouter", "AckRun", "AckStats", "InboxLink")
@@ -82,7 +82,7 @@ class AckRun:
     nor deadline entry per message. ``on_settled(run, count, exc)`` is called as messages
     settle (``exc`` None: stored); ``left`` counts those still waiting."""
 
-    __slots__ = ("cids", "failed", "key", "ledger", "left", "on_settled", "started")
+    __slots__ = ("cids", "failed", "key", "ledger", "left", "on_settled", "payloads", "started")
 
     def __init__(
         self,
@@ -90,8 +90,11 @@ class AckRun:
         ledger: Ledger,
         on_settled: Callable[[AckRun, int, BaseException | None], object],
         started: tuple[float, object] = (0.0, None),
+        payloads: Sequence[bytes] | None = None,
     ) -> None:
         self.cids = cids
+        self.payloads = payloads
+        """What was sent for each message, when the sender may send it again (gRPC)."""
         self.ledger = ledger
         self.left = len(cids)
         self.on_settled = on_settled
@@ -126,8 +129,9 @@ class AckRouter:
         self._reply_prefix = f"{base}.n."
         self._ids = itertools.count(1)
         self.table: InflightTable[str, Confirmation] = InflightTable(name="message")
-        self._run_acks: dict[str, tuple[AckRun, int]] = {}
-        """Correlation id -> (run, index) of the messages of runs still waiting."""
+        self.run_acks: dict[str, tuple[AckRun, int]] = {}
+        """Correlation id -> (run, index) of the messages of runs still waiting (read it;
+        change it through :meth:`take`, :meth:`expect_run` and :meth:`forget_run`)."""
         self._runs: dict[str, AckRun] = {}
         """Runs with messages still waiting, by key."""
         self.stats = AckStats()
@@ -186,7 +190,7 @@ class AckRouter:
     @property
     def waiting(self) -> int:
         """Messages whose ack has not arrived nor failed (futures and runs)."""
-        return len(self.table) + len(self._run_acks)
+        return len(self.table) + len(self.run_acks)
 
     def expect_run(
         self,
@@ -200,7 +204,7 @@ class AckRouter:
         if self._closed:
             raise ClosedError("cannot wait for acks: the client is closed")
         n = len(run.cids)
-        self._run_acks.update(zip(run.cids, zip(repeat(run, n), count()), strict=True))
+        self.run_acks.update(zip(run.cids, zip(repeat(run, n), count()), strict=True))
         self._runs[run.key] = run
         if timeout is not None:
             when = self._loop.time() + timeout
@@ -213,26 +217,50 @@ class AckRouter:
     def forget_run(self, run: AckRun) -> None:
         """Stop waiting for ``run`` (its publish failed): its messages stay pending in its
         ledger, nobody is told."""
-        pop = self._run_acks.pop
+        pop = self.run_acks.pop
         for cid in run.cids:
             pop(cid, None)
         self._runs.pop(run.key, None)
         run.left = 0
 
-    def _settle_run(self, run: AckRun, n: int, exc: BaseException | None) -> None:
+    @property
+    def runs(self) -> list[AckRun]:
+        """The runs with messages still waiting, first registered first."""
+        return list(self._runs.values())
+
+    def take(self, correlation_id: str) -> tuple[AckRun, int] | None:
+        """The run and index of ``correlation_id`` if it still waits (it then no longer
+        does: settle it into the run's ledger and tell :meth:`settle_run`); else None."""
+        return self.run_acks.pop(correlation_id, None)
+
+    def settle_run(self, run: AckRun, n: int, exc: BaseException | None) -> None:
+        """``n`` messages of ``run`` taken with :meth:`take` were settled in its ledger
+        (``exc`` None: stored): tell the run's owner."""
         run.left -= n
         if run.left <= 0:
             self._runs.pop(run.key, None)
         run.on_settled(run, n, exc)
 
+    def refuse(self, run: AckRun, index: int, exc: BaseException) -> None:
+        """Message ``index`` of ``run`` (taken with :meth:`take`) failed with ``exc``."""
+        run.ledger.fail(index, 1, exc)
+        self.settle_run(run, 1, exc)
+
+    def fail(self, correlation_id: str, exc: BaseException) -> None:
+        """Fail the message ``correlation_id`` with ``exc`` if it still waits (in a run or
+        with its own future)."""
+        entry = self.run_acks.pop(correlation_id, None)
+        if entry is not None:
+            self.refuse(*entry, exc)
+        elif correlation_id in self.table:
+            self.table.fail(correlation_id, exc)
+
     def _fail_run(self, run: AckRun, make: Callable[[str], BaseException]) -> None:
         """Fail every message of ``run`` still waiting, each with ``make(cid)``."""
-        pop, fail = self._run_acks.pop, run.ledger.fail
+        pop = self.run_acks.pop
         for i, cid in enumerate(run.cids):
             if pop(cid, None) is not None:
-                exc = make(cid)
-                fail(i, 1, exc)
-                self._settle_run(run, 1, exc)
+                self.refuse(run, i, make(cid))
 
     # --- deadlines -------------------------------------------------------------------
 
@@ -308,7 +336,7 @@ class AckRouter:
             logger.debug("dropped a non-ack on the ack inbox: %s", exc)
             return
         cid = ack.correlationId
-        entry = self._run_acks.pop(cid, None)
+        entry = self.run_acks.pop(cid, None)
         if entry is not None:
             run, i = entry
             self.stats.acks += 1
@@ -316,12 +344,10 @@ class AckRouter:
             if error:
                 self.stats.error_acks += 1
                 where = f"{ack.stream!r} ({ack.msgSubject})"
-                refused = ACK_ERRORS.from_code(error, f"message {cid} on {where}")
-                run.ledger.fail(i, 1, refused)
-                self._settle_run(run, 1, refused)
+                self.refuse(run, i, ACK_ERRORS.from_code(error, f"message {cid} on {where}"))
                 return
             run.ledger.confirm_one(i, ack.offset)
-            self._settle_run(run, 1, None)
+            self.settle_run(run, 1, None)
             return
         if cid not in self.table:
             self.stats.unmatched += 1
@@ -348,6 +374,13 @@ class AckRouter:
             self.table.fail(
                 cid, NoResponders(f"no Liftbridge partition leader listens on {subject}")
             )
+
+    def fail_all(self, exc: StreamwireError) -> None:
+        """Fail every waiting message, each with its own copy of ``exc`` (chained as
+        ``exc`` is); the router stays open."""
+        for run in self.runs:
+            self._fail_run(run, lambda _: fresh_exception(exc, None))
+        self.table.fail_all(exc)
 
     # --- closing ---------------------------------------------------------------------
 

@@ -15,9 +15,13 @@ at once, up to ``_BATCH`` per write) or on grpc.aio (``GrpcioPublishCall``: one 
 request), as the client's ``publish_transport`` says. One writer task writes the queued
 requests in order (a grpc.aio write cancelled half-way would cancel the whole call, so
 callers never write themselves: ``submit`` only queues); one reader task per stream routes
-the responses to the futures of an inbox-less :class:`AckRouter` (correlation ids, futures,
-ack deadlines). With ``AckPolicy.NONE`` the server sends nothing
-back: the message is confirmed once queued.
+the responses to an inbox-less :class:`AckRouter`. Requests arrive already serialized,
+with their correlation ids; the producer registers the messages of one call to one
+partition as one :class:`AckRun` (the lazy futures of one ledger, one deadline, the
+requests kept for sending again), as on NATS, and the reader settles each read's
+responses into the runs' ledgers, a range of consecutive messages at consecutive offsets
+at once (``_settle``). With ``AckPolicy.NONE`` the server sends nothing back: the message
+is confirmed once queued.
 
 When a stream breaks (the server went away, the connection was reset, the channel closed:
 an error :func:`~streamwire.transport.reconnect.is_retriable` calls transient), every message
@@ -45,15 +49,14 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
 
-from streamwire.codec.message import Confirmation
 from streamwire.errors import ClosedError, ConnectError, ConnectionClosed, StreamwireError
-from streamwire.liftbridge._acks import AckRouter
+from streamwire.liftbridge._acks import AckRouter, AckRun
 from streamwire.liftbridge._grpc import METHODS
 from streamwire.liftbridge._publish_calls import (
     Broken,
@@ -74,7 +77,7 @@ from streamwire.transport.reconnect import is_retriable
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
 
-__all__ = ("GrpcPublisher", "async_error", "stream_error")
+__all__ = ("GrpcPublisher", "Queued", "async_error", "stream_error")
 
 #: Most requests one write of an HTTP/2 PublishAsync call takes from the queue.
 _BATCH = 1024
@@ -82,6 +85,10 @@ _BATCH = 1024
 _ABORT_TIMEOUT = 5.0
 
 logger = logging.getLogger(__name__)
+
+#: A request waiting for the writer: ``(correlation id, serialized PublishRequest,
+#: partition)``; the id is empty when nothing is acked (``AckPolicy.NONE``).
+Queued = tuple[str, bytes, int]
 
 _E = pb.PublishAsyncError
 #: ``PublishAsyncError.Code`` to (registry, code) of the error raised.
@@ -119,10 +126,8 @@ class GrpcPublisher:
         self._what = f"PublishAsync to {stream!r}"
         self._request_timeout = request_timeout
         self.acks = AckRouter(None)
-        self._queue: deque[pb.PublishRequest] = deque()
+        self._queue: deque[Queued] = deque()
         self._wake = asyncio.Event()
-        self._sent: dict[str, pb.PublishRequest] = {}
-        """Requests awaiting their response, in the order queued."""
         self._call: PublishCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -180,43 +185,45 @@ class GrpcPublisher:
 
     # --- sending -----------------------------------------------------------------------
 
-    def next_id(self) -> str:
-        return self.acks.next_id()
+    def next_ids(self, count: int) -> list[str]:
+        return self.acks.next_ids(count)
 
-    def expect(
-        self,
-        request: pb.PublishRequest,
-        timeout: float | None,
-        what: str,
-        on_done: Callable[[asyncio.Future[Confirmation]], object],
-    ) -> asyncio.Future[Confirmation]:
-        """Register the response future of ``request`` (its correlation id is set)."""
+    def expect_run(self, run: AckRun, timeout: float | None, what: str) -> None:
+        """Wait for the responses of ``run`` (its ``payloads`` are its requests, kept to be
+        sent again); those missing after ``timeout`` seconds fail with AckTimeout."""
         if self._closed:
             raise ClosedError(f"{self._what}: the producer is closed")
-        cid = request.correlationId
+        on_settled = run.on_settled
 
-        def done(future: asyncio.Future[Confirmation]) -> None:
-            self._sent.pop(cid, None)
-            on_done(future)
+        def settled(run: AckRun, n: int, exc: BaseException | None) -> None:
+            on_settled(run, n, exc)
             if self._closed:
                 self._maybe_finish()
 
-        future = self.acks.expect(cid, timeout, what, done)
-        self._sent[cid] = request
-        return future
+        run.on_settled = settled
+        self.acks.expect_run(run, timeout, what)
 
-    def forget(self, request: pb.PublishRequest) -> None:
-        self._sent.pop(request.correlationId, None)
-        self.acks.forget(request.correlationId)
+    def forget_run(self, run: AckRun) -> None:
+        self.acks.forget_run(run)
 
-    def submit(self, request: pb.PublishRequest) -> None:
-        """Queue ``request`` for the writer (after :meth:`expect` when it is acked)."""
+    def submit(self, requests: Iterable[Queued]) -> None:
+        """Queue ``requests`` for the writer, in order (after :meth:`expect_run` when they
+        are acked)."""
         if self._closed:
             raise ClosedError(f"{self._what}: the producer is closed")
-        self._queue.append(request)
+        self._queue.extend(requests)
         self._wake.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def _waiting(self) -> list[Queued]:
+        """The requests still waiting for their response, first sent first."""
+        waiting = self.acks.run_acks
+        out: list[Queued] = []
+        for run in self.acks.runs:
+            payloads, p = run.payloads or (), run.ledger.partition or 0
+            out += [(c, payloads[i], p) for i, c in enumerate(run.cids) if c in waiting]
+        return out
 
     # --- the writer ----------------------------------------------------------------------
 
@@ -235,13 +242,13 @@ class GrpcPublisher:
                     self._writer_idle = False
             if self.unary:
                 request = queue.popleft()
-                task = asyncio.get_running_loop().create_task(self._publish_unary(request))
+                task = asyncio.get_running_loop().create_task(self._publish_unary(*request))
                 self._unary_calls.add(task)
                 task.add_done_callback(self._unary_calls.discard)
                 continue
             request = queue[0]
-            cid = request.correlationId
-            if cid and cid not in self.acks.table:  # timed out (or forgotten) while queued
+            cid = request[0]
+            if cid and cid not in self.acks.run_acks:  # timed out (or forgotten) while queued
                 queue.popleft()
                 continue
             call = self._call
@@ -252,7 +259,7 @@ class GrpcPublisher:
                     continue  # what is queued may have changed meanwhile
                 call = await self._open()
                 continue  # what is queued may have changed while it opened
-            taken, batch = self._batch() if call.batched else (1, [request])
+            taken, batch = self._batch() if call.batched else (1, [request[1]])
             try:
                 await call.write_many(batch)
             except Broken as broken:
@@ -268,12 +275,12 @@ class GrpcPublisher:
                 for _ in range(min(taken, len(queue))):
                     queue.popleft()
 
-    def _batch(self) -> tuple[int, list[pb.PublishRequest]]:
+    def _batch(self) -> tuple[int, list[bytes]]:
         """How many requests at the head of the queue (up to ``_BATCH``) one write of an
         HTTP/2 call takes, and those of them still to be written (not timed out)."""
-        table = self.acks.table
+        waiting = self.acks.run_acks
         head = list(itertools.islice(self._queue, _BATCH))
-        return len(head), [r for r in head if not r.correlationId or r.correlationId in table]
+        return len(head), [data for cid, data, _ in head if not cid or cid in waiting]
 
     def _servers(self) -> list[str | None]:
         """Where a stream may go: the URL's server (``None``), then every other broker known
@@ -304,8 +311,7 @@ class GrpcPublisher:
                 if not responses:
                     error = ConnectionClosed(f"{self._what}: the server ended the stream")
                     break
-                for response in responses:
-                    self._on_response(response)
+                self._on_responses(responses)
         except Broken as broken:
             error = broken.error
         finally:  # (cancelled too: an HTTP/2 call's connection is its own to close)
@@ -315,34 +321,56 @@ class GrpcPublisher:
             self._reader = None
             self._client._publishers.discard(self)  # nothing of it runs any more
 
-    def _on_response(self, response: pb.PublishResponse) -> None:
+    def _on_responses(self, responses: list[pb.PublishResponse]) -> None:
         if self._failing_since is not None:  # a stream works again
             self._failing_since = self._backoff = None
             self._broken = 0
-        cid = response.correlationId
-        request = self._sent.get(cid)
-        if request is None or cid not in self.acks.table:
-            self.acks.stats.unmatched += 1
-            return
-        self._settle(request, response)
+        self._settle(responses)
 
-    def _settle(self, request: pb.PublishRequest, response: pb.PublishResponse) -> None:
-        cid, table, stats = request.correlationId, self.acks.table, self.acks.stats
-        stats.acks += 1
-        where = f"message {cid} to {request.stream}/{request.partition}"
-        if response.HasField("asyncError"):
-            stats.error_acks += 1
-            table.fail(cid, async_error(response.asyncError, where))
-            return
-        if not response.HasField("ack"):
-            table.resolve(cid, Confirmation(None, None, request.stream, request.partition))
-            return
-        ack = response.ack
-        if ack.ackError:
-            stats.error_acks += 1
-            table.fail(cid, ACK_ERRORS.from_code(int(ack.ackError), where))
-            return
-        table.resolve(cid, Confirmation(None, ack.offset, ack.stream, request.partition))
+    def _settle(self, responses: Iterable[pb.PublishResponse]) -> None:
+        """Settle each response's message in its run's ledger. Stored messages that follow
+        each other in one run at consecutive offsets (the usual read: one producer, one
+        partition) are confirmed as one range, and their run is told once."""
+        router = self.acks
+        take, stats = router.take, router.stats
+        run: AckRun | None = None
+        start = count = first = 0  # the range being gathered: run indices, offsets
+        for response in responses:
+            cid = response.correlationId
+            entry = take(cid)
+            if entry is None:  # a duplicate, or after its timeout
+                stats.unmatched += 1
+                continue
+            stats.acks += 1
+            at, i = entry
+            if response.HasField("ack") and not response.HasField("asyncError"):
+                ack = response.ack
+                if not ack.ackError:
+                    offset = ack.offset
+                    if at is run and i == start + count and offset == first + count:
+                        count += 1
+                        continue
+                    if run is not None:
+                        self._confirm(run, start, count, first)
+                    run, start, count, first = at, i, 1, offset
+                    continue
+            ledger = at.ledger
+            where = f"message {cid} to {ledger.stream}/{ledger.partition}"
+            if response.HasField("asyncError"):
+                stats.error_acks += 1
+                router.refuse(at, i, async_error(response.asyncError, where))
+            elif response.HasField("ack"):
+                stats.error_acks += 1
+                router.refuse(at, i, ACK_ERRORS.from_code(int(response.ack.ackError), where))
+            else:  # neither: stored, no offset reported
+                ledger.confirm_one(i)
+                router.settle_run(at, 1, None)
+        if run is not None:
+            self._confirm(run, start, count, first)
+
+    def _confirm(self, run: AckRun, start: int, count: int, first_offset: int) -> None:
+        run.ledger.confirm(start, count, first_offset)
+        self.acks.settle_run(run, count, None)
 
     def _ended(self, call: PublishCall, error: StreamwireError) -> None:
         """The stream ``call`` is over: fail what waits on it (or, when the server has no
@@ -357,10 +385,8 @@ class GrpcPublisher:
         if isinstance(error, Unimplemented) and not self.unary:
             logger.info("%s: the server has no PublishAsync, using unary Publish", self._what)
             self.unary = True
-            queued = {id(r) for r in self._queue}
-            written = [
-                r for cid, r in self._sent.items() if cid in self.acks.table and id(r) not in queued
-            ]
+            queued = {cid for cid, _, _ in self._queue}
+            written = [r for r in self._waiting() if r[0] not in queued]
             self._queue.extendleft(reversed(written))
             self._wake.set()
             return
@@ -372,7 +398,7 @@ class GrpcPublisher:
         if given_up is None:
             return
         self._queue.clear()
-        self.acks.table.fail_all(given_up)
+        self.acks.fail_all(given_up)
         if self._closed:
             self._maybe_finish()
 
@@ -401,11 +427,10 @@ class GrpcPublisher:
         if policy.max_elapsed is not None:
             delay = min(delay, max(0.0, self._failing_since + policy.max_elapsed - now))
         self._reopen_at = now + delay
-        table = self.acks.table
-        waiting = [r for cid, r in self._sent.items() if cid in table]
-        queued = {id(r) for r in self._queue}
-        self.resent += sum(1 for r in waiting if id(r) not in queued)
-        unacked = [r for r in self._queue if not r.correlationId]  # AckPolicy.NONE
+        waiting = self._waiting()
+        queued = {cid for cid, _, _ in self._queue}
+        self.resent += sum(1 for r in waiting if r[0] not in queued)
+        unacked = [r for r in self._queue if not r[0]]  # AckPolicy.NONE
         self._queue.clear()
         self._queue.extend(waiting)
         self._queue.extend(unacked)
@@ -424,25 +449,26 @@ class GrpcPublisher:
 
     # --- unary Publish ---------------------------------------------------------------------
 
-    async def _publish_unary(self, request: pb.PublishRequest) -> None:
-        cid = request.correlationId
-        what = f"Publish to {request.stream}/{request.partition}"
+    async def _publish_unary(self, cid: str, data: bytes, partition: int) -> None:
+        request = pb.PublishRequest.FromString(data)
+        what = f"Publish to {request.stream}/{partition}"
         try:
             response = await self._client._publish_request(
                 request, timeout=self._request_timeout, what=what
             )
         except StreamwireError as exc:
             if cid:
-                self.acks.table.fail(cid, exc)
+                self.acks.fail(cid, exc)
             return
-        if cid and cid in self.acks.table:
-            self._settle(request, response)
+        if cid:
+            response.correlationId = cid  # (the unary response need not carry it)
+            self._settle((response,))
 
     # --- closing -------------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
-        return len(self.acks.table)
+        return self.acks.waiting
 
     async def close(self) -> None:
         """Take no more messages. What is queued is still written, and the stream stays
@@ -462,7 +488,7 @@ class GrpcPublisher:
     def _maybe_finish(self) -> None:
         writer = self._writer
         writing = writer is not None and not writer.done() and writer is not asyncio.current_task()
-        if self._closed and not self.acks.table and not self._queue and not writing:
+        if self._closed and not self.acks.waiting and not self._queue and not writing:
             self._finish()
 
     def _finish(self) -> None:
@@ -492,14 +518,14 @@ class GrpcPublisher:
         """
         await self.close()
         reader = self._reader
-        if not self.acks.table and not self._queue and reader is not None and not reader.done():
+        if not self.acks.waiting and not self._queue and reader is not None and not reader.done():
             # nothing waits: the stream was half-closed, let the server end it (a reader
             # cancelled mid-read keeps its connection open until the collector runs)
             await asyncio.wait({reader}, timeout=1.0)
         tasks = {t for t in (self._writer, self._reader, *self._unary_calls) if t is not None}
         self._writer = None
         self._queue.clear()
-        self.acks.table.fail_all(error)
+        self.acks.fail_all(error)
         self._finish()
         half_close, self._half_close = self._half_close, None
         if half_close is not None:

@@ -79,8 +79,8 @@ class PublishCall(Protocol):
     batched: bool
     """Whether ``write_many`` takes many requests at once (else one at a time)."""
 
-    async def write_many(self, requests: list[pb.PublishRequest]) -> None:
-        """Write ``requests``; raises :class:`Broken`."""
+    async def write_many(self, requests: list[bytes]) -> None:
+        """Write ``requests`` (serialized PublishRequests); raises :class:`Broken`."""
 
     async def read_many(self) -> list[pb.PublishResponse]:
         """The next responses (``[]``: the server ended the stream); raises :class:`Broken`."""
@@ -93,20 +93,18 @@ class PublishCall(Protocol):
 
 
 class GrpcioPublishCall:
-    """A grpc.aio PublishAsync call."""
+    """A grpc.aio PublishAsync call (requests written as they are: already serialized)."""
 
     batched = False
 
     def __init__(self, channel: grpc.aio.Channel, what: str) -> None:
         m = METHODS["PublishAsync"]
         self._call: Any = channel.stream_stream(
-            m.path,
-            request_serializer=m.request.SerializeToString,
-            response_deserializer=m.response.FromString,
+            m.path, request_serializer=None, response_deserializer=m.response.FromString
         )()
         self._what = what
 
-    async def write_many(self, requests: list[pb.PublishRequest]) -> None:
+    async def write_many(self, requests: list[bytes]) -> None:
         error: StreamwireError | None = None
         try:
             for request in requests:
@@ -232,13 +230,13 @@ class H2PublishCall:
             return Broken(ConnectionClosed(f"{self._what}: the server ended the stream"))
         return Broken(stream_error(status_of(ended), self._what))
 
-    async def write_many(self, requests: list[pb.PublishRequest]) -> None:
+    async def write_many(self, requests: list[bytes]) -> None:
         call = self._call
         if call is None:
             raise Broken(self._failed or ConnectionClosed(f"{self._what}: not open"))
         error: h2grpc.CallEnded | None = None
         try:
-            await call.write([r.SerializeToString() for r in requests])
+            await call.write(requests)
         except h2grpc.CallEnded as exc:
             error = exc
         if error is not None:

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Literal, Protocol, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation, Message, outgoing
@@ -50,7 +50,7 @@ from streamwire.liftbridge.protocol.messages import (
     partition_for_key,
     partition_subject,
 )
-from streamwire.liftbridge.protocol.publish_template import PublishTemplate
+from streamwire.liftbridge.protocol.publish_template import PublishTemplate, RequestTemplate
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
 from streamwire.transport.resources import (
@@ -143,6 +143,15 @@ class ProducerOptions:
                 raise ConfigurationError(f"{name} must be None or >= 0 seconds")
 
 
+class _RunRegistry(Protocol):
+    """Where the acks of runs are awaited: the client's ack inbox (NATS), or a gRPC
+    publisher's stream."""
+
+    def expect_run(self, run: AckRun, timeout: float | None, what: str) -> None: ...
+
+    def forget_run(self, run: AckRun) -> None: ...
+
+
 class _Settlement:
     """The messages of one call, each acked on its own: the meter settles the call when the
     last of them ends (it is their acks' ``on_done``, after the producer's own one)."""
@@ -194,6 +203,8 @@ class Producer(AsyncStartable):
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
         self._template: PublishTemplate | None = None
+        self._request_templates: dict[int, RequestTemplate] = {}
+        """The gRPC path's PublishRequest templates, by partition."""
         self._grpc: GrpcPublisher | None = None
         self._meter = ProducerMeter(
             Destination("liftbridge", stream, f"{client.host}:{client.port}")
@@ -305,6 +316,14 @@ class Producer(AsyncStartable):
             limit = min(limit, self.options.max_message_bytes)
         return limit
 
+    def _request_template(self, partition: int) -> RequestTemplate:
+        template = self._request_templates.get(partition)
+        if template is None:
+            template = self._request_templates[partition] = RequestTemplate(
+                stream=self.stream, partition=partition, ack_policy=self.options.ack_policy
+            )
+        return template
+
     def _request(
         self,
         value: bytes | Message,
@@ -312,31 +331,53 @@ class Producer(AsyncStartable):
         headers: Mapping[str, HeaderInput] | None,
         expected_offset: int | None,
         partition: int | None,
-    ) -> pb.PublishRequest:
-        """The PublishRequest of a message on the gRPC path (correlation id set when it is
-        acked)."""
+        cid: str,
+    ) -> tuple[str, bytes, int]:
+        """``(correlation id, serialized PublishRequest, partition)`` of a message on the
+        gRPC path (the id is empty when it is not acked)."""
+        payload, key, wire = self._fields(value, key, headers)
+        key_bytes = None if key is None else bytes(key)
+        p = self._partition(key_bytes, partition)
+        if not wire and expected_offset is None:  # the usual message: shared fields cached
+            data = self._request_template(p).encode(payload, cid, key_bytes)
+        else:
+            data = pb.PublishRequest(
+                key=key_bytes or b"",
+                value=payload,
+                stream=self.stream,
+                partition=p,
+                headers=wire,
+                ackPolicy=pb.AckPolicy.ValueType(self.options.ack_policy),
+                expectedOffset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
+                correlationId=cid,
+            ).SerializeToString()
+        self._check_size(len(data))
+        return cid, data, p
+
+    def _requests(self, values: list[bytes | Message]) -> list[tuple[str, bytes, int]]:
+        """:meth:`_request` of each of ``send_batch``'s values (a value that cannot be
+        encoded raises: nothing is sent); ``bytes`` values to a one-partition stream in
+        one pass (the same bytes)."""
         publisher = self._grpc
         if publisher is None:
             raise ClosedError("producer not started: use 'async with' or 'await'")
-        payload, key, wire = self._fields(value, key, headers)
-        key_bytes = None if key is None else bytes(key)
-        opts = self.options
-        request = pb.PublishRequest(
-            key=key_bytes or b"",
-            value=payload,
-            stream=self.stream,
-            partition=self._partition(key_bytes, partition),
-            headers=wire,
-            ackPolicy=pb.AckPolicy.ValueType(opts.ack_policy),
-            expectedOffset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
-            correlationId=publisher.next_id() if self._acked else "",
-        )
-        size, limit = request.ByteSize(), self._limit()
+        n = len(values)
+        cids = publisher.next_ids(n) if self._acked else [""] * n
+        if self.partitions != 1 or not all(type(value) is bytes for value in values):
+            request = self._request
+            pairs = zip(values, cids, strict=True)
+            return [request(value, None, None, None, None, cid) for value, cid in pairs]
+        datas = self._request_template(0).encode_many(values, cids)  # type: ignore[arg-type]
+        if datas:
+            self._check_size(max(map(len, datas)))
+        return list(zip(cids, datas, repeat(0), strict=False))  # (repeat: endless)
+
+    def _check_size(self, size: int) -> None:
+        limit = self._limit()
         if size > limit:
             raise MessageTooLarge(
                 f"a {size}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
             )
-        return request
 
     def _encode(
         self,
@@ -372,11 +413,7 @@ class Producer(AsyncStartable):
                 expected_offset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
                 crc=opts.crc,
             )
-        limit = self._limit()
-        if len(data) > limit:
-            raise MessageTooLarge(
-                f"a {len(data)}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
-            )
+        self._check_size(len(data))
         return data, None if key is None else bytes(key)
 
     def _encode_plain(self, values: list[bytes | Message]) -> list[tuple[str, bytes, int]] | None:
@@ -398,12 +435,7 @@ class Producer(AsyncStartable):
             )
         cids = self._client._next_correlation_ids(len(values))
         datas = template.encode_many(values, cids)  # type: ignore[arg-type]  # all bytes
-        limit = self._limit()
-        if max(map(len, datas)) > limit:
-            size = next(n for n in map(len, datas) if n > limit)
-            raise MessageTooLarge(
-                f"a {size}-byte message exceeds the limit of {limit} bytes on {self.stream!r}"
-            )
+        self._check_size(max(map(len, datas)))
         return list(zip(cids, datas, repeat(0), strict=False))
 
     # --- sending -----------------------------------------------------------------------
@@ -430,11 +462,12 @@ class Producer(AsyncStartable):
         cancelled. Cancelling the returned future does not unpublish anything.
         """
         self._check()
-        if self._over_grpc():
-            request = self._request(value, key, headers, expected_offset, partition)
+        if self._over_grpc() and self._grpc is not None:
+            cid = self._grpc.next_ids(1)[0] if self._acked else ""
+            item = self._request(value, key, headers, expected_offset, partition, cid)
             if self.pending >= self.options.max_in_flight:
                 await self._wait_for_room(timeout)
-            return self._publish_grpc(request)
+            return (await self._publish_grpc([item]))[0]
         client = self._client
         cid = client._next_correlation_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
@@ -460,34 +493,6 @@ class Producer(AsyncStartable):
             await client._publish(subject, data, reply, block)
         except BaseException:
             self._unexpect([cid], [future])
-            raise
-        return future
-
-    def _publish_grpc(self, request: pb.PublishRequest) -> asyncio.Future[Confirmation]:
-        """Queue one request on the gRPC path; its future settles with its response (or at
-        once, unacked)."""
-        publisher = self._grpc
-        if publisher is None:
-            raise ClosedError("producer not started: use 'async with' or 'await'")
-        self._check()
-        nbytes = len(request.value)
-        p = request.partition
-        if not self._acked:
-            publisher.submit(request)
-            future: asyncio.Future[Confirmation] = self._client._loop.create_future()
-            future.set_result(Confirmation(None, None, self.stream, p))
-            self._meter.settled(self._meter.sent(1, nbytes), 1, 0)
-            return future
-        settle = _Settlement(self._meter, 1, nbytes, self._done)
-        what = f"a message to {self.stream}/{p} over gRPC"
-        future = publisher.expect(request, self.options.ack_timeout, what, settle)
-        self._pending.add(future)
-        self._idle.clear()
-        try:
-            publisher.submit(request)
-        except BaseException:
-            publisher.forget(request)
-            self._pending.discard(future)
             raise
         return future
 
@@ -571,10 +576,12 @@ class Producer(AsyncStartable):
         Cancellation: the messages published before the cancellation stay published.
         """
         self._check()
-        if self._over_grpc():
-            return await self._send_batch_grpc(values, timeout)
         values = values if isinstance(values, list) else list(values)
-        encoded = self._encode_plain(values)
+        encoded: list[tuple[str, bytes, int]] | None
+        if self._over_grpc():
+            encoded, publish = self._requests(values), self._publish_grpc
+        else:
+            encoded, publish = self._encode_plain(values), self._publish_many
         if encoded is None:
             encoded = []
             for value in values:  # a message that cannot be encoded fails the call: none sent
@@ -588,20 +595,44 @@ class Producer(AsyncStartable):
             if self.pending >= limit:
                 await self._wait_for_room(timeout)
             end = start + max(limit - self.pending, 1)
-            futures += await self._publish_many(encoded[start:end])
+            futures += await publish(encoded[start:end])
             start = end
         return futures
 
-    async def _send_batch_grpc(
-        self, values: Iterable[bytes | Message], timeout: float | None
+    async def _publish_grpc(
+        self, items: list[tuple[str, bytes, int]]
     ) -> list[asyncio.Future[Confirmation]]:
-        requests = [self._request(value, None, None, None, None) for value in values]
-        futures: list[asyncio.Future[Confirmation]] = []
-        for request in requests:
-            if self.pending >= self.options.max_in_flight:
-                await self._wait_for_room(timeout)
-            futures.append(self._publish_grpc(request))
-        return futures
+        """Queue ``(correlation id, request, partition)`` items on the gRPC stream: acked,
+        as one run per partition (as :meth:`_publish_runs`), else confirmed at once."""
+        publisher = self._grpc
+        if publisher is None:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+        self._check()
+        nbytes = sum(len(data) for _, data, _ in items)
+        if not self._acked:
+            publisher.submit(items)
+            return self._unacked(items, nbytes)
+        whats = {p: f"a message to {self.stream}/{p} over gRPC" for p in {p for *_, p in items}}
+        runs = self._open_runs(publisher, items, nbytes, whats, keep=True)
+        try:
+            publisher.submit(items)
+        except BaseException:  # the caller gets none of these futures
+            self._drop_runs(publisher, runs)
+            raise
+        return self._run_futures(runs, len(items))
+
+    def _unacked(
+        self, items: list[tuple[str, bytes, int]], nbytes: int
+    ) -> list[asyncio.Future[Confirmation]]:
+        """The futures of messages nothing acks (already handed over), confirmed."""
+        loop = self._client._loop
+        done: list[asyncio.Future[Confirmation]] = []
+        for _, _, p in items:
+            future: asyncio.Future[Confirmation] = loop.create_future()
+            future.set_result(Confirmation(None, None, self.stream, p))
+            done.append(future)
+        self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
+        return done
 
     async def _publish_many(
         self, items: list[tuple[str, bytes, int]]
@@ -611,13 +642,7 @@ class Producer(AsyncStartable):
         nbytes = sum(len(data) for _, data, _ in items)
         if not self._acked:
             await client._publish_many([(subjects[p], data, "") for _, data, p in items])
-            done: list[asyncio.Future[Confirmation]] = []
-            for _, _, p in items:
-                future: asyncio.Future[Confirmation] = client._loop.create_future()
-                future.set_result(Confirmation(None, None, self.stream, p))
-                done.append(future)
-            self._meter.settled(self._meter.sent(len(items), nbytes), len(items), 0)
-            return done
+            return self._unacked(items, nbytes)
         whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
         if not opts.detect_no_responders:
             return await self._publish_runs(items, nbytes, whats)
@@ -637,46 +662,85 @@ class Producer(AsyncStartable):
     async def _publish_runs(
         self, items: list[tuple[str, bytes, int]], nbytes: int, whats: dict[int, str]
     ) -> list[asyncio.Future[Confirmation]]:
-        """Publish acked messages as one ledger run per partition: lazy futures
-        (``transport.pending``), acks resolved into the ledgers (``_acks.AckRun``), one
-        deadline per run; the messages go out in their order, in one write."""
+        """Publish acked messages as one ledger run per partition (:meth:`_open_runs`); the
+        messages go out in their order, in one write."""
         client = self._client
         acks = client._acks
         if acks is None:
             raise ClosedError("the Liftbridge client is closed")
-        groups: dict[int, list[int]] = {p: [] for p in whats}
-        for i, (_, _, p) in enumerate(items):
-            groups[p].append(i)
-        meter, loop, timeout = self._meter, client._loop, self.options.ack_timeout
-        meter.accepted(len(items), nbytes)
-        runs: list[tuple[AckRun, list[int]]] = []
-        for p, at in groups.items():
-            ledger = Ledger(loop, len(at), self.stream, offsets=True)
-            ledger.partition = p
-            size = nbytes if len(groups) == 1 else sum(len(items[i][1]) for i in at)
-            run = AckRun([items[i][0] for i in at], ledger, self._run_settled)
-            run.started = meter.begin(len(at), size)
-            acks.expect_run(run, timeout, whats[p])  # raises only when closed: the first
-            runs.append((run, at))
-            self._in_runs += len(at)
-        self._idle.clear()
+        runs = self._open_runs(acks, items, nbytes, whats)
         subjects = self._subjects
         try:
             await client._publish_many(
                 [(subjects[p], data, "") for _, data, p in items], self.options.max_block
             )
         except BaseException:  # the caller gets none of these futures
-            for run, at in runs:
-                left = run.left
-                acks.forget_run(run)
-                self._in_runs -= left
-                if left:
-                    meter.settled(run.started, len(at) - run.failed - left, run.failed + left)
-            self._settled()
+            self._drop_runs(acks, runs)
             raise
+        return self._run_futures(runs, len(items))
+
+    def _open_runs(
+        self,
+        registry: _RunRegistry,
+        items: list[tuple[str, bytes, int]],
+        nbytes: int,
+        whats: dict[int, str],
+        *,
+        keep: bool = False,
+    ) -> list[tuple[AckRun, list[int]]]:
+        """Register acked ``(correlation id, data, partition)`` items as one run per
+        partition with ``registry``: lazy futures (``transport.pending``), acks resolved
+        into the run's ledger (``_acks.AckRun``), one deadline per run; ``keep``: the
+        runs keep their items' data (to send them again). Each run with the indices of its
+        items."""
+        groups: dict[int, list[int]] = {p: [] for p in whats}
+        if len(groups) == 1:
+            groups[next(iter(groups))] = list(range(len(items)))
+        else:
+            for i, (_, _, p) in enumerate(items):
+                groups[p].append(i)
+        meter, loop, timeout = self._meter, self._client._loop, self.options.ack_timeout
+        meter.accepted(len(items), nbytes)
+        runs: list[tuple[AckRun, list[int]]] = []
+        for p, at in groups.items():
+            ledger = Ledger(loop, len(at), self.stream, offsets=True)
+            ledger.partition = p
+            chosen = items if len(groups) == 1 else [items[i] for i in at]
+            size = nbytes if len(groups) == 1 else sum(len(data) for _, data, _ in chosen)
+            payloads = [data for _, data, _ in chosen] if keep else None
+            run = AckRun([c for c, _, _ in chosen], ledger, self._run_settled, payloads=payloads)
+            run.started = meter.begin(len(at), size)
+            try:
+                registry.expect_run(run, timeout, whats[p])  # raises only when closed
+            except BaseException:
+                self._drop_runs(registry, runs)
+                meter.settled(run.started, 0, len(at))
+                raise
+            runs.append((run, at))
+            self._in_runs += len(at)
+        self._idle.clear()
+        return runs
+
+    def _drop_runs(self, registry: _RunRegistry, runs: list[tuple[AckRun, list[int]]]) -> None:
+        """The messages of ``runs`` were not sent: stop waiting for them (the caller gets
+        none of their futures)."""
+        meter = self._meter
+        for run, at in runs:
+            left = run.left
+            registry.forget_run(run)
+            self._in_runs -= left
+            if left:
+                meter.settled(run.started, len(at) - run.failed - left, run.failed + left)
+        self._settled()
+
+    @staticmethod
+    def _run_futures(
+        runs: list[tuple[AckRun, list[int]]], count: int
+    ) -> list[asyncio.Future[Confirmation]]:
+        """The futures of ``count`` items registered as ``runs``, in the items' order."""
         if len(runs) == 1:
             return runs[0][0].ledger.futures()
-        futures: list[asyncio.Future[Confirmation]] = [None] * len(items)  # type: ignore[list-item]
+        futures: list[asyncio.Future[Confirmation]] = [None] * count  # type: ignore[list-item]
         for run, at in runs:
             for i, future in zip(at, run.ledger.futures(), strict=True):
                 futures[i] = future

@@ -25,7 +25,7 @@ from streamwire.errors import (
     RequestTimeout,
 )
 
-__all__ = ("CorrelationIds", "InflightTable", "IdsInUse")
+__all__ = ("CorrelationIds", "IdsInUse", "InflightTable", "fresh_exception")
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-def _fresh(
+def fresh_exception(
     template: BaseException | Callable[[], BaseException], cause: BaseException | None
 ) -> BaseException:
     """A new exception per waiter, so that tracebacks of different waiters never mix."""
@@ -165,7 +165,7 @@ class InflightTable(Generic[K, V]):
         failed = 0
         for future in pending.values():
             if not future.done():
-                future.set_exception(_fresh(exc, cause))
+                future.set_exception(fresh_exception(exc, cause))
                 failed += 1
         return failed
 

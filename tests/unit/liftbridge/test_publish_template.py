@@ -1,6 +1,7 @@
 """PublishTemplate writes exactly the envelope encode_publish writes, for any value, key,
 correlation id, ack inbox, ack policy and CRC setting; and what a leader decodes from it is
-the message that was sent."""
+the message that was sent. RequestTemplate (the gRPC path) writes exactly the generated
+class's PublishRequest."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamwire.errors import ConfigurationError
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import decode_publish, encode_publish
-from streamwire.liftbridge.protocol.publish_template import PublishTemplate
+from streamwire.liftbridge.protocol.publish_template import PublishTemplate, RequestTemplate
 
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 
@@ -64,6 +66,55 @@ def test_encode_many_equals_encode(
     assert template.encode_many(values, cids) == [template.encode(v, c) for v, c in messages]
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.one_of(st.binary(max_size=400), st.integers(0, 20_000).map(bytes)),
+    key=st.one_of(st.none(), st.binary(max_size=200)),
+    cid=st.one_of(text, st.text(min_size=130, max_size=140)),
+    stream=text,
+    partition=st.one_of(st.integers(0, 3), st.integers(0, 2**31 - 1)),
+    policy=st.sampled_from([0, 1, 2]),
+)
+def test_request_template_equals_the_generated_publish_request(
+    value: bytes, key: bytes | None, cid: str, stream: str, partition: int, policy: int
+) -> None:
+    template = RequestTemplate(stream=stream, partition=partition, ack_policy=policy)
+    data = template.encode(value, cid, key)
+    request = pb.PublishRequest(
+        key=key or b"",
+        value=value,
+        stream=stream,
+        partition=partition,
+        ackPolicy=policy,  # type: ignore[arg-type]
+        expectedOffset=-1,
+        correlationId=cid,
+    )
+    assert data == request.SerializeToString()
+    assert pb.PublishRequest.FromString(data) == request
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(
+        st.tuples(st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes)), text),
+        max_size=20,
+    ),
+    long_cid=st.text(min_size=130, max_size=140),
+    stream=text,
+    partition=st.integers(0, 1000),
+    policy=st.sampled_from([0, 1, 2]),
+)
+def test_request_encode_many_equals_encode(
+    messages: list[tuple[bytes, str]], long_cid: str, stream: str, partition: int, policy: int
+) -> None:
+    messages.append((b"v", long_cid))
+    template = RequestTemplate(stream=stream, partition=partition, ack_policy=policy)
+    values, cids = [v for v, _ in messages], [c for _, c in messages]
+    assert template.encode_many(values, cids) == [template.encode(v, c) for v, c in messages]
+
+
 def test_an_unknown_ack_policy_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         PublishTemplate(ack_inbox="i", ack_policy=3)
+    with pytest.raises(ConfigurationError):
+        RequestTemplate(stream="s", partition=0, ack_policy=3)
