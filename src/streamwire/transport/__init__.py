@@ -16,7 +16,7 @@ from streamwire.transport._errors import ErrorMap, Operation, map_errors
 from streamwire.transport.backoff import Backoff, Jitter, RandomSource
 from streamwire.transport.base import BytesLike, ByteStream
 from streamwire.transport.deadline import Deadline, DeadlineScope
-from streamwire.transport.inflight import CorrelationIds, IdsInUse, InflightTable
+from streamwire.transport.inflight import CorrelationIds, IdsInUse, InflightTable, fresh_exception
 from streamwire.transport.portal import SyncBridge
 from streamwire.transport.reconnect import ReconnectPolicy, is_retriable, retry
 from streamwire.transport.scripted import ScriptedStream
@@ -44,6 +44,7 @@ __all__ = (
     "TLSOptions",
     "TcpStream",
     "create_ssl_context",
+    "fresh_exception",
     "map_errors",
     "is_retriable",
     "open_tcp",
