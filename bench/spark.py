@@ -177,9 +177,7 @@ def spark_write(spark: Any, url: str, stream: str, rows: int, size: int) -> floa
     return _timed(lambda: writer.option("stream", stream).save())
 
 
-def run(
-    url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
-) -> dict[str, Any]:
+def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS) -> dict[str, Any]:
     """Medians over ``rounds`` of rows/s: plain read and write, Spark read and write (raw and
     net of the one-row job), and the ratios."""
     samples: dict[str, list[float]] = {
