@@ -212,7 +212,9 @@ def run_spark(args: argparse.Namespace) -> int:
     """``--spark``: bench/spark.py alone; its JSON goes to ``--output``."""
     from bench import spark as spark_bench
 
-    result = spark_bench.run(args.rabbitmq, args.rounds, args.spark_messages, args.spark_size)
+    result = spark_bench.run(
+        args.rabbitmq, args.rounds, args.spark_messages, args.spark_size, args.spark_jvm_flags
+    )
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
@@ -224,7 +226,7 @@ def run_spark(args: argparse.Namespace) -> int:
     print(
         f"codec: {_native.reason}\nSpark against the plain client, RabbitMQ, "
         f"{args.spark_messages:,} × {args.spark_size} B, medians of {args.rounds} rounds "
-        f"(rows/s)\n\n{spark_bench.table(result)}"
+        f"(rows/s), JVM {args.spark_jvm_flags!r}\n\n{spark_bench.table(result)}"
     )
     print("rounds:", json.dumps(result["rounds"]))
     return 0
@@ -297,6 +299,13 @@ def main() -> int:
     )
     parser.add_argument("--spark-messages", type=int, default=400_000)
     parser.add_argument("--spark-size", type=int, default=100, help="bytes per message")
+    parser.add_argument(
+        "--spark-jvm-flags",
+        default="-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        help="the Spark driver JVM's options; the default stops the JIT at C1 (quick to "
+        "start, as in the tests); '-XX:+UseSerialGC' alone lets C2 compile the hot loops, as "
+        "a production executor does, and halves Spark's CPU per row (docs/benchmarks.md)",
+    )
     args = parser.parse_args()
     if args.spark:
         return run_spark(args)

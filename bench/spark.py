@@ -44,7 +44,7 @@ JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 @contextmanager
-def session() -> Iterator[Any]:
+def session(jvm_flags: str = JVM_FLAGS) -> Iterator[Any]:
     """A ``local[1]`` SparkSession whose Python workers run this interpreter."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -54,7 +54,7 @@ def session() -> Iterator[Any]:
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("streamwire-bench")
-        .config("spark.driver.extraJavaOptions", JVM_FLAGS)
+        .config("spark.driver.extraJavaOptions", jvm_flags)
         .config("spark.driver.memory", "1g")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
@@ -179,7 +179,7 @@ def spark_write(spark: Any, url: str, stream: str, rows: int, size: int) -> floa
     return _timed(lambda: writer.option("stream", stream).save())
 
 
-def run(url: str, rounds: int, count: int, size: int) -> dict[str, Any]:
+def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS) -> dict[str, Any]:
     """Medians over ``rounds`` of rows/s: plain read and write, Spark read and write (raw and
     net of the one-row job), and the ratios."""
     samples: dict[str, list[float]] = {
@@ -189,11 +189,12 @@ def run(url: str, rounds: int, count: int, size: int) -> dict[str, Any]:
     cpu_us: dict[str, list[float]] = {
         k: [] for k in ("plain read", "spark read net", "plain write", "spark write net")
     }
-    with session() as spark:
-        warm = asyncio.run(_create(url))  # a first job pays for JVM warm-up and the worker
-        asyncio.run(plain_write(url, warm, 1000, size))
-        spark_read(spark, url, warm, 1000)
-        spark_write(spark, url, warm, 1000, size)
+    with session(jvm_flags) as spark:
+        warm = asyncio.run(_create(url))  # the first jobs pay for JVM warm-up (the JIT
+        asyncio.run(plain_write(url, warm, 100_000, size))  # compiling) and the worker
+        for _ in range(3):
+            spark_read(spark, url, warm, 100_000)
+            spark_write(spark, url, warm, 100_000, size)
         asyncio.run(_drop(url, warm))
         for r in range(rounds):
             stream = asyncio.run(_create(url))
@@ -235,6 +236,7 @@ def run(url: str, rounds: int, count: int, size: int) -> dict[str, Any]:
         "msg_per_s": medians,
         "cpu_us_per_msg": {k: median(v) for k, v in cpu_us.items()},
         "cpu_rounds": {k: [round(x, 2) for x in v] for k, v in cpu_us.items()},
+        "jvm_flags": jvm_flags,
         "read_ratio": ratio(medians["spark read"], medians["plain read"]),
         "read_ratio_net": ratio(medians["spark read net"], medians["plain read"]),
         "write_ratio": ratio(medians["spark write"], medians["plain write"]),

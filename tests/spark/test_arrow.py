@@ -4,6 +4,7 @@ plain bodies) gives exactly what the per-message path gives. No SparkSession, no
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -133,3 +134,80 @@ def test_columns_give_the_batch_of_their_messages(
     assert done == expected_done
     assert got.equals(_arrow.messages_batch(taken, "s", 3))
     assert pa.Table.from_batches([got]).equals(spark_batch([row(m, "s", 3) for m in taken]))
+
+
+def _chunk(bodies: list[bytes], chunk_id: int, timestamp_ms: int) -> bytes:
+    data = b"".join(simple(encode_data_body(b)) for b in bodies)
+    return chunk_bytes(data, len(bodies), chunk_id, zlib.crc32(data), timestamp_ms)
+
+
+PIECES = st.lists(
+    st.tuples(
+        st.lists(st.binary(max_size=40), min_size=1, max_size=12),
+        st.sampled_from(["columns", "messages", "no timestamp"]),
+        st.integers(0, 3),  # the chunk's timestamp: a few values, so runs repeat
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=200)
+@given(PIECES, st.integers(0, 80), st.integers(1, 80), st.integers(1, 25), st.integers(1, 400))
+def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
+    pieces: list[tuple[list[bytes], str, int]],
+    start: int,
+    length: int,
+    max_rows: int,
+    max_bytes: int,
+) -> None:
+    """Chunks (as columns, with or without a timestamp) and lists of messages, in offset
+    order, fed to a Batcher as the reader does: the batches hold exactly the rows the
+    per-piece batches hold (and so pyspark's conversion of the rows), stop where the range
+    says, and none is bigger than the bounds unless it is one piece alone."""
+    end = start + length
+    batcher = _arrow.Batcher("s", 3, rows=max_rows, nbytes=max_bytes)
+    got: list[pa.RecordBatch] = []
+    expected: list[pa.RecordBatch] = []
+    taken_rows: list[tuple[Any, ...]] = []
+    sizes: list[tuple[int, int]] = []  # (rows, value bytes) of each piece's rows in range
+    chunk_id = 0
+    for bodies, kind, ts in pieces:
+        chunk = _chunk(bodies, chunk_id, 1_700_000_000_000 + ts)
+        chunk_id += len(bodies)
+        if kind == "messages":
+            messages = decode_chunk(chunk, stream="s")
+            taken, done = _messages_in_range(messages, start, end)
+            batcher.messages(taken)
+            expected.append(_arrow.messages_batch(taken, "s", 3))
+        else:
+            cols = chunk_columns(chunk)
+            assert cols is not None
+            if kind == "no timestamp":
+                cols = dataclasses.replace(cols, timestamp_us=None)
+            batch, done = _arrow.columns_batch(cols, "s", 3, start, end)
+            assert batcher.columns(cols, start, end) == done
+            expected.append(batch)
+            taken = [
+                streamwire.Message.received(bytes(v), offset=o, timestamp_us=cols.timestamp_us)
+                for v, o in zip(
+                    batch.column("value").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    strict=True,
+                )
+            ]
+        taken_rows += [row(m, "s", 3) for m in taken]
+        sizes.append((len(taken), sum(len(m.value) for m in taken)))
+        got += batcher.take(everything=done)
+        if done:
+            break
+    got += batcher.take(everything=True)
+    assert all(b.schema.equals(_arrow.SCHEMA) and b.num_rows for b in got)
+    want = pa.Table.from_batches(expected, schema=_arrow.SCHEMA)
+    assert pa.Table.from_batches(got, schema=_arrow.SCHEMA).equals(want)
+    if taken_rows:
+        assert want.equals(spark_batch(taken_rows))
+    lone = {r for r, _ in sizes if r > max_rows} | {r for r, b in sizes if b > max_bytes}
+    for b in got:
+        nbytes = sum(len(v) for v in b.column("value").to_pylist())
+        assert (b.num_rows <= max_rows and nbytes <= max_bytes) or b.num_rows in lone

@@ -11,7 +11,9 @@ reading the messages. Two ways in, one schema (:data:`SCHEMA`, what pyspark deri
 * :func:`messages_batch`: any list of messages (every broker), one Python list per column.
 
 Both give exactly the batch pyspark would build from the row tuples (the tests compare them
-with pyspark's own conversion).
+with pyspark's own conversion). The reader puts them together with a :class:`Batcher`: the
+pieces of one partition's read (chunks, lists of messages) in order, as batches of up to
+:data:`BATCH_ROWS` rows, since Spark's cost per batch is paid again for every small chunk.
 """
 
 from __future__ import annotations
@@ -21,11 +23,20 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message
 
-__all__ = ("SCHEMA", "columns_batch", "messages_batch")
+__all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "messages_batch")
+
+#: Rows per batch the reader hands to Spark, at most, when it puts chunks together (Spark's
+#: own Arrow batch size, ``spark.sql.execution.arrow.maxRecordsPerBatch``): a batch of a few
+#: dozen rows costs Spark and the worker ten times more per row (docs/benchmarks.md).
+BATCH_ROWS: Final = 10_000
+#: ... and bytes of values, so that large messages make smaller batches. A single chunk or
+#: list of messages bigger than either bound is a batch of its own.
+BATCH_BYTES: Final = 8 << 20
 
 _HEADERS: Final = pa.map_(pa.string(), pa.binary())
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
@@ -50,34 +61,135 @@ def _constants(n: int, stream: str, partition: int) -> tuple[pa.Array, pa.Array]
     )
 
 
-def columns_batch(
-    cols: Columns, stream: str, partition: int, start: int, end: int
-) -> tuple[pa.RecordBatch, bool]:
-    """The messages of ``cols`` with offsets in ``[start, end)``, and whether a read of that
-    range is done (a message of ``cols`` is at or past ``end - 1``)."""
+class _Piece:
+    """The rows of one chunk's columns in a range: ``value`` and ``offset`` arrays over its
+    buffers (no copy) and the chunk's timestamp."""
+
+    __slots__ = ("offset", "rows", "timestamp_us", "value")
+
+    def __init__(self, cols: Columns, start: int, end: int) -> None:
+        offsets = memoryview(cols.offsets).cast("q")
+        lo = bisect_left(offsets, start)
+        n = max(bisect_left(offsets, end) - lo, 0)
+        buffers = [None, pa.py_buffer(cols.value_ends), pa.py_buffer(cols.values)]
+        self.rows = n
+        self.value = pa.Array.from_buffers(pa.binary(), n, buffers, 0, lo)
+        self.offset = pa.Array.from_buffers(
+            pa.int64(), n, [None, pa.py_buffer(cols.offsets)], 0, lo
+        )
+        self.timestamp_us = cols.timestamp_us
+
+
+def _done(cols: Columns, end: int) -> bool:
+    """Whether a read of a range ending at ``end`` is done once it has ``cols``: a message of
+    ``cols`` is at or past ``end - 1``."""
     offsets = memoryview(cols.offsets).cast("q")
-    lo = bisect_left(offsets, start)
-    hi = bisect_left(offsets, end)
-    done = hi < cols.count or (hi > 0 and offsets[hi - 1] >= end - 1)
-    n = max(hi - lo, 0)
-    buffers = [None, pa.py_buffer(cols.value_ends), pa.py_buffer(cols.values)]
-    values = pa.Array.from_buffers(pa.binary(), n, buffers, 0, lo)
-    offset = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)], 0, lo)
-    if cols.timestamp_us is None:
-        timestamp = pa.nulls(n, _TIMESTAMP)
+    return cols.count > 0 and offsets[cols.count - 1] >= end - 1
+
+
+def _timestamps(pieces: Sequence[_Piece], n: int) -> pa.Array:
+    first = pieces[0].timestamp_us
+    if all(p.timestamp_us == first for p in pieces):
+        if first is None:
+            return pa.nulls(n, _TIMESTAMP)
+        return pa.repeat(pa.scalar(first, _TIMESTAMP), n)
+    ends, total = [], 0
+    for p in pieces:
+        total += p.rows
+        ends.append(total)
+    runs = pa.RunEndEncodedArray.from_arrays(
+        pa.array(ends, pa.int32()), pa.array([p.timestamp_us for p in pieces], _TIMESTAMP)
+    )
+    return pc.run_end_decode(runs)
+
+
+def _pieces_batch(pieces: Sequence[_Piece], stream: str, partition: int) -> pa.RecordBatch:
+    if len(pieces) == 1:
+        value, offset = pieces[0].value, pieces[0].offset
     else:
-        timestamp = pa.repeat(pa.scalar(cols.timestamp_us, _TIMESTAMP), n)
+        value = pa.concat_arrays([p.value for p in pieces])
+        offset = pa.concat_arrays([p.offset for p in pieces])
+    n = len(value)
     stream_col, partition_col = _constants(n, stream, partition)
     arrays = [
-        values,
+        value,
         pa.nulls(n, pa.binary()),
         pa.nulls(n, _HEADERS),
         stream_col,
         partition_col,
         offset,
-        timestamp,
+        _timestamps(pieces, n),
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), done
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+
+def columns_batch(
+    cols: Columns, stream: str, partition: int, start: int, end: int
+) -> tuple[pa.RecordBatch, bool]:
+    """The messages of ``cols`` with offsets in ``[start, end)``, and whether a read of that
+    range is done (a message of ``cols`` is at or past ``end - 1``)."""
+    return _pieces_batch([_Piece(cols, start, end)], stream, partition), _done(cols, end)
+
+
+class Batcher:
+    """The rows of one partition's read, in order, as record batches of up to
+    :data:`BATCH_ROWS` rows and :data:`BATCH_BYTES` of values: chunk columns
+    (:meth:`columns`) and messages (:meth:`messages`) go in, :meth:`take` hands out what
+    is ready (a full batch, or a run of one kind ended by the other) and, with
+    ``everything``, what is pending too. The batches are exactly what :func:`columns_batch`
+    and :func:`messages_batch` give for the same rows, concatenated."""
+
+    def __init__(
+        self, stream: str, partition: int, rows: int = BATCH_ROWS, nbytes: int = BATCH_BYTES
+    ) -> None:
+        self._stream, self._partition = stream, partition
+        self._max_rows, self._max_bytes = rows, nbytes
+        self._pieces: list[_Piece] = []
+        self._messages: list[Message] = []
+        self._rows = self._bytes = 0
+        self._ready: list[pa.RecordBatch] = []
+
+    def columns(self, cols: Columns, start: int, end: int) -> bool:
+        """Add the messages of ``cols`` with offsets in ``[start, end)``; whether a read of
+        that range is done (a message of ``cols`` is at or past ``end - 1``)."""
+        piece = _Piece(cols, start, end)
+        if piece.rows:
+            if self._messages:
+                self._seal()
+            self._add(piece.rows, piece.value.nbytes)
+            self._pieces.append(piece)
+        return _done(cols, end)
+
+    def messages(self, messages: Sequence[Message]) -> None:
+        """Add messages, in order."""
+        if messages:
+            if self._pieces:
+                self._seal()
+            self._add(len(messages), sum(len(m.value) for m in messages))
+            self._messages.extend(messages)
+
+    def _add(self, rows: int, nbytes: int) -> None:
+        if self._rows and (
+            self._rows + rows > self._max_rows or self._bytes + nbytes > self._max_bytes
+        ):
+            self._seal()
+        self._rows += rows
+        self._bytes += nbytes
+
+    def _seal(self) -> None:
+        if self._pieces:
+            self._ready.append(_pieces_batch(self._pieces, self._stream, self._partition))
+        elif self._messages:
+            self._ready.append(messages_batch(self._messages, self._stream, self._partition))
+        self._pieces, self._messages = [], []
+        self._rows = self._bytes = 0
+
+    def take(self, everything: bool = False) -> list[pa.RecordBatch]:
+        """The batches ready, and with ``everything`` the rows pending as well."""
+        if everything or self._rows >= self._max_rows or self._bytes >= self._max_bytes:
+            self._seal()
+        ready, self._ready = self._ready, []
+        return ready
 
 
 def _headers(message: Message) -> dict[str, bytes] | None:

@@ -32,6 +32,7 @@ offsets live in the Spark checkpoint; nothing is committed to the broker.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -104,10 +105,13 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-#: Chunks (columnar consumers) or messages one read asks its consumer for at a time: each
-#: is one round trip to the worker's event loop, and at most that much work in it.
+#: Chunks (columnar consumers, per ``next_columns``) or messages one read asks its consumer
+#: for at a time; a round trip to the worker's event loop gathers chunks up to a batch's
+#: worth (``_fetch``).
 _CHUNKS_PER_CALL: Final = 16
 _MESSAGES_PER_CALL: Final = 2000
+#: Seconds a round trip for chunks waits for more once it has some (see ``_fetch``).
+_MORE_WAIT: Final = 0.05
 
 
 class StreamwireDataSource(DataSource):
@@ -190,13 +194,58 @@ def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -
     ]
 
 
+def _size(items: Sequence[Columns | list[streamwire.Message]]) -> tuple[int, int]:
+    """(messages, bytes of values) in what a fetch got."""
+    rows = nbytes = 0
+    for item in items:
+        if isinstance(item, Columns):
+            rows += item.count
+            nbytes += len(item.values)
+        else:
+            rows += len(item)
+            nbytes += sum(len(m.value) for m in item)
+    return rows, nbytes
+
+
+def _last_offset(item: Columns | list[streamwire.Message]) -> int:
+    if isinstance(item, Columns):
+        return int.from_bytes(item.offsets[-8:], sys.byteorder, signed=True)
+    offset = item[-1].offset
+    return -1 if offset is None else offset
+
+
 def _fetch(
-    consumer: streamwire.Consumer,
+    consumer: streamwire.Consumer, end: int
 ) -> Callable[[], Awaitable[Sequence[Columns | list[streamwire.Message]]]]:
     """What one round trip to the event loop gets: chunks as columns where the consumer can
-    (:class:`ColumnarConsumer`), else one batch of messages."""
+    (:class:`ColumnarConsumer`), else one batch of messages.
+
+    Chunks: what the first wait (up to 1 s) finds, then more while they come within
+    ``_MORE_WAIT`` s, until a batch's worth (``_arrow.BATCH_ROWS`` rows or
+    ``BATCH_BYTES``) or the end of the range is there. A consumer that keeps up with the
+    broker finds one chunk per wait; a round trip per chunk cost the worker's two threads
+    more than reading the chunk when chunks are small (docs/benchmarks.md)."""
     if isinstance(consumer, ColumnarConsumer):
-        return lambda: consumer.next_columns(max_chunks=_CHUNKS_PER_CALL, timeout=1.0)
+        columnar = consumer
+
+        async def chunks() -> list[Columns | list[streamwire.Message]]:
+            got = await columnar.next_columns(max_chunks=_CHUNKS_PER_CALL, timeout=1.0)
+            rows, nbytes = _size(got)
+            while (
+                got
+                and rows < _arrow.BATCH_ROWS
+                and nbytes < _arrow.BATCH_BYTES
+                and _last_offset(got[-1]) < end - 1
+            ):
+                more = await columnar.next_columns(max_chunks=_CHUNKS_PER_CALL, timeout=_MORE_WAIT)
+                if not more:
+                    break
+                got += more
+                more_rows, more_bytes = _size(more)
+                rows, nbytes = rows + more_rows, nbytes + more_bytes
+            return got
+
+        return chunks
 
     async def batch() -> list[list[streamwire.Message]]:
         found = await consumer.next_batch(max_messages=_MESSAGES_PER_CALL, timeout=1.0)
@@ -225,8 +274,9 @@ def _messages_in_range(
 
 def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.RecordBatch]:
     """The rows of offsets ``[start, end)`` of one partition, in offset order, as Arrow
-    record batches in the source schema (``_arrow``): a batch per chunk or per batch of
-    messages the consumer hands over.
+    record batches in the source schema (``_arrow``): the chunks and batches of messages the
+    consumer hands over put together into batches of up to ``_arrow.BATCH_ROWS`` rows
+    (what is pending goes out when the read is done or a fetch finds nothing).
 
     Offsets without a message (RabbitMQ offset-tracking chunks, retention) are simply not
     there; the read ends at the first message at or past ``end - 1``. It fails with
@@ -247,13 +297,14 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.Re
         return rt.call(run, timeout=opts.timeout)
 
     consumer = rt.with_client(opts.client_key, open_with)
-    stream, partition = opts.stream, part.partition
+    batcher = _arrow.Batcher(opts.stream, part.partition)
     try:
-        fetch = _fetch(consumer)
+        fetch = _fetch(consumer, end)
         progress = time.monotonic()
         while True:
             got = rt.call(fetch)
             if not got:
+                yield from batcher.take(everything=True)  # nothing waits behind a stall
                 if time.monotonic() - progress > opts.timeout:
                     raise streamwire.TimeoutError(
                         f"no message of {opts.stream!r} partition {part.partition} in "
@@ -263,12 +314,11 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.Re
             progress = time.monotonic()
             for item in got:
                 if isinstance(item, Columns):
-                    batch, done = _arrow.columns_batch(item, stream, partition, start, end)
+                    done = batcher.columns(item, start, end)
                 else:
                     messages, done = _messages_in_range(item, start, end)
-                    batch = _arrow.messages_batch(messages, stream, partition)
-                if batch.num_rows:
-                    yield batch
+                    batcher.messages(messages)
+                yield from batcher.take(everything=done)
                 if done:
                     return
     finally:
