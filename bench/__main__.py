@@ -28,6 +28,7 @@ from bench import codec as codec_bench
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
+from bench import spark as spark_bench
 from bench._common import first_line, settle_heap
 from bench.latency import percentiles, rabbitmq_latency
 from bench.plots import plot_comparison, plot_latency, plot_throughput
@@ -210,8 +211,6 @@ def table(results: dict[str, Any]) -> str:
 
 def run_spark(args: argparse.Namespace) -> int:
     """``--spark``: bench/spark.py alone; its JSON goes to ``--output``."""
-    from bench import spark as spark_bench
-
     result = spark_bench.run(
         args.rabbitmq, args.rounds, args.spark_messages, args.spark_size, args.spark_jvm_flags
     )
@@ -301,10 +300,10 @@ def main() -> int:
     parser.add_argument("--spark-size", type=int, default=100, help="bytes per message")
     parser.add_argument(
         "--spark-jvm-flags",
-        default="-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        help="the Spark driver JVM's options; the default stops the JIT at C1 (quick to "
-        "start, as in the tests); '-XX:+UseSerialGC' alone lets C2 compile the hot loops, as "
-        "a production executor does, and halves Spark's CPU per row (docs/benchmarks.md)",
+        default=spark_bench.JVM_FLAGS,
+        help="the Spark driver JVM's options (default: the JIT's full tiers, as a production "
+        "executor runs; '-XX:+UseSerialGC -XX:TieredStopAtLevel=1' stops it at C1, as the "
+        "tests do, which doubles Spark's CPU per row: docs/benchmarks.md)",
     )
     args = parser.parse_args()
     if args.spark:

@@ -40,7 +40,11 @@ from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio, se
 __all__ = ("run", "table")
 
 TIMEOUT = 120.0
-JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+JVM_FLAGS = "-XX:+UseSerialGC"
+"""The driver JVM's options: the JIT's full tiers, as a production executor runs (C2 compiles
+Spark's per-row loops; stopping at C1, as the tests do to start quickly, doubles Spark's CPU
+per row: docs/benchmarks.md, "the Spark read, split and floor"). The serial collector keeps
+the JVM's own threads off the two cores."""
 
 
 @contextmanager
