@@ -40,6 +40,8 @@ from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio, se
 __all__ = ("run", "table")
 
 TIMEOUT = 120.0
+WARM_JOBS = 6
+"""Read and write jobs run before the timed rounds, each read over the rounds' row count."""
 JVM_FLAGS = "-XX:+UseSerialGC"
 """The driver JVM's options: the JIT's full tiers, as a production executor runs (C2 compiles
 Spark's per-row loops; stopping at C1, as the tests do to start quickly, doubles Spark's CPU
@@ -194,10 +196,12 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
         k: [] for k in ("plain read", "spark read net", "plain write", "spark write net")
     }
     with session(jvm_flags) as spark:
-        warm = asyncio.run(_create(url))  # the first jobs pay for JVM warm-up (the JIT
-        asyncio.run(plain_write(url, warm, 100_000, size))  # compiling) and the worker
-        for _ in range(3):
-            spark_read(spark, url, warm, 100_000)
+        # the first jobs pay for the JVM's warm-up (C2 compiling Spark's per-row loops takes
+        # a few million rows) and the worker's start
+        warm = asyncio.run(_create(url))
+        asyncio.run(plain_write(url, warm, count, size))
+        for _ in range(WARM_JOBS):
+            spark_read(spark, url, warm, count)
             spark_write(spark, url, warm, 100_000, size)
         asyncio.run(_drop(url, warm))
         for r in range(rounds):
