@@ -46,13 +46,19 @@ def test_template_equals_encode_publish(
     assert template.ack_inbox == inbox
 
 
+message_runs = st.lists(
+    st.tuples(st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes)), text),
+    max_size=20,
+)
+"""Runs of (value, correlation id) for ``encode_many``: values short and long."""
+long_cids = st.text(min_size=130, max_size=140)
+"""Correlation ids whose length takes two bytes."""
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    messages=st.lists(
-        st.tuples(st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes)), text),
-        max_size=20,
-    ),
-    long_cid=st.text(min_size=130, max_size=140),
+    messages=message_runs,
+    long_cid=long_cids,
     inbox=text,
     policy=st.sampled_from([0, 1, 2]),
     crc=st.booleans(),
@@ -95,11 +101,8 @@ def test_request_template_equals_the_generated_publish_request(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    messages=st.lists(
-        st.tuples(st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes)), text),
-        max_size=20,
-    ),
-    long_cid=st.text(min_size=130, max_size=140),
+    messages=message_runs,
+    long_cid=long_cids,
     stream=text,
     partition=st.integers(0, 1000),
     policy=st.sampled_from([0, 1, 2]),
