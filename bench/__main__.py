@@ -1,7 +1,7 @@
 """Run the benchmarks: ``python -m bench [--brokers rabbitmq,liftbridge,iggy] [--rounds 3]``.
 
 RabbitMQ (``--messages 200000 --sizes 100,1000``): each round runs every client against the
-same broker, alternating: each publishes to a fresh stream; all consume one shared stream
+same broker, in an order that rotates from round to round: each publishes to a fresh stream; all consume one shared stream
 written once per round (the same chunk layout for all). Liftbridge (``bench/liftbridge.py``)
 and Iggy (``bench/iggy.py``, on the conformance double unless ``--iggy URL``) follow the same
 scheme with their own message counts. Medians over the rounds are reported with ratios to
@@ -29,7 +29,7 @@ from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench import spark as spark_bench
-from bench._common import first_line, settle_heap
+from bench._common import first_line, rotated, settle_heap
 from bench.latency import percentiles, rabbitmq_latency
 from bench.plots import plot_comparison, plot_latency, plot_throughput
 from streamwire import _native
@@ -121,7 +121,10 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
             shared = await _fresh_stream(url)
             await rabbitmq.streamwire_futures_publish(url, shared, count, size)
             try:
-                for name in names:
+                # the order rotates per round, as in the Liftbridge and Iggy parts: a client
+                # run right after the round's shared stream was written, or after another
+                # client's garbage, is not always the same one
+                for name in rotated(names, rnd):
                     stream = await _fresh_stream(url)
                     try:
                         if name in rabbitmq.PUBLISHERS:
