@@ -4,9 +4,10 @@ RabbitMQ (``--messages 200000 --sizes 100,1000``): each round runs every client 
 same broker, in an order that rotates from round to round: each publishes to a fresh stream;
 all consume one shared stream written once per round (the same chunk layout for all).
 Liftbridge (``bench/liftbridge.py``) and Iggy (``bench/iggy.py``, on the conformance double
-unless ``--iggy URL``) follow the same scheme with their own message counts. Medians over the rounds are reported with ratios to
-the peers, as tables, as JSON (``bench/results/latest.json``, or ``--output``) and as PNG
-plots (``docs/img``). Numbers are for this machine; compare ratios, not rates.
+unless ``--iggy URL``) follow the same scheme with their own message counts. Medians over the
+rounds are reported with ratios to the peers, as tables, as JSON
+(``bench/results/latest.json``, or ``--output``) and as PNG plots (``docs/img``). Numbers are
+for this machine; compare ratios, not rates.
 """
 
 from __future__ import annotations
