@@ -125,6 +125,9 @@ async def test_closing_the_client_ends_consumers_and_their_threads(
             await consumer.start()
             assert await consumer.next_batch(50, timeout=SLACK)
         assert len(reader_threads()) == 2
+        # the stream holds 3000: the first's buffer refills up to its bound; wait for that
+        # rather than count on a read having arrived by the time close() runs
+        await wait_until(lambda: first._handover.ready(), SLACK, "the first consumer buffers")
     finally:
         await pc.close()  # closes the consumers: not closed on their own
     assert not reader_threads()
