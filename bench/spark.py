@@ -7,7 +7,9 @@ alternating the order from round to round:
   came (what the data source's task does, without Spark);
 * **Spark read**: ``spark.read.format("streamwire")`` of the whole stream on a ``local[1]``
   session (one executor core, one partition: the stream's), written to Spark's ``noop``
-  sink so every column of every row is materialised;
+  sink so every column of every row is materialised; and again with a user schema of two
+  columns, ``value binary, offset long`` (:data:`PICKED`: Spark 4.3 does not prune a Python
+  source's columns, a user schema does);
 * **plain write**: ``producer.send_many`` of the same count and size, all confirmed;
 * **Spark write**: ``df.write.format("streamwire")`` of a one-partition DataFrame of the
   same count and size (a ``value`` column), all confirmed.
@@ -40,6 +42,9 @@ from bench._common import fmt_rate, fmt_ratio, markdown_table, median, ratio, se
 __all__ = ("run", "table")
 
 TIMEOUT = 120.0
+PICKED = "value binary, offset long"
+"""The user schema of the second Spark read: the columns a job that only wants the payloads
+and their positions reads."""
 WARM_JOBS = 6
 """Read and write jobs run before the timed rounds, each read over the rounds' row count."""
 JVM_FLAGS = "-XX:+UseSerialGC"
@@ -162,11 +167,14 @@ def _timed(job: Callable[[], object]) -> float:
     return elapsed
 
 
-def spark_read(spark: Any, url: str, stream: str, rows: int) -> float:
-    """Seconds for a Spark job reading offsets ``[0, rows)`` of ``stream`` into ``noop``."""
+def spark_read(spark: Any, url: str, stream: str, rows: int, schema: str | None = None) -> float:
+    """Seconds for a Spark job reading offsets ``[0, rows)`` of ``stream`` into ``noop`` (the
+    source's columns, or those of ``schema``)."""
+    reader = spark.read.format("streamwire")
+    if schema is not None:
+        reader = reader.schema(schema)
     df = (
-        spark.read.format("streamwire")
-        .option("url", url)
+        reader.option("url", url)
         .option("stream", stream)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", f'{{"0": {rows}}}')
@@ -192,8 +200,16 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
         k: [] for k in ("plain read", "spark read", "spark read net", "plain write")
     }
     samples.update({"spark write": [], "spark write net": []})
+    samples.update({"spark read picked": [], "spark read picked net": []})
     cpu_us: dict[str, list[float]] = {
-        k: [] for k in ("plain read", "spark read net", "plain write", "spark write net")
+        k: []
+        for k in (
+            "plain read",
+            "spark read net",
+            "spark read picked net",
+            "plain write",
+            "spark write net",
+        )
     }
     with session(jvm_flags) as spark:
         # the first jobs pay for the JVM's warm-up (C2 compiling Spark's per-row loops takes
@@ -202,6 +218,7 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
         asyncio.run(plain_write(url, warm, count, size))
         for _ in range(WARM_JOBS):
             spark_read(spark, url, warm, count)
+            spark_read(spark, url, warm, count, PICKED)
             spark_write(spark, url, warm, 100_000, size)
         asyncio.run(_drop(url, warm))
         for r in range(rounds):
@@ -219,6 +236,12 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
                     samples["spark read"].append(count / full)
                     samples["spark read net"].append(count / max(full - one, 1e-9))
                     cpu_us["spark read net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
+                    one = spark_read(spark, url, stream, 1, PICKED)
+                    one_cpu = last_cpu[0]
+                    full = spark_read(spark, url, stream, count, PICKED)
+                    samples["spark read picked"].append(count / full)
+                    samples["spark read picked net"].append(count / max(full - one, 1e-9))
+                    cpu_us["spark read picked net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
                     one_w = spark_write(spark, url, target, 1, size)
                     one_cpu = last_cpu[0]
                     full_w = spark_write(spark, url, target, count, size)
@@ -247,6 +270,8 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
         "jvm_flags": jvm_flags,
         "read_ratio": ratio(medians["spark read"], medians["plain read"]),
         "read_ratio_net": ratio(medians["spark read net"], medians["plain read"]),
+        "picked_read_ratio": ratio(medians["spark read picked"], medians["plain read"]),
+        "picked_read_ratio_net": ratio(medians["spark read picked net"], medians["plain read"]),
         "write_ratio": ratio(medians["spark write"], medians["plain write"]),
         "write_ratio_net": ratio(medians["spark write net"], medians["plain write"]),
     }
@@ -268,6 +293,14 @@ def table(result: dict[str, Any]) -> str:
             fmt_ratio(result["read_ratio_net"]),
         ],
         [
+            f"read, `{PICKED}`",
+            fmt_rate(rates["plain read"]),
+            fmt_rate(rates["spark read picked"]),
+            fmt_ratio(result["picked_read_ratio"]),
+            fmt_rate(rates["spark read picked net"]),
+            fmt_ratio(result["picked_read_ratio_net"]),
+        ],
+        [
             "write",
             fmt_rate(rates["plain write"]),
             fmt_rate(rates["spark write"]),
@@ -277,8 +310,13 @@ def table(result: dict[str, Any]) -> str:
         ],
     ]
     cpu = result["cpu_us_per_msg"]
-    for r, op in zip(rows, ("read", "write"), strict=True):
-        plain, spark = cpu[f"plain {op}"], cpu[f"spark {op} net"]
+    pairs = [
+        ("plain read", "spark read net"),
+        ("plain read", "spark read picked net"),
+        ("plain write", "spark write net"),
+    ]
+    for r, (plain_key, spark_key) in zip(rows, pairs, strict=True):
+        plain, spark = cpu[plain_key], cpu[spark_key]
         r += [_us(plain), _us(spark), fmt_ratio(ratio(plain, spark))]
     header = ["", "plain client", "Spark (local[1])", "ratio", "Spark net of fixed", "ratio"]
     header += ["plain CPU µs/row", "Spark CPU µs/row (net)", "CPU ratio"]

@@ -5,6 +5,7 @@ plain bodies) gives exactly what the per-message path gives. No SparkSession, no
 from __future__ import annotations
 
 import dataclasses
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
@@ -30,7 +32,8 @@ import streamwire
 from streamwire.codec.amqp import encode_data_body
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
-from streamwire.spark import _arrow
+from streamwire.spark import SourceSchemaError, _arrow
+from streamwire.spark._schema import source_projection
 from streamwire.spark.datasource import StreamwireDataSource, _messages_in_range
 from tests.property.test_native_core import chunk_bytes
 from tests.property.test_rabbitmq_decode_chunk import simple
@@ -152,21 +155,114 @@ PIECES = st.lists(
 )
 
 
+#: The source's columns that are never null (a user schema may say ``NOT NULL``).
+NEVER_NULL = {"value", "stream", "partition", "offset"}
+
+
+@st.composite
+def user_schemas(draw: st.DrawFn) -> StructType:
+    """A user schema the source accepts: some of its columns in any order, ``NOT NULL`` where
+    a column is never null, headers with or without null values allowed."""
+    fields = draw(st.permutations(SPARK_SCHEMA.fields))[: draw(st.integers(1, 7))]
+    picked = []
+    for f in fields:
+        data_type = f.dataType
+        if f.name == "headers":
+            data_type = MapType(StringType(), BinaryType(), draw(st.booleans()))
+        nullable = f.name not in NEVER_NULL or draw(st.booleans())
+        picked.append(StructField(f.name, data_type, nullable))
+    return StructType(picked)
+
+
+def pick(batches: list[pa.RecordBatch], schema: pa.Schema) -> dict[str, list[Any]]:
+    """The values of ``schema``'s columns in full-schema ``batches``, by name."""
+    table = pa.Table.from_batches(batches, schema=_arrow.SCHEMA)
+    return {name: table.column(name).to_pylist() for name in schema.names}
+
+
+def test_the_source_schema_projects_to_itself() -> None:
+    assert source_projection(SPARK_SCHEMA).equals(_arrow.SCHEMA)
+
+
+@settings(max_examples=150)
+@given(MESSAGES, user_schemas())
+def test_a_user_schema_gives_the_batch_pyspark_builds_from_its_columns(
+    messages: list[streamwire.Message], user: StructType
+) -> None:
+    """The batch for a user schema is what pyspark's worker builds from the rows' values in
+    those columns, in that order, and its schema is the one the worker checks against."""
+    schema = source_projection(user)
+    assert schema.equals(to_arrow_schema(user, timezone="UTC"))
+    got = _arrow.messages_batch(messages, "s", 3, schema)
+    assert got.schema.equals(schema)
+    at = {f.name: i for i, f in enumerate(SPARK_SCHEMA.fields)}
+    full = [row(m, "s", 3) for m in messages]
+    rows = [tuple(r[at[name]] for name in user.fieldNames()) for r in full]
+    converted = records_to_arrow_batches(iter(rows), 1 << 20, user, StreamwireDataSource({}))
+    assert pa.Table.from_batches([got]).equals(pa.Table.from_batches(list(converted), schema))
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ([], "it names no column"),
+        ([StructField("size", IntegerType())], "the source has no column 'size'"),
+        ([StructField("value", StringType())], "column 'value' is binary, not string"),
+        ([StructField("offset", IntegerType())], "column 'offset' is bigint, not int"),
+        ([StructField("timestamp", TimestampNTZType())], "is timestamp, not timestamp_ntz"),
+        ([StructField("key", BinaryType(), False)], "column 'key' can be null"),
+        ([StructField("headers", SPARK_SCHEMA["headers"].dataType, False)], "'headers' can be"),
+        ([SPARK_SCHEMA["value"], SPARK_SCHEMA["value"]], "duplicate column(s) 'value'"),
+    ],
+)
+def test_a_user_schema_that_is_not_a_choice_of_the_columns_says_why(
+    fields: list[StructField], problem: str
+) -> None:
+    with pytest.raises(SourceSchemaError, match=re.escape(problem)):
+        source_projection(StructType(fields))
+    source = StreamwireDataSource({"url": "rabbitmq-stream://h", "stream": "s"})
+    with pytest.raises(SourceSchemaError, match=re.escape(problem)):
+        source.reader(StructType(fields))
+    with pytest.raises(SourceSchemaError, match=re.escape(problem)):
+        source.streamReader(StructType(fields))
+
+
+def test_both_readers_read_in_the_schema_they_are_given() -> None:
+    user = StructType([SPARK_SCHEMA["offset"], SPARK_SCHEMA["value"]])
+    source = StreamwireDataSource({"url": "rabbitmq-stream://h", "stream": "s"})
+    assert source.reader(user).schema.names == ["offset", "value"]
+    assert source.streamReader(user).schema.equals(source_projection(user))
+    assert source.reader(SPARK_SCHEMA).schema.equals(_arrow.SCHEMA)
+    assert source.reader(None).schema.equals(_arrow.SCHEMA)
+
+
 @settings(max_examples=200)
-@given(PIECES, st.integers(0, 80), st.integers(1, 80), st.integers(1, 25), st.integers(1, 400))
+@given(
+    PIECES,
+    st.integers(0, 80),
+    st.integers(1, 80),
+    st.integers(1, 25),
+    st.integers(1, 400),
+    user_schemas(),
+)
 def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
     pieces: list[tuple[list[bytes], str, int]],
     start: int,
     length: int,
     max_rows: int,
     max_bytes: int,
+    user: StructType,
 ) -> None:
     """Chunks (as columns, with or without a timestamp) and lists of messages, in offset
     order, fed to a Batcher as the reader does: the batches hold exactly the rows the
     per-piece batches hold (and so pyspark's conversion of the rows), stop where the range
-    says, and none is bigger than the bounds unless it is one piece alone."""
+    says, and none is bigger than the bounds unless it is one piece alone. A Batcher for a
+    user schema fed the same gives the same batches with those columns only."""
     end = start + length
     batcher = _arrow.Batcher("s", 3, rows=max_rows, nbytes=max_bytes)
+    projection = source_projection(user)
+    projected = _arrow.Batcher("s", 3, rows=max_rows, nbytes=max_bytes, schema=projection)
+    picked: list[pa.RecordBatch] = []
     got: list[pa.RecordBatch] = []
     expected: list[pa.RecordBatch] = []
     taken_rows: list[tuple[Any, ...]] = []
@@ -179,6 +275,7 @@ def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
             messages = decode_chunk(chunk, stream="s")
             taken, done = _messages_in_range(messages, start, end)
             batcher.messages(taken)
+            projected.messages(taken)
             expected.append(_arrow.messages_batch(taken, "s", 3))
         else:
             cols = chunk_columns(chunk)
@@ -187,6 +284,7 @@ def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
                 cols = dataclasses.replace(cols, timestamp_us=None)
             batch, done = _arrow.columns_batch(cols, "s", 3, start, end)
             assert batcher.columns(cols, start, end) == done
+            assert projected.columns(cols, start, end) == done
             expected.append(batch)
             taken = [
                 streamwire.Message.received(bytes(v), offset=o, timestamp_us=cols.timestamp_us)
@@ -199,9 +297,15 @@ def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
         taken_rows += [row(m, "s", 3) for m in taken]
         sizes.append((len(taken), sum(len(m.value) for m in taken)))
         got += batcher.take(everything=done)
+        picked += projected.take(everything=done)
         if done:
             break
     got += batcher.take(everything=True)
+    picked += projected.take(everything=True)
+    assert all(b.schema.equals(projection) for b in picked)
+    assert [b.num_rows for b in picked] == [b.num_rows for b in got]
+    table = pa.Table.from_batches(picked, schema=projection)
+    assert {n: table.column(n).to_pylist() for n in projection.names} == pick(got, projection)
     assert all(b.schema.equals(_arrow.SCHEMA) and b.num_rows for b in got)
     want = pa.Table.from_batches(expected, schema=_arrow.SCHEMA)
     assert pa.Table.from_batches(got, schema=_arrow.SCHEMA).equals(want)

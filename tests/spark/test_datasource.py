@@ -81,6 +81,45 @@ def test_batch_write_then_batch_read(spark: Any, any_broker: Target) -> None:
         any_broker.delete_stream(stream)
 
 
+def test_a_user_schema_picks_the_columns_a_read_carries(spark: Any, any_broker: Target) -> None:
+    """``spark.read.schema(...)`` with some of the source's columns, in another order (one
+    declared NOT NULL, which the source allows for columns that are never null): the rows
+    hold those columns only, with the values a full read gives."""
+    stream = any_broker.new_stream("dsproj")
+    try:
+        publish(any_broker, stream, messages(12))
+        reader = spark.read.format("streamwire").option("url", any_broker.url)
+        full = reader.option("stream", stream).load().collect()
+        picked = (
+            reader.schema("offset long not null, headers map<string,binary>, value binary")
+            .option("stream", stream)
+            .load()
+        )
+        assert picked.schema.fieldNames() == ["offset", "headers", "value"]
+        got = sorted((r.value, r.offset, r.headers) for r in picked.collect())  # values: unique
+        assert got == sorted((r.value, r.offset, r.headers) for r in full)
+        assert [v for v, _, _ in got] == [m.value for m in messages(12)]
+        assert [r.headers for r in picked.where("value = 'm0003'").collect()] == [{"n": b"3"}]
+    finally:
+        any_broker.delete_stream(stream)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "problem"),
+    [
+        ("value string", "column 'value' is binary, not string"),
+        ("value binary, size int", "the source has no column 'size'"),
+        ("key binary not null", "column 'key' can be null"),
+    ],
+)
+def test_a_user_schema_that_is_not_a_choice_of_the_columns_is_refused(
+    spark: Any, rabbitmq: Target, ddl: str, problem: str
+) -> None:
+    read = spark.read.format("streamwire").schema(ddl).option("url", rabbitmq.url)
+    with pytest.raises(Exception, match=problem):
+        read.option("stream", "never-created").load().collect()
+
+
 def test_batch_write_refuses_a_wrong_schema_before_writing(spark: Any, rabbitmq: Target) -> None:
     df = spark.range(3).select(F.col("id").alias("value"))
     with pytest.raises(Exception, match="column 'value' must be binary"):

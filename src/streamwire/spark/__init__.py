@@ -18,7 +18,7 @@ from streamwire._extras import require
 
 require("streamwire.spark", "spark", "pyspark", "pyarrow")
 
-from streamwire.spark.errors import SinkSchemaError, SparkConfigurationError
+from streamwire.spark.errors import SinkSchemaError, SourceSchemaError, SparkConfigurationError
 from streamwire.spark.sink import BatchMetrics, ForeachBatchSink, SinkMetrics, foreach_batch_sink
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = (
     "ForeachBatchSink",
     "SinkMetrics",
     "SinkSchemaError",
+    "SourceSchemaError",
     "SparkConfigurationError",
     "StreamwireDataSource",
     "foreach_batch_sink",

@@ -11,16 +11,19 @@ reading the messages. Two ways in, one schema (:data:`SCHEMA`, what pyspark deri
 * :func:`messages_batch`: any list of messages (every broker), one Python list per column.
 
 Both give exactly the batch pyspark would build from the row tuples (the tests compare them
-with pyspark's own conversion). The reader puts them together with a :class:`Batcher`: the
-pieces of one partition's read (chunks, lists of messages) in order, as batches of up to
-:data:`BATCH_ROWS` rows, since Spark's cost per batch is paid again for every small chunk.
+with pyspark's own conversion). A read may yield fewer columns: a user schema naming some of
+the source's columns, in any order (``_schema.source_projection``), is the schema of every
+batch, and the columns it leaves out are never built. The reader puts them together with a
+:class:`Batcher`: the pieces of one partition's read (chunks, lists of messages) in order,
+as batches of up to :data:`BATCH_ROWS` rows, since Spark's cost per batch is paid again for
+every small chunk.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,11 +57,28 @@ SCHEMA: Final = pa.schema(
 )
 
 
-def _constants(n: int, stream: str, partition: int) -> tuple[pa.Array, pa.Array]:
-    return (
-        pa.repeat(pa.scalar(stream, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-    )
+#: How to build each column, given its type in the batch's schema (a user schema may declare
+#: the headers' values ``NOT NULL``, which is another Arrow type).
+_Builders = Mapping[str, Callable[[pa.DataType], pa.Array]]
+
+
+def _batch(schema: pa.Schema, build: _Builders) -> pa.RecordBatch:
+    """The batch of ``schema``'s columns (the source's or a projection of it), building
+    only those."""
+    arrays = [build[field.name](field.type) for field in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _repeat(n: int, value: object) -> Callable[[pa.DataType], pa.Array]:
+    return lambda t: pa.repeat(pa.scalar(value, t), n)
+
+
+def _nulls(n: int) -> Callable[[pa.DataType], pa.Array]:
+    return lambda t: pa.nulls(n, t)
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
 class _Piece:
@@ -103,32 +123,34 @@ def _timestamps(pieces: Sequence[_Piece], n: int) -> pa.Array:
     return pc.run_end_decode(runs)
 
 
-def _pieces_batch(pieces: Sequence[_Piece], stream: str, partition: int) -> pa.RecordBatch:
-    if len(pieces) == 1:
-        value, offset = pieces[0].value, pieces[0].offset
-    else:
-        value = pa.concat_arrays([p.value for p in pieces])
-        offset = pa.concat_arrays([p.offset for p in pieces])
-    n = len(value)
-    stream_col, partition_col = _constants(n, stream, partition)
-    arrays = [
-        value,
-        pa.nulls(n, pa.binary()),
-        pa.nulls(n, _HEADERS),
-        stream_col,
-        partition_col,
-        offset,
-        _timestamps(pieces, n),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+def _pieces_batch(
+    pieces: Sequence[_Piece], stream: str, partition: int, schema: pa.Schema = SCHEMA
+) -> pa.RecordBatch:
+    n = sum(p.rows for p in pieces)
+    build: _Builders = {
+        "value": lambda _: _concat([p.value for p in pieces]),
+        "key": _nulls(n),
+        "headers": _nulls(n),
+        "stream": _repeat(n, stream),
+        "partition": _repeat(n, partition),
+        "offset": lambda _: _concat([p.offset for p in pieces]),
+        "timestamp": lambda _: _timestamps(pieces, n),
+    }
+    return _batch(schema, build)
 
 
 def columns_batch(
-    cols: Columns, stream: str, partition: int, start: int, end: int
+    cols: Columns,
+    stream: str,
+    partition: int,
+    start: int,
+    end: int,
+    schema: pa.Schema = SCHEMA,
 ) -> tuple[pa.RecordBatch, bool]:
-    """The messages of ``cols`` with offsets in ``[start, end)``, and whether a read of that
-    range is done (a message of ``cols`` is at or past ``end - 1``)."""
-    return _pieces_batch([_Piece(cols, start, end)], stream, partition), _done(cols, end)
+    """The messages of ``cols`` with offsets in ``[start, end)`` (the columns of
+    ``schema``), and whether a read of that range is done (a message of ``cols`` is at or
+    past ``end - 1``)."""
+    return _pieces_batch([_Piece(cols, start, end)], stream, partition, schema), _done(cols, end)
 
 
 class Batcher:
@@ -137,12 +159,18 @@ class Batcher:
     (:meth:`columns`) and messages (:meth:`messages`) go in, :meth:`take` hands out what
     is ready (a full batch, or a run of one kind ended by the other) and, with
     ``everything``, what is pending too. The batches are exactly what :func:`columns_batch`
-    and :func:`messages_batch` give for the same rows, concatenated."""
+    and :func:`messages_batch` give for the same rows, concatenated, in ``schema`` (the
+    source's, or the columns a user schema picks)."""
 
     def __init__(
-        self, stream: str, partition: int, rows: int = BATCH_ROWS, nbytes: int = BATCH_BYTES
+        self,
+        stream: str,
+        partition: int,
+        rows: int = BATCH_ROWS,
+        nbytes: int = BATCH_BYTES,
+        schema: pa.Schema = SCHEMA,
     ) -> None:
-        self._stream, self._partition = stream, partition
+        self._stream, self._partition, self._schema = stream, partition, schema
         self._max_rows, self._max_bytes = rows, nbytes
         self._pieces: list[_Piece] = []
         self._messages: list[Message] = []
@@ -178,9 +206,13 @@ class Batcher:
 
     def _seal(self) -> None:
         if self._pieces:
-            self._ready.append(_pieces_batch(self._pieces, self._stream, self._partition))
+            self._ready.append(
+                _pieces_batch(self._pieces, self._stream, self._partition, self._schema)
+            )
         elif self._messages:
-            self._ready.append(messages_batch(self._messages, self._stream, self._partition))
+            self._ready.append(
+                messages_batch(self._messages, self._stream, self._partition, self._schema)
+            )
         self._pieces, self._messages = [], []
         self._rows = self._bytes = 0
 
@@ -196,17 +228,18 @@ def _headers(message: Message) -> dict[str, bytes] | None:
     return {k: v.to_bytes() for k, v in message.headers.items()} or None
 
 
-def messages_batch(messages: Sequence[Message], stream: str, partition: int) -> pa.RecordBatch:
-    """One row per message, in order."""
+def messages_batch(
+    messages: Sequence[Message], stream: str, partition: int, schema: pa.Schema = SCHEMA
+) -> pa.RecordBatch:
+    """One row per message, in order (the columns of ``schema``)."""
     n = len(messages)
-    stream_col, partition_col = _constants(n, stream, partition)
-    arrays: list[Any] = [
-        pa.array([m.value for m in messages], pa.binary()),
-        pa.array([m.key for m in messages], pa.binary()),
-        pa.array([_headers(m) for m in messages], _HEADERS),
-        stream_col,
-        partition_col,
-        pa.array([m.offset for m in messages], pa.int64()),
-        pa.array([m.timestamp_us for m in messages], _TIMESTAMP),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+    build: _Builders = {
+        "value": lambda t: pa.array([m.value for m in messages], t),
+        "key": lambda t: pa.array([m.key for m in messages], t),
+        "headers": lambda t: pa.array([_headers(m) for m in messages], t),
+        "stream": _repeat(n, stream),
+        "partition": _repeat(n, partition),
+        "offset": lambda t: pa.array([m.offset for m in messages], t),
+        "timestamp": lambda t: pa.array([m.timestamp_us for m in messages], t),
+    }
+    return _batch(schema, build)

@@ -11,6 +11,10 @@ headers    map<string, binary> (or string)     no
 ========== =================================== ==========
 
 Other columns are an error unless ``ignore_extra_columns`` is set.
+
+The source reads :data:`SOURCE_SCHEMA_DDL`, or the columns a user schema picks from it
+(:func:`source_projection`): Spark 4.3 does not prune a Python source's columns, and every
+column a read carries costs Spark per row.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import streamwire
-from streamwire.spark.errors import SinkSchemaError
+from streamwire.spark.errors import SinkSchemaError, SourceSchemaError
 
-__all__ = ("SOURCE_SCHEMA_DDL", "SinkLayout", "sink_layout")
+__all__ = ("SOURCE_SCHEMA_DDL", "SinkLayout", "sink_layout", "source_projection")
 
 SOURCE_SCHEMA_DDL: Final = (
     "value binary, key binary, headers map<string,binary>, stream string, "
@@ -30,6 +34,19 @@ SOURCE_SCHEMA_DDL: Final = (
 )
 
 _COLUMNS: Final = ("value", "key", "headers")
+
+#: The source's columns and their types, as Spark spells them (``simpleString``).
+_SOURCE_TYPES: Final = {
+    "value": "binary",
+    "key": "binary",
+    "headers": "map<string,binary>",
+    "stream": "string",
+    "partition": "int",
+    "offset": "bigint",
+    "timestamp": "timestamp",
+}
+#: The source's columns that are never null: a user schema may declare them ``NOT NULL``.
+_NEVER_NULL: Final = frozenset({"value", "stream", "partition", "offset"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +135,43 @@ def sink_layout(schema: Any, *, ignore_extra_columns: bool = False) -> SinkLayou
 
 def _quoted(names: Iterable[str]) -> str:
     return ", ".join(f"'{n}'" for n in names)
+
+
+def source_projection(schema: Any) -> Any:
+    """The Arrow schema of the source's batches for ``schema`` (a pyspark ``StructType``:
+    the source's own, or a user schema that names some of its columns, in any order, with
+    their types), exactly as pyspark's worker derives it; ``None`` is the source's own. Raises
+    :class:`SourceSchemaError` saying what is wrong."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    if schema is None:
+        from streamwire.spark._arrow import SCHEMA
+
+        return SCHEMA
+    if not isinstance(schema, StructType):
+        raise SourceSchemaError(f"expected a StructType schema, got {type(schema).__name__}")
+    names = [f.name for f in schema.fields]
+    problems: list[str] = []
+    if not names:
+        problems.append("it names no column")
+    unknown = [n for n in names if n not in _SOURCE_TYPES]
+    if unknown:
+        problems.append(f"the source has no column {_quoted(unknown)}")
+    for field in schema.fields:
+        expected = _SOURCE_TYPES.get(field.name)
+        if expected is not None and _type_name(field.dataType) != expected:
+            problems.append(
+                f"column '{field.name}' is {expected}, not {_type_name(field.dataType)}"
+            )
+        if expected is not None and not field.nullable and field.name not in _NEVER_NULL:
+            problems.append(f"column '{field.name}' can be null: it cannot be NOT NULL")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        problems.append(f"duplicate column(s) {_quoted(duplicated)}")
+    if problems:
+        raise SourceSchemaError(
+            "the schema given to the streamwire source picks from its columns "
+            f"({SOURCE_SCHEMA_DDL}): " + "; ".join(problems)
+        )
+    return to_arrow_schema(schema, timezone="UTC")

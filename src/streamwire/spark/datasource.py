@@ -67,7 +67,7 @@ from streamwire.spark._messages import runs
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
-from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout
+from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout, source_projection
 from streamwire.spark.errors import SparkConfigurationError
 
 try:  # admission control and Trigger.AvailableNow for Python sources: pyspark >= 4.2
@@ -125,10 +125,14 @@ class StreamwireDataSource(DataSource):
         return SOURCE_SCHEMA_DDL
 
     def reader(self, schema: Any) -> StreamwireBatchReader:
-        return StreamwireBatchReader(SourceOptions.parse(self.options, streaming=False))
+        return StreamwireBatchReader(
+            SourceOptions.parse(self.options, streaming=False), source_projection(schema)
+        )
 
     def streamReader(self, schema: Any) -> StreamwireStreamReader:
-        return StreamwireStreamReader(SourceOptions.parse(self.options, streaming=True))
+        return StreamwireStreamReader(
+            SourceOptions.parse(self.options, streaming=True), source_projection(schema)
+        )
 
     def _spec(self, schema: Any, overwrite: bool) -> PublishSpec:
         if overwrite:
@@ -272,9 +276,12 @@ def _messages_in_range(
     return taken, False
 
 
-def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.RecordBatch]:
+def read_range(
+    opts: SourceOptions, part: StreamwirePartition, schema: pa.Schema = _arrow.SCHEMA
+) -> Iterator[pa.RecordBatch]:
     """The rows of offsets ``[start, end)`` of one partition, in offset order, as Arrow
-    record batches in the source schema (``_arrow``): the chunks and batches of messages the
+    record batches in ``schema`` (the source's, or the columns a user schema picks:
+    ``_schema.source_projection``; ``_arrow``): the chunks and batches of messages the
     consumer hands over put together into batches of up to ``_arrow.BATCH_ROWS`` rows
     (what is pending goes out when the read is done or a fetch finds nothing).
 
@@ -297,7 +304,7 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.Re
         return rt.call(run, timeout=opts.timeout)
 
     consumer = rt.with_client(opts.client_key, open_with)
-    batcher = _arrow.Batcher(opts.stream, part.partition)
+    batcher = _arrow.Batcher(opts.stream, part.partition, schema=schema)
     try:
         fetch = _fetch(consumer, end)
         progress = time.monotonic()
@@ -330,10 +337,11 @@ def read_range(opts: SourceOptions, part: StreamwirePartition) -> Iterator[pa.Re
 
 class StreamwireBatchReader(DataSourceReader):
     """``spark.read.format("streamwire")``: offsets ``[startingOffsets, endingOffsets)``
-    as found when the query is planned."""
+    as found when the query is planned, in ``schema`` (``read_range``)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: pa.Schema = _arrow.SCHEMA) -> None:
         self.options = options
+        self.schema = schema
 
     def partitions(self) -> Sequence[Any]:
         opts = self.options
@@ -343,16 +351,17 @@ class StreamwireBatchReader(DataSourceReader):
         return _plan(opts, start, end)
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.schema)
 
 
 class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("streamwire")``: one Spark partition per broker partition
     per micro-batch, admission control with ``maxRecordsPerTrigger`` and
-    ``Trigger.AvailableNow`` (pyspark >= 4.2)."""
+    ``Trigger.AvailableNow`` (pyspark >= 4.2); batches in ``schema`` (``read_range``)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: pa.Schema = _arrow.SCHEMA) -> None:
         self.options = options
+        self.schema = schema
         self._target: _offsets.Offsets | None = None  # AvailableNow: never read past this
         self._latest: _offsets.Offsets | None = None  # last tails seen, for the progress
 
@@ -395,7 +404,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return _plan(self.options, _offsets.decode(stream, start), _offsets.decode(stream, end))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
         """The Spark checkpoint is the source of truth; nothing is stored in the broker."""
