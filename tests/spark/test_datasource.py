@@ -159,17 +159,22 @@ def test_streaming_write(spark: Any, any_broker: Target, tmp_path: Path) -> None
         any_broker.delete_stream(stream)
 
 
-def run_available_now(spark: Any, t: Target, stream: str, checkpoint: Path) -> list[list[Any]]:
-    """One availableNow run of a streaming read with maxRecordsPerTrigger=4; the rows of
-    each micro-batch (foreachBatch runs in this process, so a list collects them)."""
+def run_available_now(
+    spark: Any, t: Target, stream: str, checkpoint: Path, schema: str | None = None
+) -> list[list[Any]]:
+    """One availableNow run of a streaming read with maxRecordsPerTrigger=4 (of the columns
+    of ``schema``, if given); the rows of each micro-batch (foreachBatch runs in this process,
+    so a list collects them)."""
     batches: list[list[Any]] = []
 
     def collect(df: Any, batch_id: int) -> None:
         batches.append(sorted(df.collect(), key=lambda r: (r.partition, r.offset)))
 
+    reader = spark.readStream.format("streamwire")
+    if schema is not None:
+        reader = reader.schema(schema)
     df = (
-        spark.readStream.format("streamwire")
-        .option("url", t.url)
+        reader.option("url", t.url)
         .option("stream", stream)
         .option("startingOffsets", "earliest")
         .option("maxRecordsPerTrigger", 4)
@@ -222,6 +227,20 @@ def test_streaming_read_with_admission_control_and_available_now(
         assert sorted(r.value for r in again) == [b"m0010", b"m0011", b"m0012"]
     finally:
         any_broker.delete_stream(stream)
+
+
+def test_a_streaming_read_with_a_user_schema(spark: Any, rabbitmq: Target, tmp_path: Path) -> None:
+    stream = rabbitmq.new_stream("dsprojstream")
+    try:
+        publish(rabbitmq, stream, messages(6))
+        schema = "partition int, offset long, value binary"
+        batches = run_available_now(spark, rabbitmq, stream, tmp_path / "ckpt", schema)
+        assert [len(b) for b in batches] == [4, 2]
+        rows = [r for b in batches for r in b]
+        assert all(r.__fields__ == ["partition", "offset", "value"] for r in rows)
+        assert [tuple(r) for r in rows] == [(0, i, f"m{i:04d}".encode()) for i in range(6)]
+    finally:
+        rabbitmq.delete_stream(stream)
 
 
 def rows_of(batches: Iterator[Any]) -> list[tuple[Any, ...]]:
