@@ -230,24 +230,19 @@ def run(url: str, rounds: int, count: int, size: int, jvm_flags: str = JVM_FLAGS
                 cpu_us["plain write"].append(last_cpu[0] * 1e6 / count)
 
                 def spark_part(stream: str = stream, target: str = target) -> None:
-                    one = spark_read(spark, url, stream, 1)
-                    one_cpu = last_cpu[0]
-                    full = spark_read(spark, url, stream, count)
-                    samples["spark read"].append(count / full)
-                    samples["spark read net"].append(count / max(full - one, 1e-9))
-                    cpu_us["spark read net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
-                    one = spark_read(spark, url, stream, 1, PICKED)
-                    one_cpu = last_cpu[0]
-                    full = spark_read(spark, url, stream, count, PICKED)
-                    samples["spark read picked"].append(count / full)
-                    samples["spark read picked net"].append(count / max(full - one, 1e-9))
-                    cpu_us["spark read picked net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
-                    one_w = spark_write(spark, url, target, 1, size)
-                    one_cpu = last_cpu[0]
-                    full_w = spark_write(spark, url, target, count, size)
-                    samples["spark write"].append(count / full_w)
-                    samples["spark write net"].append(count / max(full_w - one_w, 1e-9))
-                    cpu_us["spark write net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
+                    def net(key: str, job: Callable[[int], float]) -> None:
+                        """The job over one row, then over ``count``: the rate raw and net
+                        of the one-row job, and the CPU per row net of it."""
+                        one = job(1)
+                        one_cpu = last_cpu[0]
+                        full = job(count)
+                        samples[key].append(count / full)
+                        samples[f"{key} net"].append(count / max(full - one, 1e-9))
+                        cpu_us[f"{key} net"].append((last_cpu[0] - one_cpu) * 1e6 / count)
+
+                    net("spark read", lambda n: spark_read(spark, url, stream, n))
+                    net("spark read picked", lambda n: spark_read(spark, url, stream, n, PICKED))
+                    net("spark write", lambda n: spark_write(spark, url, target, n, size))
 
                 def plain_part(stream: str = stream) -> None:
                     seconds = asyncio.run(plain_read(url, stream, count))
