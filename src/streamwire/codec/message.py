@@ -117,7 +117,12 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        parts = [f"value={self.value[:32]!r}{'...' if len(self.value) > 32 else ''}"]
+        value = self.value
+        if isinstance(value, bytes | bytearray | memoryview):
+            shown = f"{bytes(value[:32])!r}{'...' if len(value) > 32 else ''}"
+        else:  # user code assigned something else: show it, never fail inside repr
+            shown = repr(value)
+        parts = [f"value={shown}"]
         for name in ("key", "stream", "partition", "offset", "timestamp_us", "id"):
             val = getattr(self, name)
             if val is not None:

@@ -82,6 +82,21 @@ def test_repr_truncates_long_values() -> None:
     assert "headers=" in r
 
 
+@pytest.mark.parametrize("value", [{}, {"a": 1}, 7, None, "text", [b"x"]])
+def test_repr_of_a_value_user_code_replaced(value: object) -> None:
+    """Whatever user code assigns, ``repr`` shows it instead of raising (a ``dict`` sliced
+    with ``[:32]`` raised TypeError before Python 3.12 and KeyError since)."""
+    m = Message.received(b"v", offset=1)
+    m.value = value  # type: ignore[assignment]
+    assert repr(m) == f"Message(value={value!r}, offset=1)"
+
+
+def test_repr_of_byte_views() -> None:
+    m = Message.received(b"v")
+    m.value = memoryview(b"y" * 40)  # type: ignore[assignment]
+    assert repr(m) == f"Message(value={b'y' * 32!r}...)"
+
+
 def test_offset_parse() -> None:
     assert Offset.parse("first") == Offset.first()
     assert Offset.parse("LAST") == Offset.last()
