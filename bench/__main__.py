@@ -222,6 +222,7 @@ def run_spark(args: argparse.Namespace) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "codec": _native.reason,
+        "core": "native" if _native.core is not None else "pure",
         "spark": result,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -321,6 +322,7 @@ def main() -> int:
         "messages": args.messages,
         "rounds": args.rounds,
         "codec": _native.reason,
+        "core": "native" if _native.core is not None else "pure",
     }
     tables: list[str] = [f"codec: {_native.reason}"]
     if args.codec_rounds > 0:

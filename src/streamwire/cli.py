@@ -396,7 +396,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    return streamwire.__version__
+    """The package's version, then the codec core this install selected and why (``native
+    core 0.1.0``, or ``pure Python: <why>``)."""
+    from streamwire import _native
+
+    return f"{streamwire.__version__}\n{_native.reason}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import streamwire
-from streamwire import cli
+from streamwire import _native, cli
 from streamwire.errors import StreamwireError
 
 
@@ -92,7 +92,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["--version"])
     assert info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"streamwire {streamwire.__version__}"
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [f"streamwire {streamwire.__version__}", _native.reason]
 
 
 @pytest.mark.parametrize("command", ["publish", "consume", "bench"])
@@ -134,4 +135,7 @@ def test_python_dash_m_streamwire() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"streamwire {streamwire.__version__}"
+    assert result.stdout.strip().splitlines() == [
+        f"streamwire {streamwire.__version__}",
+        _native.reason,  # the same environment: the same choice
+    ]

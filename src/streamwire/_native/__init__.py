@@ -6,13 +6,19 @@
 the same bytes, the same messages, the same exceptions (``tests/property/test_native_core.py``).
 
 ``STREAMWIRE_PURE=1`` (or the older ``STREAMWIRE_PURE_PYTHON=1``) forces the pure-Python
-code; the choice is made once, at import. :data:`reason` says which was chosen and why.
-Build the extension with ``python native/build.py`` (``make venv`` does); see
+code; the choice is made once, at import. :data:`reason` says which was chosen and why
+(``native core 0.1.0``, or ``pure Python: <why>``; ``streamwire --version`` prints it). A core
+that is installed but unusable (another :data:`ABI`, an import error, a failed self-check) is
+logged once at WARNING on the ``streamwire`` logger: it costs the user up to 3x on the codec
+paths.
+``pip install`` builds the extension when cargo is on PATH (``setup.py``); see
 docs/development.md, "Native core".
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -24,7 +30,7 @@ from streamwire.errors import ChecksumMismatchError, DecodeError, LocalProtocolE
 if TYPE_CHECKING:
     from streamwire._native._core import FrameIndex as _FrameIndex
 
-__all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "reason")
+__all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "installed", "reason")
 
 ABI: Final = 12
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
@@ -164,6 +170,14 @@ def _self_check(mod: NativeCore) -> None:
         raise RuntimeError("the native core builds messages differently")
 
 
+def installed() -> bool:
+    """Whether an extension module ``streamwire._native._core`` is present (usable or not)."""
+    try:
+        return importlib.util.find_spec(f"{__name__}._core") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def built() -> tuple[NativeCore | None, str]:
     """The extension if it is built, of this :data:`ABI` and passes its self-check, whatever
     the environment says (the property tests compare it with the pure-Python code even when
@@ -174,7 +188,11 @@ def built() -> tuple[NativeCore | None, str]:
         return None, f"native core not built: {exc}"
     abi = getattr(_core, "ABI", None)
     if abi != ABI:
-        return None, f"native core ABI {abi}, this package needs {ABI}: rebuild it"
+        return (
+            None,
+            f"native core ABI {abi}, this package needs {ABI}: "
+            "reinstall streamwire (in a checkout: make native)",
+        )
     try:
         _core.init(Message, DecodeError, ChecksumMismatchError, LocalProtocolError)
         _self_check(_core)
@@ -185,9 +203,15 @@ def built() -> tuple[NativeCore | None, str]:
 
 def _load() -> tuple[NativeCore | None, str]:
     if forced_pure():
-        return None, "pure Python (forced by STREAMWIRE_PURE)"
+        return None, "pure Python: forced by STREAMWIRE_PURE"
     found, why = built()
-    return (found, why) if found is not None else (None, f"pure Python ({why})")
+    if found is not None:
+        return found, why
+    if installed():  # there, but unusable: a stale or foreign build, never silently
+        logging.getLogger("streamwire").warning(
+            "streamwire runs in pure Python, up to 3x slower on the codec paths: %s", why
+        )
+    return None, f"pure Python: {why}"
 
 
 _loaded = _load()
