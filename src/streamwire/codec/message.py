@@ -117,7 +117,7 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        value = self.value
+        value: object = self.value  # user code may have assigned anything
         if isinstance(value, bytes | bytearray | memoryview):
             shown = f"{bytes(value[:32])!r}{'...' if len(value) > 32 else ''}"
         else:  # user code assigned something else: show it, never fail inside repr
