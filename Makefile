@@ -9,7 +9,7 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv native brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
+.PHONY: help venv native dist matrix brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
@@ -17,31 +17,48 @@ help:
 	@echo "make lint    ruff + mypy --strict on src, tests and integration (+ shellcheck)"
 	@echo "make unit    unit and property tests only (no brokers), native core and pure Python"
 	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
+	@echo "make dist    the sdist, native wheels for CPython 3.11-3.13 (manylinux) and a pure wheel"
+	@echo "make matrix  unit + property tests on every other CPython, from its wheel, both cores"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
 	@echo "make soak    bounded mixed publish/consume load, RSS over time (SOAK_SECONDS)"
 	@echo "make brokers / brokers-down   start / stop the test brokers (integration/brokers.sh)"
 
-$(VENV)/.installed: pyproject.toml
+# The editable install builds the optional native core (native/, Rust + PyO3) in place, as
+# `pip install` does for a user (setup.py, setuptools-rust); native/build.py rebuilds it after
+# an edit of native/ (and does nothing while it is current). A failed or impossible build (no
+# cargo, no network for crates.io) leaves the pure-Python code in use: the venv stays usable
+# and every target still passes. STREAMWIRE_PURE=1 forces pure Python.
+$(VENV)/.installed: pyproject.toml setup.py
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "streamwire needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-# The optional native core (native/, Rust + PyO3), built into src/streamwire/_native/. A failed
-# or impossible build (no cargo, no network for crates.io) leaves the pure-Python code in use:
-# the venv stays usable and every target still passes. STREAMWIRE_PURE=1 forces pure Python.
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/build.py $(wildcard native/src/*.rs)
 $(VENV)/.native: $(VENV)/.installed $(NATIVE_SOURCES)
 	@$(PY) native/build.py || echo "native core not built: streamwire runs in pure Python"
+	@$(PY) -m streamwire --version
 	@touch $@
 
 venv: $(VENV)/.installed $(VENV)/.native
 
 native: $(VENV)/.installed
-	$(PY) native/build.py
+	$(PY) native/build.py --force
+
+# Release artefacts into dist/ (release/dist.py): the sdist, a native manylinux wheel for each
+# of DIST_PYTHONS (built from the sdist, checked by auditwheel) and a pure py3-none-any wheel.
+DIST_PYTHONS ?= 3.11 3.12 3.13
+dist: venv
+	$(PY) -m release.dist --python $(DIST_PYTHONS)
+
+# tests/unit and tests/property on MATRIX_PYTHONS, each from its own wheel in a fresh venv,
+# native core then pure Python (release/matrix.py); the main venv's CPython runs everything.
+MATRIX_PYTHONS ?= 3.12 3.13
+matrix: dist
+	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- -p no:cacheprovider
 
 brokers: venv
 	integration/brokers.sh up $(BROKERS)
@@ -52,11 +69,14 @@ brokers: venv
 brokers-down:
 	integration/brokers.sh down all
 
-# The whole suite runs once with whatever codec was selected (native when built), then the
-# whole suite again in pure Python (STREAMWIRE_PURE=1), so both codecs stay tested end to end.
-test: venv brokers
-	$(PY) -m pytest $(PYTEST_ARGS)
-	STREAMWIRE_PURE=1 $(PY) -m pytest $(PYTEST_ARGS)
+# The whole suite runs once with whatever codec was selected (native when built), then again
+# in pure Python (STREAMWIRE_PURE=1) less the tests that run both cores themselves, so both
+# codecs stay tested end to end; then the unit and property tests on the other CPythons, from
+# their wheels (docs/development.md, "CI": what runs twice and what once).
+test: venv brokers dist
+	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(PYTEST_ARGS)
+	STREAMWIRE_PURE=1 $(PY) -m pytest -m "not both_cores" $(PYTEST_ARGS)
+	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS)
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.
@@ -65,18 +85,18 @@ test-cluster: venv
 
 unit: venv
 	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
-	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
+	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property -m "not both_cores" $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench examples fuzz integration
-	$(VENV)/bin/ruff format --check src tests bench examples fuzz integration
-	$(VENV)/bin/mypy --strict src tests bench examples fuzz integration
+	$(VENV)/bin/ruff check src tests bench examples fuzz integration release setup.py native/build.py
+	$(VENV)/bin/ruff format --check src tests bench examples fuzz integration release setup.py native/build.py
+	$(VENV)/bin/mypy --strict src tests bench examples fuzz integration release
 	@if command -v shellcheck >/dev/null; then shellcheck integration/brokers.sh; \
 	  else echo "shellcheck not installed: integration/brokers.sh not checked"; fi
 
 format: venv
-	$(VENV)/bin/ruff format src tests bench examples fuzz integration
-	$(VENV)/bin/ruff check --fix src tests bench examples fuzz integration
+	$(VENV)/bin/ruff format src tests bench examples fuzz integration release
+	$(VENV)/bin/ruff check --fix src tests bench examples fuzz integration release
 
 demo: venv brokers
 	$(VENV)/bin/streamwire demo
@@ -97,5 +117,5 @@ fuzz: venv
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
+	rm -rf $(VENV) .venv-matrix dist build .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
 	rm -f src/streamwire/_native/_core*.so src/streamwire/_native/_core*.pyd

@@ -26,7 +26,11 @@ from tests.property.test_liftbridge_native import OTHER_HEADERS, SERVER_HEADERS,
 from tests.property.test_native_core import outcome
 
 CORE, WHY = _native.built()
-pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+# both_cores: every test here runs the extension and the pure-Python code itself
+pytestmark = [
+    pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: make native)"),
+    pytest.mark.both_cores,
+]
 
 NATIVE = split_subscribed(False, CORE)
 PURE = split_subscribed(False, None)

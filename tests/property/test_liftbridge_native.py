@@ -29,7 +29,11 @@ from streamwire.liftbridge.protocol.messages import (
 from tests.property.test_native_core import outcome
 
 CORE, WHY = _native.built()
-pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+# both_cores: every test here runs the extension and the pure-Python code itself
+pytestmark = [
+    pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: make native)"),
+    pytest.mark.both_cores,
+]
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)

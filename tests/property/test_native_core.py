@@ -58,7 +58,11 @@ from tests.property.test_rabbitmq_decode_chunk import simple, sub_batch
 from tests.unit.iggy.strategies import HEADERS
 
 CORE, WHY = _native.built()
-pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+# both_cores: every test here runs the extension and the pure-Python code itself
+pytestmark = [
+    pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: make native)"),
+    pytest.mark.both_cores,
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -130,7 +134,8 @@ def test_the_choice_made_at_import(pure: bool) -> None:
     env = {k: v for k, v in os.environ.items() if k not in _native.PURE_ENV}
     if pure:
         env["STREAMWIRE_PURE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    # the streamwire this test imports (the checkout's src/, or an installed wheel's)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(_native.__file__).parents[2]), str(ROOT)])
     code = (
         "from streamwire import _native\n"
         "from streamwire.iggy.protocol import batch\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +24,15 @@ from tests.property.test_native_core import CHUNK_DAMAGE, ENTRIES, chunk_bytes
 from tests.property.test_rabbitmq_decode_chunk import simple, sub_batch
 
 CORE, WHY = _native.built()
-needs_core = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+_Test = TypeVar("_Test", bound=Callable[..., Any])
+_skip_without_core = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: make native)")
+
+
+def needs_core(test: _Test) -> _Test:
+    """Runs the extension beside the pure-Python code (so the STREAMWIRE_PURE=1 pass leaves it
+    out: ``both_cores``); skipped when the extension is not built."""
+    marked: _Test = pytest.mark.both_cores(_skip_without_core(test))
+    return marked
 
 
 def outcome(call: Callable[[], Any]) -> tuple[str, Any]:

@@ -24,7 +24,11 @@ from streamwire.rabbitmq.protocol.publishing import PublishBuilder
 from tests.property.test_native_core import outcome
 
 CORE, WHY = _native.built()
-pytestmark = pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: python native/build.py)")
+# both_cores: every test here runs the extension and the pure-Python code itself
+pytestmark = [
+    pytest.mark.skipif(CORE is None, reason=f"{WHY} (build it: make native)"),
+    pytest.mark.both_cores,
+]
 
 BODY = st.one_of(st.binary(max_size=300), st.integers(0, 300).map(bytes))
 ODD_BODY = st.one_of(BODY, BODY.map(bytearray), BODY.map(lambda b: memoryview(b)), st.just("text"))

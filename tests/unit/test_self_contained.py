@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("src", "docs", "examples", "tests", "bench", "fuzz", "integration")
+SCANNED = (
+    "src",
+    "docs",
+    "examples",
+    "tests",
+    "bench",
+    "fuzz",
+    "integration",
+    "release",
+    "native/src",
+)
 TEXT_SUFFIXES = {".py", ".pyi", ".md", ".txt", ".toml", ".cfg", ".ini", ".proto", ".sh", ".yml"}
 
 # What points outside the repository (or at a document it does not ship).
