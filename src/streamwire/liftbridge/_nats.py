@@ -20,7 +20,6 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.protocol.parser import AWAITING_CONTROL_LINE
 
 from streamwire.errors import (
     ClosedError,
@@ -34,6 +33,7 @@ from streamwire.errors import (
     StreamwireError,
     TransportError,
 )
+from streamwire.liftbridge._nats_internals import AWAITING_CONTROL_LINE, REPORT
 from streamwire.liftbridge._nats_msgs import take_msgs
 from streamwire.transport.deadline import Deadline
 
@@ -56,9 +56,12 @@ _CONNECT_END_STEP = 0.1
 #: What nats-py refuses in a published subject (it would split or inject protocol lines).
 _BAD_SUBJECT = re.compile(r"[ \t\r\n]")
 
-#: The nats-py internals :meth:`NatsLink.publish_many` writes through (present since 2.0;
-#: without them it publishes message by message).
+#: The nats-py internals :meth:`NatsLink.publish_many` writes through; without them it
+#: publishes message by message. Checked for nats-py as a whole at import
+#: (:mod:`streamwire.liftbridge._nats_internals`, whose report is ``_FAST``), and here again
+#: on each client object (stand-ins in tests have fewer).
 _BULK_API = ("_send_command", "_flush_pending", "_flush_queue", "stats", "is_draining_pubs")
+_FAST = REPORT
 
 
 @dataclass(slots=True)
@@ -169,7 +172,7 @@ class NatsLink:
         self.on_reconnected: list[Callable[[], None]] = []
         self.on_disconnected: list[Callable[[], None]] = []
         self._closing = False
-        self.bulk = all(hasattr(nc, name) for name in _BULK_API)
+        self.bulk = _FAST.bulk and all(hasattr(nc, name) for name in _BULK_API)
         """Whether :meth:`publish_many` writes one buffer entry for many messages."""
         self._valid_subjects: set[str] = set()
         self._direct: dict[int, DirectHandler] = {}
@@ -335,8 +338,11 @@ class NatsLink:
         the usual way (to the callback ``sub`` was made with), as do messages with headers.
 
         Uses nats-py internals (the parser's ``_process_msg`` call and the subscription's
-        ``_id``); without them (another nats-py) it does nothing and returns False.
+        ``_id``; :mod:`streamwire.liftbridge._nats_internals`); without them (another
+        nats-py, or ``STREAMWIRE_NATS_FAST=0``) it does nothing and returns False.
         """
+        if not _FAST.direct:
+            return False
         nc: Any = self._nc
         sid = getattr(sub, "_id", None)
         process = getattr(nc, "_process_msg", None)
