@@ -256,17 +256,25 @@ async def test_pip_install_of_a_clone_with_cargo_selects_the_native_core(tmp_pat
     assert reason.startswith("native core "), reason
 
 
-async def _reason(bin_dir: Path, tmp_path: Path) -> str:
-    done = await asyncio.to_thread(
+async def _as_user(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``cmd`` run as a user would, outside the checkout (only the installed package is
+    importable), its output captured."""
+    return await asyncio.to_thread(
         subprocess.run,
-        [str(bin_dir / "streamwire"), "--version"],
+        cmd,
         cwd=tmp_path,
         env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=_SCRIPT_TIMEOUT,
-        check=True,
+        check=False,
     )
+
+
+async def _reason(bin_dir: Path, tmp_path: Path) -> str:
+    """The last line of ``streamwire --version``: the core this install selected."""
+    done = await _as_user([str(bin_dir / "streamwire"), "--version"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -301,32 +309,12 @@ async def test_the_liftbridge_extra_adds_liftbridge(dist: Path, tmp_path: Path) 
     broker, nats = require("liftbridge"), require("nats")
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     wheel = _one(dist, f"streamwire-*-{tag(version)}-{tag(version)}-manylinux_*.whl")
-    env_dir = tmp_path / "venv"
-    await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120
-    )
-    python = str(env_dir / "bin" / "python")
-    installed = await asyncio.to_thread(
-        subprocess.run,
-        [python, "-m", "pip", "install", "--quiet", f"{wheel}[liftbridge]"],
-        capture_output=True,
-        text=True,
-        timeout=_PIP_TIMEOUT,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    bin_dir = await _venv(sys.executable, tmp_path / "venv")
+    await _pip_install(bin_dir, f"{wheel}[liftbridge]")
     script = tmp_path / "liftbridge_user.py"
     script.write_text(LIFTBRIDGE_SCRIPT, encoding="utf-8")
     url = f"liftbridge://{broker.host}:{broker.port}?nats=nats://{nats.host}:{nats.port}"
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [python, str(script), url, unique("wheel-lb")],
-        cwd=tmp_path,
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=_SCRIPT_TIMEOUT,
-        check=False,
-    )
+    python = str(bin_dir / "python")
+    result = await _as_user([python, str(script), url, unique("wheel-lb")], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "round trip ok: liftbridge" in result.stdout
