@@ -15,16 +15,86 @@ invalid onwards (the decoder raises on it), goes through the stream reader uncha
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, SupportsIndex, cast
+from typing import Any, Final, SupportsIndex, cast
 
 from streamwire import _native
 from streamwire.codec.framing import GATHER_ABOVE, FrameSpec
 
-__all__ = ("FrameReader", "ReceiveFrames", "ReceiveInto", "frame_buffer")
+__all__ = (
+    "FRAMES",
+    "FrameReader",
+    "ReceiveFrames",
+    "ReceiveInto",
+    "frame_buffer",
+    "stream_reader_internals",
+)
 
 _core = _native.core
+
+
+class _StubLoop:
+    """What ``asyncio.StreamReader.__init__`` asks of its loop (3.11 - 3.13): nothing but
+    whether it is in debug mode. Lets the import-time check make a reader without a loop."""
+
+    def get_debug(self) -> bool:
+        return False
+
+
+#: The ``asyncio.StreamReader`` state :class:`FrameReader` reads and writes: name and type
+#: (``None``: any), and the methods it calls with their parameters.
+_STATE: tuple[tuple[str, type | None], ...] = (
+    ("_buffer", bytearray),
+    ("_eof", bool),
+    ("_exception", type(None)),
+    ("_paused", bool),
+    ("_transport", type(None)),
+    ("_limit", int),
+)
+_METHODS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("_wait_for_data", ("func_name",), True),
+    ("_wakeup_waiter", (), False),
+)
+
+
+def stream_reader_internals(factory: Any = asyncio.StreamReader) -> tuple[str, ...]:
+    """What :class:`FrameReader` needs of a new ``factory(limit=..., loop=...)`` reader
+    and does not find (empty: it can be used), each named with its expected shape."""
+    try:
+        reader = factory(limit=1 << 16, loop=_StubLoop())
+    except Exception as exc:  # another constructor
+        return (f"StreamReader(limit, loop) ({exc!r})",)
+    missing = []
+    for name, kind in _STATE:
+        if not hasattr(reader, name):
+            missing.append(f"StreamReader.{name}")
+        elif kind is not None and not isinstance(getattr(reader, name), kind):
+            missing.append(f"StreamReader.{name} as {kind.__name__}")
+    for name, params, coroutine in _METHODS:
+        method = getattr(reader, name, None)
+        try:
+            found = tuple(inspect.signature(method).parameters) if callable(method) else None
+        except (TypeError, ValueError):
+            found = None
+        if found != params or inspect.iscoroutinefunction(method) != coroutine:
+            missing.append(f"StreamReader.{name}({', '.join(params)})")
+    return tuple(missing)
+
+
+_MISSING = stream_reader_internals()
+FRAMES: Final = not _MISSING
+"""Whether ``open_tcp(frames=...)`` gathers large frames (:class:`ReceiveFrames`): asyncio's
+stream reader has the state :class:`FrameReader` works with, checked once at import. If
+not (another Python), such a stream reads through :class:`ReceiveInto` and a plain stream
+reader, and the decoder puts frames together as it does for small ones; logged at INFO."""
+if _MISSING:
+    logging.getLogger(__name__).info(
+        "asyncio's StreamReader lacks %s: large frames are read the plain way",
+        ", ".join(_MISSING),
+    )
 
 
 def frame_buffer(size: int) -> tuple[bytes | bytearray, memoryview]:
@@ -66,8 +136,9 @@ class FrameReader(asyncio.StreamReader):
     it. Frames count towards the flow-control limit as the buffer does.
 
     It works with :class:`asyncio.StreamReader`'s own state (``_buffer``, ``_eof``,
-    ``_exception``, ``_paused``, ``_transport``, ``_wait_for_data``, ``_wakeup_waiter``:
-    the same from Python 3.11 to 3.13), reached through ``_base`` (untyped in typeshed)."""
+    ``_exception``, ``_limit``, ``_paused``, ``_transport``, ``_wait_for_data``,
+    ``_wakeup_waiter``: the same from Python 3.11 to 3.13, checked at import, see
+    :data:`FRAMES`), reached through ``_base`` (untyped in typeshed)."""
 
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)

@@ -20,6 +20,7 @@ from streamwire.errors import (
     ConnectTimeout,
     TimeoutError,
 )
+from streamwire.transport import _receive
 from streamwire.transport._errors import map_errors
 from streamwire.transport._receive import FrameReader, ReceiveFrames, ReceiveInto
 from streamwire.transport.base import BytesLike
@@ -49,7 +50,7 @@ async def _connect(
         )
     loop = asyncio.get_running_loop()  # as asyncio.open_connection, with our protocol
     protocol: ReceiveInto
-    if frames is None:
+    if frames is None or not _receive.FRAMES:  # without the reader's internals: plain
         reader = asyncio.StreamReader(limit=limit, loop=loop)
         protocol = ReceiveInto(reader, limit)
     else:
