@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
@@ -41,7 +42,7 @@ from typing import Any, Final
 from streamwire._native import core
 from streamwire.codec.message import Confirmation, confirmation
 
-__all__ = ("LazyFuture", "Ledger", "MadeFuture")
+__all__ = ("LAZY", "LazyFuture", "Ledger", "MadeFuture", "lazy_future_problems")
 
 _PENDING: Final = 0
 _OK: Final = 1
@@ -94,8 +95,12 @@ class Ledger:
 
     def futures(self) -> list[asyncio.Future[Confirmation]]:
         """A :class:`LazyFuture` per message, in order (with the native core: made without
-        a Python call each, and untracked by the garbage collector until used)."""
+        a Python call each, and untracked by the garbage collector until used); plain
+        asyncio futures, resolved by the ledger, where this Python's ``asyncio.Future``
+        failed the import-time check (:data:`LAZY`)."""
         n = len(self.states)
+        if not LAZY:
+            return [self.real(i) for i in range(n)]
         if core is not None:
             return core.lazy_futures(LazyFuture, self, n)
         return list(map(LazyFuture, repeat(self, n), range(n)))
@@ -326,3 +331,65 @@ for _name in (
     "_state",
 ):
     setattr(LazyFuture, _name, _realizing(_name))
+
+
+class _CheckLoop:
+    """What an ``asyncio.Future`` asks of its loop while the check runs: whether it is in
+    debug mode, and to schedule its callbacks (recorded, never run)."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def get_debug(self) -> bool:
+        return False
+
+    def call_soon(self, callback: Any, *args: Any, context: Any = None) -> None:
+        self.scheduled.append((callback, args))
+
+
+def lazy_future_problems(init: Any = None) -> tuple[str, ...]:
+    """What goes wrong, on this Python's ``asyncio.Future``, when a :class:`LazyFuture` is
+    read from its ledger, made real by a callback (``asyncio.Future.__init__`` run late on
+    the object, its class changed to :class:`MadeFuture`) and then settled by the ledger
+    (empty: nothing). ``init`` stands in for ``asyncio.Future.__init__`` in tests."""
+    global _init_future
+    saved = _init_future
+    if init is not None:
+        _init_future = init
+    check_loop = _CheckLoop()
+    loop: Any = check_loop  # only what a Future asks of a loop
+    ledger = Ledger(loop, 2, "check")
+    expected = Confirmation(None, None, "check", None)
+    try:
+        read: Any = LazyFuture(ledger, 0)
+        made: Any = LazyFuture(ledger, 1)
+        if read.done() or read.get_loop() is not loop:
+            return ("a pending LazyFuture reads as done, or another loop",)
+        ledger.confirm(0, 1)
+        if not read.done() or read.result() != expected or type(read) is not LazyFuture:
+            return ("a confirmed LazyFuture does not read its confirmation",)
+        seen: list[object] = []
+        made.add_done_callback(seen.append)
+        if type(made) is not MadeFuture or made.done() or made.get_loop() is not loop:
+            return ("Future.__init__ run late and the class changed to MadeFuture",)
+        ledger.confirm(1, 1)
+        if made.result() != expected or [cb for cb, _ in check_loop.scheduled] != [seen.append]:
+            return ("a MadeFuture settled by its ledger with its callback scheduled",)
+    except Exception as exc:
+        return (f"LazyFuture on this asyncio.Future: {exc!r}",)
+    finally:
+        _init_future = saved
+    return ()
+
+
+_PROBLEMS = lazy_future_problems()
+LAZY: Final = not _PROBLEMS
+"""Whether ``Ledger.futures()`` hands out :class:`LazyFuture` objects: this Python's
+``asyncio.Future`` let one be read, made real and settled in the import-time check. If not,
+each message gets a plain asyncio future, resolved by the ledger the same way (logged at
+INFO): the same outcomes, at asyncio's cost per message."""
+if _PROBLEMS:
+    logging.getLogger(__name__).info(
+        "send_batch's lazy futures are off (%s): plain asyncio futures instead",
+        ", ".join(_PROBLEMS),
+    )
