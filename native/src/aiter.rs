@@ -85,6 +85,11 @@ struct Types {
 
 static TYPES: PyOnceLock<Types> = PyOnceLock::new();
 
+/// Release the reference in `*slot`, leaving NULL there first.
+///
+/// # Safety
+/// `slot` must point to an object-pointer field of a live object, holding NULL or an owned
+/// reference; the GIL must be held.
 unsafe fn clear(slot: *mut *mut ffi::PyObject) {
     let p = *slot;
     if !p.is_null() {
@@ -93,6 +98,11 @@ unsafe fn clear(slot: *mut *mut ffi::PyObject) {
     }
 }
 
+/// Free `obj`'s memory with its type's `tp_free` and drop its reference to its heap type.
+///
+/// # Safety
+/// `obj` must be an untracked `ReadyIterator` or `_Ready` (a heap type made by
+/// `make_type`) whose references were released, not used afterwards; the GIL must be held.
 unsafe fn free(obj: *mut ffi::PyObject) {
     let tp = ffi::Py_TYPE(obj);
     match (*tp).tp_free {
@@ -115,6 +125,11 @@ macro_rules! visit {
 
 // --- the iterator --------------------------------------------------------------------------
 
+/// `tp_traverse` of `ReadyIterator`.
+///
+/// # Safety
+/// Only the garbage collector calls it, with the GIL held, `obj` a live `ReadyIterator`
+/// (allocated by that type, so an `Iter`) and its own `visit` and `arg`.
 unsafe extern "C" fn iter_traverse(
     obj: *mut ffi::PyObject,
     visit: ffi::visitproc,
@@ -132,8 +147,14 @@ unsafe extern "C" fn iter_traverse(
     0
 }
 
+/// `tp_clear` of `ReadyIterator`.
+///
+/// # Safety
+/// CPython (or `iter_dealloc`) calls it with the GIL held and `obj` a live `ReadyIterator`.
 unsafe extern "C" fn iter_clear(obj: *mut ffi::PyObject) -> c_int {
     let it = obj as *mut Iter;
+    // SAFETY: each field is an object pointer of the live `Iter` at `obj`, NULL or owned
+    // by it, and the GIL is held (this function's contract), as `clear` requires.
     clear(&mut (*it).ready);
     clear(&mut (*it).popleft);
     clear(&mut (*it).owner);
@@ -145,26 +166,46 @@ unsafe extern "C" fn iter_clear(obj: *mut ffi::PyObject) -> c_int {
     0
 }
 
+/// `tp_dealloc` of `ReadyIterator`.
+///
+/// # Safety
+/// Only CPython calls it: once, with the GIL held, for a `ReadyIterator` whose reference
+/// count reached zero.
 unsafe extern "C" fn iter_dealloc(obj: *mut ffi::PyObject) {
     ffi::PyObject_GC_UnTrack(obj as *mut c_void);
+    // SAFETY: `obj` is a live `ReadyIterator`, now untracked; `iter_clear` releases its
+    // references, after which `free` may free it, and nothing uses `obj` afterwards.
     iter_clear(obj);
     free(obj);
 }
 
+/// `__await__`, `__iter__` and `__aiter__`: the object itself.
+///
+/// # Safety
+/// Only CPython calls it, as a type slot: with the GIL held and `obj` a live object.
 unsafe extern "C" fn same(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     new_ref(obj)
 }
 
 /// Whether `ready` is (still) an exact deque: `__class__` may be assigned on Pythons whose
 /// deque is a heap type.
+///
+/// # Safety
+/// `it` must point to a live `ReadyIterator` whose `ready` is not NULL (not cleared); the
+/// GIL must be held.
 #[inline]
 unsafe fn exact(it: *mut Iter) -> bool {
     !(*it).deque.is_null() && ffi::Py_TYPE((*it).ready) == (*it).deque
 }
 
 /// `len(ready)`, -1 with an exception set on failure.
+///
+/// # Safety
+/// As for `exact`.
 #[inline]
 unsafe fn ready_len(it: *mut Iter) -> isize {
+    // SAFETY: the caller's guarantee is `exact`'s; `Py_SIZE` reads `ob_size` only when
+    // `ready` is still an exact deque, a variable-size object whose `ob_size` is its length.
     if exact(it) {
         ffi::Py_SIZE((*it).ready)
     } else {
@@ -174,6 +215,10 @@ unsafe fn ready_len(it: *mut Iter) -> isize {
 
 /// `owner.<name> = value` (a new reference, consumed): into the slot when the owner's type
 /// is still the one whose slot it is (what `setattr` would do, without the lookups).
+///
+/// # Safety
+/// `it` must point to a live `ReadyIterator` whose `owner` and `name` are set (not
+/// cleared), `value` be an owned reference (consumed), and the GIL be held.
 unsafe fn set_owner(it: *mut Iter, value: *mut ffi::PyObject) -> c_int {
     let owner = (*it).owner;
     let tp = ffi::Py_TYPE(owner);
@@ -181,6 +226,10 @@ unsafe fn set_owner(it: *mut Iter, value: *mut ffi::PyObject) -> c_int {
         && tp as *mut ffi::PyObject == (*it).owner_type
         && (*tp).tp_version_tag == (*it).version
     {
+        // SAFETY: the owner still has the type `owner_slot` inspected (`owner_type` holds
+        // a strong reference, so its address cannot be reused) and that type is unchanged
+        // (same nonzero version tag), so `slot` is still the offset of a writable object
+        // slot inside the owner's basic size, holding NULL or an owned reference.
         let at = (owner as *mut u8).offset((*it).slot) as *mut *mut ffi::PyObject;
         let old = *at;
         *at = value;
@@ -194,6 +243,11 @@ unsafe fn set_owner(it: *mut Iter, value: *mut ffi::PyObject) -> c_int {
     rc
 }
 
+/// `__anext__` of `ReadyIterator`: `slow()` when `ready` is empty, else a `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it, as `am_anext`: with the GIL held and `obj` a live
+/// `ReadyIterator`.
 unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let it = obj as *mut Iter;
     if (*it).ready.is_null() {
@@ -203,6 +257,8 @@ unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
         );
         return null_mut();
     }
+    // SAFETY: `it` is the live `ReadyIterator` CPython passed, `ready` was checked
+    // non-NULL just above, and the GIL is held, as `ready_len` requires.
     let n = ready_len(it);
     if n < 0 {
         return null_mut();
@@ -210,6 +266,8 @@ unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     if n == 0 {
         return ffi::PyObject_CallNoArgs((*it).slow);
     }
+    // SAFETY: `spare` is only ever set (below) to a `_Ready` this iterator made, and owned
+    // by it; with a reference count of 1 nobody else holds it, so it can be handed out again.
     let spare = (*it).spare;
     if !spare.is_null() && ffi::Py_REFCNT(spare) == 1 {
         let r = spare as *mut Ready;
@@ -246,6 +304,11 @@ unsafe extern "C" fn iter_anext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
 
 // --- the awaitable -------------------------------------------------------------------------
 
+/// `tp_traverse` of `_Ready`.
+///
+/// # Safety
+/// Only the garbage collector calls it, with the GIL held, `obj` a live `_Ready`
+/// (allocated by that type, so a `Ready`) and its own `visit` and `arg`.
 unsafe extern "C" fn ready_traverse(
     obj: *mut ffi::PyObject,
     visit: ffi::visitproc,
@@ -257,25 +320,48 @@ unsafe extern "C" fn ready_traverse(
     0
 }
 
+/// `tp_clear` of `_Ready`.
+///
+/// # Safety
+/// CPython (or `ready_dealloc`) calls it with the GIL held and `obj` a live `_Ready`.
 unsafe extern "C" fn ready_clear(obj: *mut ffi::PyObject) -> c_int {
     let r = obj as *mut Ready;
+    // SAFETY: both fields are object pointers of the live `Ready` at `obj`, NULL or owned
+    // by it, and the GIL is held (this function's contract), as `clear` requires.
     clear(&mut (*r).iter);
     clear(&mut (*r).coro);
     0
 }
 
+/// `tp_dealloc` of `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it: once, with the GIL held, for a `_Ready` whose reference count
+/// reached zero.
 unsafe extern "C" fn ready_dealloc(obj: *mut ffi::PyObject) {
     ffi::PyObject_GC_UnTrack(obj as *mut c_void);
+    // SAFETY: `obj` is a live `_Ready`, now untracked; `ready_clear` releases its
+    // references, after which `free` may free it, and nothing uses `obj` afterwards.
     ready_clear(obj);
     free(obj);
 }
 
 /// After the delegated coroutine finished (returned or raised): this awaitable is done too.
+///
+/// # Safety
+/// `r` must point to a live `_Ready`, and the GIL be held.
 unsafe fn finished(r: *mut Ready) {
     (*r).used = 1;
+    // SAFETY: `coro` is an object pointer field of the live `_Ready` at `r`, NULL or owned
+    // by it, and the GIL is held (this function's contract).
     clear(&mut (*r).coro);
 }
 
+/// One step of the coroutine this awaitable delegates to.
+///
+/// # Safety
+/// `r` must point to a live `_Ready` whose `coro` is not NULL, `arg` to a live object
+/// (borrowed), `result` be valid for a write, and the GIL be held.
 unsafe fn delegate(
     r: *mut Ready,
     arg: *mut ffi::PyObject,
@@ -283,18 +369,26 @@ unsafe fn delegate(
 ) -> ffi::PySendResult {
     let status = ffi::PyIter_Send((*r).coro, arg, result);
     if !matches!(status, ffi::PySendResult::PYGEN_NEXT) {
+        // SAFETY: `r` is still a live `_Ready` (the caller holds it) and the GIL is held.
         finished(r);
     }
     status
 }
 
 /// One step: the first ready message (returned), or a step of the slow coroutine.
+///
+/// # Safety
+/// `obj` must point to a live `_Ready`, `arg` to a live object (borrowed), `result` be
+/// valid for a write, and the GIL be held. `*result` is a new reference after
+/// `PYGEN_RETURN` or `PYGEN_NEXT`.
 unsafe fn step(
     obj: *mut ffi::PyObject,
     arg: *mut ffi::PyObject,
     result: *mut *mut ffi::PyObject,
 ) -> ffi::PySendResult {
     let r = obj as *mut Ready;
+    // SAFETY: `r` is the live `_Ready` at `obj` with `coro` checked non-NULL; `arg`,
+    // `result` and the GIL are as this function's contract says, as `delegate` requires.
     if !(*r).coro.is_null() {
         return delegate(r, arg, result);
     }
@@ -305,6 +399,8 @@ unsafe fn step(
         );
         return ffi::PySendResult::PYGEN_ERROR;
     }
+    // SAFETY: `iter` is set only by `iter_anext`, to the `ReadyIterator` that made this
+    // `_Ready`, which holds a reference to it (checked non-NULL above): a live `Iter`.
     let it = (*r).iter as *mut Iter;
     if (*it).ready.is_null() {
         ffi::PyErr_SetString(
@@ -313,6 +409,9 @@ unsafe fn step(
         );
         return ffi::PySendResult::PYGEN_ERROR;
     }
+    // SAFETY: `it` is a live `ReadyIterator`, `ready` checked non-NULL just above (only
+    // `iter_clear` resets it, and `r`, which the caller holds, keeps the iterator
+    // reachable), and the GIL is held, as `ready_len` requires.
     let n = ready_len(it);
     if n < 0 {
         (*r).used = 1;
@@ -335,9 +434,13 @@ unsafe fn step(
             return ffi::PySendResult::PYGEN_ERROR;
         }
         (*r).coro = coro;
+        // SAFETY: as for the first `delegate` above: `coro` was just set non-NULL.
         return delegate(r, arg, result);
     }
     (*r).used = 1;
+    // SAFETY: `take` is the exact deque's builtin `popleft`, a `METH_NOARGS` C function,
+    // called as CPython would (self, NULL) and only while `exact` confirms that `ready`
+    // still is that exact deque (`ready` non-NULL, as for `ready_len` above).
     let msg = match (*it).take {
         Some(take) if exact(it) => take((*it).ready, null_mut()),
         _ => ffi::PyObject_CallNoArgs((*it).popleft),
@@ -345,6 +448,9 @@ unsafe fn step(
     if msg.is_null() {
         return ffi::PySendResult::PYGEN_ERROR;
     }
+    // SAFETY: `message` is `Message` (non-NULL only when `field` is one of its slots) and
+    // `at` that slot's offset, found by `slot_offsets` at `init`; `msg` is an exact
+    // `Message` here, so the word at `at` lies inside it and holds NULL or a reference.
     let value = if ffi::Py_TYPE(msg) == (*it).message {
         let v = *((msg as *const u8).offset((*it).at) as *const *mut ffi::PyObject);
         if v.is_null() {
@@ -359,6 +465,8 @@ unsafe fn step(
         ffi::Py_DECREF(msg);
         return ffi::PySendResult::PYGEN_ERROR;
     }
+    // SAFETY: `it` is a live `ReadyIterator` (not cleared: `ready` was non-NULL above),
+    // `value` a new reference that `set_owner` consumes, and the GIL is held.
     if set_owner(it, value) < 0 {
         ffi::Py_DECREF(msg);
         return ffi::PySendResult::PYGEN_ERROR;
@@ -367,15 +475,24 @@ unsafe fn step(
     ffi::PySendResult::PYGEN_RETURN
 }
 
+/// `am_send` of `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it, as `am_send`: with the GIL held, `obj` a live `_Ready`, `arg` a
+/// live object and `result` a valid place for the result.
 unsafe extern "C" fn ready_send(
     obj: *mut ffi::PyObject,
     arg: *mut ffi::PyObject,
     result: *mut *mut ffi::PyObject,
 ) -> ffi::PySendResult {
+    // SAFETY: this function's contract is exactly what `step` requires.
     step(obj, arg, result)
 }
 
 /// `StopIteration(value)` raised (a tuple or an exception as the value stays the value).
+///
+/// # Safety
+/// `value` must be an owned reference (consumed), and the GIL be held.
 unsafe fn stop(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let exc = ffi::PyObject_CallOneArg(ffi::PyExc_StopIteration, value);
     ffi::Py_DECREF(value);
@@ -386,8 +503,16 @@ unsafe fn stop(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
     null_mut()
 }
 
+/// One step as `__next__` or `send` return it: the value, or NULL with `StopIteration`
+/// carrying the result (or another exception) set.
+///
+/// # Safety
+/// `obj` must point to a live `_Ready`, `arg` to a live object (borrowed), and the GIL be
+/// held.
 unsafe fn resume(obj: *mut ffi::PyObject, arg: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let mut result = null_mut();
+    // SAFETY: `obj`, `arg` and the GIL are as `step` requires, and `result` is a local
+    // it may write; after `PYGEN_RETURN`, `result` is the new reference `stop` consumes.
     match step(obj, arg, &mut result) {
         ffi::PySendResult::PYGEN_NEXT => result,
         ffi::PySendResult::PYGEN_RETURN => stop(result),
@@ -395,10 +520,20 @@ unsafe fn resume(obj: *mut ffi::PyObject, arg: *mut ffi::PyObject) -> *mut ffi::
     }
 }
 
+/// `__next__` of `_Ready`: `send(None)`.
+///
+/// # Safety
+/// Only CPython calls it, as `tp_iternext`: with the GIL held and `obj` a live `_Ready`.
 unsafe extern "C" fn ready_next(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: `obj` is a live `_Ready`, `None` a live object, and the GIL is held.
     resume(obj, ffi::Py_None())
 }
 
+/// `send(value)` of `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it, as a `METH_O` method: with the GIL held, `obj` a live `_Ready`
+/// (the method descriptor checks the type) and `arg` a live object.
 unsafe extern "C" fn ready_send_method(
     obj: *mut ffi::PyObject,
     arg: *mut ffi::PyObject,
@@ -411,9 +546,15 @@ unsafe extern "C" fn ready_send_method(
         );
         return null_mut();
     }
+    // SAFETY: `obj` is a live `_Ready`, `arg` a live object, and the GIL is held.
     resume(obj, arg)
 }
 
+/// `throw(...)` of `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it, as a `METH_VARARGS` method: with the GIL held, `obj` a live
+/// `_Ready` (the method descriptor checks the type) and `args` a live tuple.
 unsafe extern "C" fn ready_throw(
     obj: *mut ffi::PyObject,
     args: *mut ffi::PyObject,
@@ -427,6 +568,7 @@ unsafe extern "C" fn ready_throw(
         let out = ffi::PyObject_Call(meth, args, null_mut());
         ffi::Py_DECREF(meth);
         if out.is_null() {
+            // SAFETY: `r` is the live `_Ready` CPython passed, and the GIL is held.
             finished(r);
         }
         return out;
@@ -468,6 +610,11 @@ unsafe extern "C" fn ready_throw(
     null_mut()
 }
 
+/// `close()` of `_Ready`.
+///
+/// # Safety
+/// Only CPython calls it, as a `METH_NOARGS` method: with the GIL held and `obj` a live
+/// `_Ready` (the method descriptor checks the type).
 unsafe extern "C" fn ready_close(
     obj: *mut ffi::PyObject,
     _: *mut ffi::PyObject,
@@ -476,6 +623,7 @@ unsafe extern "C" fn ready_close(
     (*r).used = 1;
     if !(*r).coro.is_null() {
         let out = ffi::PyObject_CallMethod((*r).coro, c"close".as_ptr(), null_mut());
+        // SAFETY: `r` is the live `_Ready` CPython passed, and the GIL is held.
         finished(r);
         return out;
     }
@@ -484,6 +632,13 @@ unsafe extern "C" fn ready_close(
 
 // --- the types -------------------------------------------------------------------------------
 
+/// A new heap type (a new reference) from `name`, `basicsize` and `slots`, with the
+/// garbage-collector flag, not instantiable from Python.
+///
+/// # Safety
+/// The GIL must be held. Each slot must give a function with the signature CPython
+/// expects for its slot id, for instances of `basicsize` bytes starting with a
+/// `PyObject`; what a slot points to (a method table) must live as long as the type.
 unsafe fn make_type(
     name: &'static std::ffi::CStr,
     basicsize: usize,
@@ -520,6 +675,11 @@ macro_rules! slot {
 
 fn types(py: Python<'_>) -> PyResult<&'static Types> {
     TYPES.get_or_try_init(py, || -> PyResult<Types> {
+        // SAFETY: the closure runs with the GIL held (`py`). Every slot below gives a function with
+        // the signature CPython expects for its slot id (the casts spell them out), for
+        // `#[repr(C)]` structs that start with their `PyObject` and whose size is given; the method
+        // table is leaked, so it lives as long as the types, as `make_type` requires. `make_type`
+        // returns new, non-null references, which `from_owned_ptr` takes.
         unsafe {
             let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
                 ffi::PyMethodDef {
@@ -603,6 +763,9 @@ fn types(py: Python<'_>) -> PyResult<&'static Types> {
 
 /// `ready.popleft` as a C function to call with `ready` and no arguments, when `ready` is an
 /// exact deque and `popleft` its builtin method.
+///
+/// # Safety
+/// The GIL must be held (`ready` and `popleft` are live, borrowed for the call).
 unsafe fn direct_popleft(
     ready: &Bound<'_, PyAny>,
     popleft: &Bound<'_, PyAny>,
@@ -628,6 +791,8 @@ fn owner_slot(
 ) -> PyResult<Option<(Py<PyAny>, u32, isize)>> {
     let tp = owner.get_type();
     let tptr = tp.as_type_ptr();
+    // SAFETY: the GIL is held (`owner` is bound); `tptr` is the owner's type object, kept alive by
+    // `tp`, so its fields can be read.
     unsafe {
         let generic = ffi::PyObject_GenericSetAttr as *const () as usize;
         if (*tptr).tp_setattro.map(|f| f as *const () as usize) != Some(generic)
@@ -645,6 +810,9 @@ fn owner_slot(
         }
     }
     let Some(descr) = found else { return Ok(None) };
+    // SAFETY: the GIL is held; `descr` keeps the descriptor alive and it is checked to be exactly a
+    // member descriptor before it is read as a `PyMemberDescrObject`; `d_member` is checked
+    // non-null before it is read; `tptr` stays alive through `tp`.
     unsafe {
         let d = descr.as_ptr();
         if ffi::Py_TYPE(d) != &raw mut ffi::PyMemberDescr_Type {
@@ -703,12 +871,19 @@ pub(crate) fn ready_iterator(
     let types = types(py)?;
     let deque = types.deque.bind(py);
     let exact = ready.get_type().is(deque);
+    // SAFETY: `py` proves the GIL is held, and `ready` and `popleft` are live bound objects.
     let take = unsafe { direct_popleft(ready, &popleft, exact) };
     let (owner_type, version, slot) = match owner_slot(owner, name)? {
         Some((tp, version, slot)) => (tp.into_ptr(), version, slot),
         None => (null_mut(), 0, 0),
     };
     let tp = types.iter.as_ptr() as *mut ffi::PyTypeObject;
+    // SAFETY: `py` proves the GIL is held. `tp` is `ReadyIterator`, which `TYPES` keeps alive for
+    // as long as the module; its `tp_alloc` gives a zeroed `Iter` (checked non-null), so its fields
+    // are NULL while the garbage collector may already see it. Each field is then set once: owned
+    // references from `new_ref`/`into_ptr` (and `owner_type`, the new reference `owner_slot`
+    // returned), `message` borrowed from the core's state and `deque` from `TYPES`, both alive as
+    // long as the module. The new object goes to `from_owned_ptr`.
     unsafe {
         let obj = match (*tp).tp_alloc {
             Some(alloc) => alloc(tp, 0),

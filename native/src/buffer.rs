@@ -13,6 +13,13 @@ pub fn frame_buffer(py: Python<'_>, size: isize) -> PyResult<(Py<PyAny>, Py<PyAn
     if size <= 0 {
         return Err(PyValueError::new_err(format!("frame size must be positive, not {size}")));
     }
+    // SAFETY: `py` proves the GIL is held. `PyBytes_FromStringAndSize(NULL, size)` with `size > 0`
+    // (checked above; 0 would give the shared empty `bytes`) makes a new, unshared `bytes` whose
+    // `size` bytes are ours to write; it is checked non-null and owned by `bytes`.
+    // `PyBytes_AsString(raw)` points at those `size` bytes, so the view covers exactly them. The
+    // view holds no reference to `raw`: as this function's contract says (and `ReceiveInto` in
+    // `streamwire.transport._receive` does), the caller keeps the `bytes` while the view exists,
+    // fills all `size` bytes and releases the view before anyone else sees the `bytes`.
     unsafe {
         let raw = ffi::PyBytes_FromStringAndSize(std::ptr::null(), size);
         if raw.is_null() {

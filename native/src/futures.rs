@@ -43,6 +43,9 @@ struct Lazy {
 /// no reference held (not even to the class). Only touched with the GIL held.
 struct FreeList(std::cell::UnsafeCell<Vec<*mut ffi::PyObject>>);
 
+// SAFETY: the `Vec` is only read or changed with the GIL held, by `lazy_dealloc` (a `tp_dealloc`,
+// which CPython calls with it) and by `lazy_futures` (a #[pyfunction]), so no two threads touch it
+// at once; its pointers are memory blocks no one else refers to.
 unsafe impl Sync for FreeList {}
 
 static FREE: FreeList = FreeList(std::cell::UnsafeCell::new(Vec::new()));
@@ -51,6 +54,10 @@ const MANAGED_DICT: std::os::raw::c_ulong = 1 << 4;
 const MANAGED_WEAKREF: std::os::raw::c_ulong = 1 << 3;
 
 /// Whether the pointer at `at` in the object at `base` is NULL (or there is none: 0).
+///
+/// # Safety
+/// `at <= 0`, or `base + at` must be a pointer-sized field inside the live object at
+/// `base` (an offset its type records, as `tp_weaklistoffset` or `tp_dictoffset`).
 unsafe fn unset(base: *mut u8, at: isize) -> bool {
     at <= 0 || (*(base.offset(at) as *mut *mut ffi::PyObject)).is_null()
 }
@@ -60,6 +67,12 @@ unsafe fn unset(base: *mut u8, at: isize) -> bool {
 /// slots are released; anything else takes the class's own way. A fresh future's asyncio
 /// state was never initialised (all NULL), so there is nothing else to release and no
 /// finalizer to run (`asyncio.Future`'s does nothing for a future that logs no traceback).
+///
+/// # Safety
+/// Only CPython calls it, as the `tp_dealloc` that `lazy_futures` installs on `LazyFuture`
+/// (after `LAZY` holds the class's own deallocator and its plain, non-negative dict and
+/// weak-reference offsets): once, with the GIL held, for an object whose reference count
+/// reached zero and whose class is `LazyFuture` (which refuses subclasses).
 unsafe extern "C" fn lazy_dealloc(obj: *mut ffi::PyObject) {
     let py = Python::assume_attached();
     let lazy = match LAZY.get(py) {
@@ -69,6 +82,10 @@ unsafe extern "C" fn lazy_dealloc(obj: *mut ffi::PyObject) {
     let tp = ffi::Py_TYPE(obj);
     let base = obj as *mut u8;
     let free = FREE.0.get();
+    // SAFETY: `unset` runs only once `obj` is known to be a `LazyFuture` (the `&&` chain),
+    // whose dict and weak-reference offsets `LAZY` recorded from the class (0 or a plain
+    // field inside the instance); the free list is touched with the GIL held. The slots
+    // at `lazy.offsets` are `_ledger` and `_index`, found by `slot_offsets`.
     if tp == lazy.cls.as_ptr() as *mut ffi::PyTypeObject
         && ffi::PyObject_GC_IsTracked(obj) == 0
         && unset(base, lazy.weaklist)
@@ -120,6 +137,8 @@ struct GcPaused(bool);
 
 impl GcPaused {
     fn new() -> Self {
+        // SAFETY: a `GcPaused` is only made inside `lazy_futures`, a #[pyfunction], so the GIL is
+        // held.
         GcPaused(unsafe { ffi::PyGC_Disable() } != 0)
     }
 }
@@ -127,6 +146,8 @@ impl GcPaused {
 impl Drop for GcPaused {
     fn drop(&mut self) {
         if self.0 {
+            // SAFETY: the GIL is held (the value lives inside `lazy_futures`), and the collector is
+            // enabled again only because `new` disabled it.
             unsafe { ffi::PyGC_Enable() };
         }
     }
@@ -144,6 +165,12 @@ pub(crate) fn lazy_futures(
     let lazy = LAZY.get_or_try_init(py, || -> PyResult<Lazy> {
         let offsets = slot_offsets(py, cls, ["_ledger", "_index"])?;
         let tp = cls.as_type_ptr();
+        // SAFETY: `py` proves the GIL is held. `tp` is `cls`'s type object, kept alive by the `cls`
+        // borrow (and then by `lazy.cls`). `tp_dealloc` is replaced only after the class's own
+        // deallocator is kept in `lazy.dealloc` for `lazy_dealloc` to fall back on, and only when
+        // the instance dict and weak references are plain fields (no managed flags, non-negative
+        // offsets), which `lazy_dealloc` reads through `unset`. No Python code runs between the
+        // write and `LAZY` being set.
         unsafe {
             let lazy = Lazy {
                 cls: cls.clone().unbind(),
@@ -167,10 +194,13 @@ pub(crate) fn lazy_futures(
         return Err(PyTypeError::new_err("lazy_futures is bound to another class"));
     }
     let tp = cls.as_type_ptr();
+    // SAFETY: `tp` is `cls`'s type object, alive for the `cls` borrow; `py` proves the GIL.
     let alloc = unsafe { (*tp).tp_alloc }
         .ok_or_else(|| PyTypeError::new_err("a slotted class without tp_alloc"))?;
     let [at_ledger, at_index] = lazy.offsets;
     let indexes = indexes(py, count)?;
+    // SAFETY: `indexes` is the list in `INDEXES`, which the static keeps alive for as long as the
+    // module; `py` proves the GIL is held.
     let cached = unsafe { ffi::PyList_GET_SIZE(indexes) } as usize;
     let mut made = Owned::with_capacity(count);
     // No collection can be due to these objects (they are untracked at once), but each
@@ -180,6 +210,14 @@ pub(crate) fn lazy_futures(
     // but allocation runs in between, so no other code sees the collector disabled.
     let _paused = GcPaused::new();
     for i in 0..count {
+        // SAFETY: `py` proves the GIL is held, and the collector is paused, so no Python code runs
+        // in this loop. `i < cached` is an index into `INDEXES`, which only grows, so the item is
+        // live; `new_ref` makes it owned. A free-list entry is the memory of a fresh `LazyFuture`
+        // (untracked, every field NULL, no references held); `PyObject_Init` gives it back its
+        // class and one reference. Otherwise `alloc` is the class's `tp_alloc`, zeroing. Either way
+        // `obj` is checked non-null and its `_ledger` and `_index` slots (the offsets
+        // `slot_offsets` found, inside the instance) hold NULL, so the two owned references stored
+        // there overwrite nothing. `obj` then moves into `made`, which owns it.
         unsafe {
             let index = if i < cached {
                 new_ref(ffi::PyList_GET_ITEM(indexes, i as ffi::Py_ssize_t))
@@ -213,6 +251,8 @@ pub(crate) fn lazy_futures(
 /// Track `obj` by the garbage collector again (a no-op when it is tracked or not a GC type).
 #[pyfunction]
 pub(crate) fn gc_track(obj: &Bound<'_, PyAny>) {
+    // SAFETY: the GIL is held (`obj` is bound) and `obj` keeps the object alive; it is tracked only
+    // when its type is a garbage-collected one and it is not tracked yet.
     unsafe {
         let p = obj.as_ptr();
         if ffi::PyType_IS_GC(ffi::Py_TYPE(p)) != 0 && ffi::PyObject_GC_IsTracked(p) == 0 {

@@ -26,7 +26,10 @@ pub fn h2_gather_data(
     if buf.is(out) {
         return Err(pyo3::exceptions::PyValueError::new_err("buf and out must differ"));
     }
-    // `buf` is the caller's private bytearray: nothing resizes it during the walk.
+    // SAFETY: `buf` is the caller's private receive bytearray (`GrpcStreamProtocol` in
+    // `streamwire.transport.h2grpc`), and the GIL is held (a #[pyfunction]). No Python code
+    // runs while `data` is used: only slice reads, `out.resize` (a C call on another object:
+    // `buf.is(out)` is checked above) and copies, so nothing resizes or writes `buf`.
     let data = unsafe { buf.as_bytes() };
     let mut pos = start;
     let mut counted: i64 = 0;
@@ -63,6 +66,9 @@ pub fn h2_gather_data(
     if total > 0 {
         let old = out.len();
         out.resize(old + total)?;
+        // SAFETY: `out` was just resized to `old + total` bytes, and nothing else runs before the
+        // last write through `dst` (no Python code, no other reference to the storage); `out` is
+        // not `buf` (checked above), so `dst` and `data` cannot overlap.
         let dst = unsafe { out.as_bytes_mut() };
         let mut at = old;
         for (s, e) in spans {

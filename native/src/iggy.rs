@@ -100,7 +100,12 @@ impl<'py> Bytes<'py> {
     fn as_slice(&self) -> &[u8] {
         match self {
             Bytes::Whole(b) => b.as_bytes(),
-            // read-only and contiguous (checked in `of`); alive while `self` holds the view
+            // SAFETY: `v` is a buffer export `self` holds (released only when `self` drops;
+            // the slice borrows `self`), checked in `of` to be C-contiguous, one-dimensional
+            // and of one-byte items, so `buf_ptr` points to `len_bytes` initialised bytes. It
+            // is read-only, and the Python wrapper passes only memoryviews of an immutable
+            // `bytes` (`bytes_view` in `streamwire.iggy.protocol.batch`), so nothing writes
+            // the memory while the slice lives.
             Bytes::View(v) => unsafe {
                 std::slice::from_raw_parts(v.buf_ptr() as *const u8, v.len_bytes())
             },
@@ -346,6 +351,10 @@ pub fn iggy_received_messages(
             pending,
         };
         parts.disarm(); // ownership moves into the message
+        // SAFETY: `py` proves the GIL is held. `values` holds owned references (from `bytes_of`,
+        // `pair`, `none` and `new_ref`; `parts` gave up its ownership just above), NULL only at
+        // `OFFSET` and `ID`, which `lazy` marks pending, and at `HEADERS` only with
+        // `PENDING_HEADERS`. On success `received_message` returns a new, live `ReceivedMessage`.
         out.push(unsafe { untracked(st.received_message(py, values, lazy)?) });
     }
     out.into_list(py)
@@ -365,6 +374,11 @@ fn outgoing<'a>(item: &'a Bound<'_, PyAny>) -> Option<Outgoing<'a>> {
     if t.len() != 4 {
         return None;
     }
+    // SAFETY: the GIL is held (`item` is bound). `t` is a tuple of exactly 4 items (checked), so
+    // `PyTuple_GET_ITEM` for 0..4 gives live, borrowed items, which `Borrowed::from_ptr` borrows no
+    // longer than `t` holds them. `payload` and `headers` are checked to be exact `bytes`, which
+    // never change, and a tuple's items are never replaced: the slices stay valid for `'a`, the
+    // borrow of `item`, whose tuple holds them.
     unsafe {
         let at = |i: usize| ffi::PyTuple_GET_ITEM(t.as_ptr(), i as ffi::Py_ssize_t);
         let (id, payload, ts, headers) = (at(0), at(1), at(2), at(3));

@@ -93,6 +93,13 @@ pub(crate) fn slot_offsets<const N: usize>(
 ) -> PyResult<[isize; N]> {
     let tp = cls.as_type_ptr();
     let mut offsets = [0isize; N];
+    // SAFETY: `py` proves the GIL is held. `tp` is `cls`'s type object, kept alive by the `cls`
+    // borrow for the whole call, so its fields can be read. `alloc` is that type's own `tp_alloc`
+    // (`PyType_GenericAlloc` for a class defined in Python, which zeroes the instance), called with
+    // the type itself and 0 items (`tp_itemsize == 0` checked just before); its result is checked
+    // non-null and owned by `obj` until the end of the block. Every word read lies inside that live
+    // instance: `at` starts after the object header, is a multiple of the pointer size from an
+    // aligned base, and `at + word <= tp_basicsize`.
     unsafe {
         if (*tp).tp_itemsize != 0 {
             return Err(PyTypeError::new_err("a slotted class must not be a variable-size type"));
@@ -184,6 +191,11 @@ impl State {
         py: Python<'_>,
         values: [*mut ffi::PyObject; 8],
     ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: `self.message` is the `Message` class `init` registered, kept alive by `State`,
+        // and its `tp_alloc` makes a zeroed instance; `self.offsets` are that class's eight slot
+        // offsets found by `slot_offsets` at `init`, each a pointer-sized word inside its basic
+        // size, NULL in the fresh instance, so storing the caller's owned references there
+        // overwrites nothing and hands their ownership to the instance.
         let tp = self.message.as_ptr() as *mut ffi::PyTypeObject;
         let obj = match (*tp).tp_alloc {
             Some(alloc) => alloc(tp, 0),
@@ -215,6 +227,9 @@ impl State {
         values: [*mut ffi::PyObject; 8],
         lazy: received::Lazy,
     ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: as in `message`, for `ReceivedMessage` (kept alive by `State`), which has
+        // `Message`'s layout first, so `self.offsets` address the same slots in it; a NULL value
+        // stores NULL, which is what an unset slot holds.
         let tp = self.received.as_ptr() as *mut ffi::PyTypeObject;
         let obj = match (*tp).tp_alloc {
             Some(alloc) => alloc(tp, 0),
@@ -230,6 +245,8 @@ impl State {
         for (v, off) in values.into_iter().zip(self.offsets) {
             *(base.offset(off) as *mut *mut ffi::PyObject) = v;
         }
+        // SAFETY: `obj` was just allocated by `self.received`'s `tp_alloc`, and `self.received` is
+        // the type `received::create` made, as `put_lazy` requires.
         received::put_lazy(obj, lazy);
         Ok(obj)
     }
@@ -287,6 +304,10 @@ impl Owned {
 
     /// Move every reference into a new list.
     pub(crate) fn into_list(mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        // SAFETY: `py` proves the GIL is held. `PyList_New` gives a new list of `len` NULL items
+        // (checked non-null). Each `PyList_SET_ITEM` fills an index below `len` exactly once and
+        // steals an owned reference that `drain` removes from `self.0`, so `Drop` never releases it
+        // again. The filled list is a new owned reference, handed to `from_owned_ptr`.
         unsafe {
             let list = ffi::PyList_New(self.0.len() as ffi::Py_ssize_t);
             if list.is_null() {
@@ -303,6 +324,9 @@ impl Owned {
 impl Drop for Owned {
     fn drop(&mut self) {
         for obj in self.0.drain(..) {
+            // SAFETY: every pointer in `self.0` is an owned reference given to `push` and not moved
+            // out (`disarm` and `into_list` empty the vector when they take them). An `Owned` is
+            // only made and dropped inside a #[pyfunction], so the GIL is held here.
             unsafe { ffi::Py_DECREF(obj) };
         }
     }
@@ -331,12 +355,17 @@ pub(crate) unsafe fn untracked(msg: *mut ffi::PyObject) -> *mut ffi::PyObject {
 /// A new reference to `obj`.
 #[inline]
 pub(crate) fn new_ref(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: every caller passes a live object (borrowed from a `Bound` argument, a
+    // slot, a list item or `Py_None`) and holds the GIL: it is inside a #[pyfunction] or
+    // a type slot CPython calls with the GIL. The signature does not enforce this.
     unsafe { ffi::Py_INCREF(obj) };
     obj
 }
 
 #[inline]
 pub(crate) fn none() -> *mut ffi::PyObject {
+    // SAFETY: `Py_None` only takes the address of the interpreter's static `None` object, which
+    // stays valid for as long as the interpreter runs.
     new_ref(unsafe { ffi::Py_None() })
 }
 
@@ -344,6 +373,8 @@ pub(crate) fn none() -> *mut ffi::PyObject {
 #[inline]
 pub(crate) fn int_u128(py: Python<'_>, v: u128) -> PyResult<*mut ffi::PyObject> {
     let obj = if v <= u64::MAX as u128 {
+        // SAFETY: `py` proves the GIL is held; the argument is a plain integer and the result is
+        // checked for NULL below.
         unsafe { ffi::PyLong_FromUnsignedLongLong(v as u64) }
     } else {
         return Ok(v.into_pyobject(py)?.into_ptr());
@@ -357,6 +388,8 @@ pub(crate) fn int_u128(py: Python<'_>, v: u128) -> PyResult<*mut ffi::PyObject> 
 
 #[inline]
 pub(crate) fn bytes_of(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `py` proves the GIL is held; `data` is a live slice of `data.len()` bytes that the
+    // call only copies; the result is checked for NULL below.
     let obj = unsafe {
         ffi::PyBytes_FromStringAndSize(data.as_ptr() as *const _, data.len() as ffi::Py_ssize_t)
     };
@@ -369,6 +402,7 @@ pub(crate) fn bytes_of(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObje
 
 #[inline]
 pub(crate) fn new_dict(py: Python<'_>) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `py` proves the GIL is held; the result is checked for NULL below.
     let obj = unsafe { ffi::PyDict_New() };
     if obj.is_null() {
         Err(PyErr::fetch(py))
@@ -410,10 +444,16 @@ fn make_message(
     values[STREAM] = new_ref(stream.as_ptr());
     values[PARTITION] = new_ref(partition.as_ptr());
     values[ID] = new_ref(id.as_ptr());
+    // SAFETY: `py` proves the GIL is held; each of the eight values is a new reference made by
+    // `new_ref` from a live argument, as `State::message` requires, and on success it returns a
+    // new, non-null owned reference, whose ownership `from_owned_ptr` takes.
     unsafe { Ok(Bound::from_owned_ptr(py, st.message(py, values)?).unbind()) }
 }
 
-#[pymodule]
+// gil_used: every "the GIL is held" invariant of this crate's unsafe code assumes a GIL
+// build; on a free-threaded CPython, importing the module turns the GIL back on (with
+// CPython's warning) rather than run it unsound.
+#[pymodule(gil_used = true)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI", ABI)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -138,16 +138,22 @@ fn build(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObject> {
         };
         values[HEADERS] = new_dict(py)?;
         // Python's floor division: timestamp // 1000
+        // SAFETY: `py` proves the GIL is held; the argument is a plain integer and `owned`
+        // checks the new reference for NULL.
         values[TIMESTAMP] = owned(py, unsafe {
             ffi::PyLong_FromLongLong(f.timestamp.div_euclid(1000))
         })?;
+        // SAFETY: as for `TIMESTAMP`: the GIL is held, a plain integer, the result checked.
         values[OFFSET] = owned(py, unsafe { ffi::PyLong_FromLongLong(f.offset) })?;
+        // SAFETY: the GIL is held; `f.stream` is a live slice of `len` bytes of valid UTF-8
+        // (checked in `parse`) that the call only copies; `owned` checks the result.
         values[STREAM] = owned(py, unsafe {
             ffi::PyUnicode_FromStringAndSize(
                 f.stream.as_ptr() as *const _,
                 f.stream.len() as ffi::Py_ssize_t,
             )
         })?;
+        // SAFETY: as for `TIMESTAMP`: the GIL is held, a plain integer, the result checked.
         values[PARTITION] = owned(py, unsafe { ffi::PyLong_FromLong(f.partition as _) })?;
         values[ID] = none();
         Ok(())
@@ -155,11 +161,16 @@ fn build(py: Python<'_>, data: &[u8]) -> PyResult<*mut ffi::PyObject> {
     if let Err(err) = made {
         for v in values {
             if !v.is_null() {
+                // SAFETY: each non-null `v` is an owned reference the closure made and that did not
+                // reach a message (the closure failed); it is released once, with the GIL held
+                // (`py`).
                 unsafe { ffi::Py_DECREF(v) };
             }
         }
         return Err(err);
     }
+    // SAFETY: `py` proves the GIL is held; the closure succeeded, so all eight values are owned,
+    // non-null references (`bytes_of`, `none`, `new_dict`, `owned`), as `State::message` requires.
     unsafe { st.message(py, values) }
 }
 
@@ -170,6 +181,8 @@ pub fn lb_decode_message(py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<P
     if msg.is_null() {
         return Ok(py.None());
     }
+    // SAFETY: `msg` is non-null (checked above) and a new reference from `build`, whose ownership
+    // moves to the `Bound`; `py` proves the GIL is held.
     unsafe { Ok(Bound::from_owned_ptr(py, msg).unbind()) }
 }
 
@@ -187,7 +200,12 @@ pub fn lb_decode_grpc(
     limit: usize,
 ) -> PyResult<(Py<PyList>, usize)> {
     let out = PyList::empty(py);
-    // The buffer is the caller's private bytearray: nothing resizes it during the walk.
+    // SAFETY: `buf` is the caller's private message bytearray (`GrpcStreamProtocol`'s
+    // `_msgbuf`, walked by `streamwire.liftbridge._h2_subscription`), and the GIL is held (a
+    // #[pyfunction]). No code that holds `buf` runs while `data` is used: `build` and
+    // `out.append` only make objects (a garbage collection their allocations may start runs
+    // only finalizers and weak-reference callbacks, none of which can reach `buf`), so
+    // nothing resizes or writes `buf` meanwhile.
     let data = unsafe { buf.as_bytes() };
     let mut pos = start;
     while data.len().saturating_sub(pos) >= 5 {
@@ -200,6 +218,8 @@ pub fn lb_decode_grpc(
         if msg.is_null() {
             break;
         }
+        // SAFETY: `msg` is non-null (checked above) and a new reference from `build`, whose
+        // ownership moves to the `Bound`; `py` proves the GIL is held.
         out.append(unsafe { Bound::from_owned_ptr(py, msg) })?;
         pos += 5 + size;
     }

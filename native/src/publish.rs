@@ -33,6 +33,10 @@ fn head_size(n: usize, wrap: bool) -> usize {
 /// keeps the object alive for the call, and no Python code runs meanwhile).
 #[inline]
 fn body_of<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    // SAFETY: `obj` is an item of the caller's list or tuple: live, with the GIL held, for as long
+    // as the caller's call (no Python code runs in it). It is checked to be an exact `bytes`, whose
+    // `Py_SIZE` bytes at `PyBytes_AS_STRING` never change. The caller chooses `'a` and uses the
+    // slice only during that call; the signature does not enforce this.
     unsafe {
         if ffi::PyBytes_CheckExact(obj) == 0 {
             return None;
@@ -82,10 +86,19 @@ pub fn rmq_publish_entries<'py>(
     };
     // The items of a list or tuple, borrowed: no Python code runs during this call, so
     // nothing can change the sequence under us.
+    // SAFETY: the GIL is held (a #[pyfunction]) and `bodies` is borrowed for the call. An
+    // exact list's `ob_item` or an exact tuple's inline items hold `len()` live pointers.
+    // Nothing after this runs Python code (reads, and one `bytes` allocation, which is not
+    // a garbage-collected type and so cannot start a collection), so nothing can resize the
+    // list or replace its items while `items` is used. An empty list's `ob_item` is NULL,
+    // which `from_raw_parts` does not take even for length 0: it gets the empty slice.
     let items: &[*mut ffi::PyObject] = unsafe {
         if let Ok(list) = bodies.cast_exact::<PyList>() {
             let p = list.as_ptr() as *mut ffi::PyListObject;
-            std::slice::from_raw_parts((*p).ob_item, list.len())
+            match list.len() {
+                0 => &[],
+                n => std::slice::from_raw_parts((*p).ob_item, n),
+            }
         } else if let Ok(tuple) = bodies.cast_exact::<PyTuple>() {
             let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
             std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
@@ -96,6 +109,8 @@ pub fn rmq_publish_entries<'py>(
     let skip: &[u8] = if let Ok(b) = skip.cast_exact::<PyBytes>() {
         b.as_bytes()
     } else if let Ok(b) = skip.cast_exact::<PyByteArray>() {
+        // SAFETY: the GIL is held and no Python code runs while `skip` is read (as for
+        // `items` above), so nothing can resize or write the bytearray meanwhile.
         unsafe { b.as_bytes() } // no Python code runs while it is read
     } else {
         return Ok(None);
@@ -181,10 +196,18 @@ pub fn rmq_publish_entries<'py>(
 #[pyfunction]
 pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
     // borrowed items: no Python code runs during this call
+    // SAFETY: the GIL is held (`values` is bound, and borrowed for the call). An exact
+    // list's `ob_item` or an exact tuple's inline items hold `len()` live pointers, and the
+    // loop below only calls `PyBytes_CheckExact` and `Py_SIZE`, so nothing changes the
+    // sequence while `items` is used. An empty list's `ob_item` is NULL, which
+    // `from_raw_parts` does not take even for length 0: it gets the empty slice.
     let items: &[*mut ffi::PyObject] = unsafe {
         if let Ok(list) = values.cast_exact::<PyList>() {
             let p = list.as_ptr() as *mut ffi::PyListObject;
-            std::slice::from_raw_parts((*p).ob_item, list.len())
+            match list.len() {
+                0 => &[],
+                n => std::slice::from_raw_parts((*p).ob_item, n),
+            }
         } else if let Ok(tuple) = values.cast_exact::<PyTuple>() {
             let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
             std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
@@ -197,9 +220,12 @@ pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
     }
     let mut total = 0usize;
     for &item in items {
+        // SAFETY: `item` is a live item of the exact list or tuple (see `items`), GIL held.
         if unsafe { ffi::PyBytes_CheckExact(item) } == 0 {
             return None;
         }
+        // SAFETY: `item` is live and checked just above to be an exact `bytes` (a variable-size
+        // object whose `ob_size` is its length); the GIL is held.
         total += unsafe { ffi::Py_SIZE(item) } as usize;
     }
     Some(total)
@@ -213,6 +239,9 @@ pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
 pub fn rmq_id_run(ids: &Bound<'_, PyAny>) -> Option<bool> {
     let tuple = ids.cast_exact::<PyTuple>().ok()?;
     // borrowed items: no Python code runs during this call
+    // SAFETY: the GIL is held and `ids` keeps the exact tuple alive for the call; a tuple's
+    // inline `ob_item` array holds `len()` live pointers (never NULL, even when empty) and
+    // its items are never replaced.
     let items: &[*mut ffi::PyObject] = unsafe {
         let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
         std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
@@ -220,11 +249,17 @@ pub fn rmq_id_run(ids: &Bound<'_, PyAny>) -> Option<bool> {
     let mut next: Option<u64> = None; // what the next id must be (None: the first, or past u64)
     let mut run = true;
     for (k, &item) in items.iter().enumerate() {
+        // SAFETY: `item` is a live item of the tuple (see `items`), and the GIL is held.
         if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
             return None;
         }
+        // SAFETY: `item` is live and checked to be an exact `int`, so the conversion runs no Python
+        // code; a failure returns `u64::MAX` with an error set, which is checked below.
         let id = unsafe { ffi::PyLong_AsUnsignedLongLong(item) };
+        // SAFETY: the GIL is held; this reads this thread's error indicator, which only the
+        // conversion just above can have set (no error is pending when a #[pyfunction] starts).
         if id == u64::MAX && unsafe { !ffi::PyErr_Occurred().is_null() } {
+            // SAFETY: the GIL is held; this clears the conversion's error, set just above.
             unsafe { ffi::PyErr_Clear() };
             return None; // negative or above u64: Python decides
         }

@@ -128,6 +128,8 @@ pub fn rmq_decode_records(
                     let headers = match new_dict(py) {
                         Ok(h) => h,
                         Err(e) => {
+                            // SAFETY: `v` is the owned reference `bytes_of` just returned, stored
+                            // nowhere else; `py` proves the GIL is held.
                             unsafe { ffi::Py_DECREF(v) };
                             return Err(e);
                         }
@@ -135,6 +137,8 @@ pub fn rmq_decode_records(
                     let off = match int_u128(py, offset) {
                         Ok(o) => o,
                         Err(e) => {
+                            // SAFETY: `v` and `headers` are the owned references just made, stored
+                            // nowhere else; `py` proves the GIL is held.
                             unsafe {
                                 ffi::Py_DECREF(v);
                                 ffi::Py_DECREF(headers);
@@ -152,6 +156,9 @@ pub fn rmq_decode_records(
                         none(),
                         none(),
                     ];
+                    // SAFETY: `py` proves the GIL is held; each of the eight values is an owned,
+                    // non-null reference (`bytes_of`, `none`, `new_dict`, `new_ref`, `int_u128`),
+                    // as `State::message` requires, and what it returns is a new, live `Message`.
                     out.push(unsafe { untracked(st.message(py, values)?) });
                 }
                 None => out.push(record.call1((pos, stop, offset))?.into_ptr()),

@@ -72,11 +72,23 @@ static ATTRS: [Attr; 3] = [
     },
 ];
 
+/// Where `obj`'s `Lazy` part is.
+///
+/// # Safety
+/// `obj` must point to a live instance of the `ReceivedMessage` type `create` made: its
+/// basic size leaves room for a `Lazy` at `LAZY_AT`, which `create` stores before the type
+/// exists. The result is valid only while `obj` is.
 #[inline]
 unsafe fn lazy_of(obj: *mut ffi::PyObject) -> *mut Lazy {
     (obj as *mut u8).offset(LAZY_AT.load(Ordering::Relaxed)) as *mut Lazy
 }
 
+/// Where `attr`'s base-class slot is in `obj`.
+///
+/// # Safety
+/// `obj` must point to a live `ReceivedMessage` and `attr` be one of `ATTRS`, whose slot
+/// offset `create` stores (an offset `slot_offsets` found inside `Message`'s basic size)
+/// before the type exists. The result is valid only while `obj` is.
 #[inline]
 unsafe fn slot_of(obj: *mut ffi::PyObject, attr: &Attr) -> *mut *mut ffi::PyObject {
     (obj as *mut u8).offset(attr.slot.load(Ordering::Relaxed)) as *mut *mut ffi::PyObject
@@ -87,6 +99,10 @@ fn joined(v: [u64; 2]) -> u128 {
 }
 
 /// The value of a pending attribute, made now (a new reference, or NULL with an error set).
+///
+/// # Safety
+/// The calling thread must hold the GIL (`Python::assume_attached` relies on it); `get`,
+/// its only caller, is a getter CPython calls with the GIL held.
 unsafe fn make(lazy: &Lazy, bit: u64) -> *mut ffi::PyObject {
     if bit == PENDING_HEADERS {
         return ffi::PyDict_New();
@@ -106,8 +122,17 @@ unsafe fn make(lazy: &Lazy, bit: u64) -> *mut ffi::PyObject {
     }
 }
 
+/// The getter of a lazy attribute: the value in its slot, else the pending value, made now
+/// and stored there.
+///
+/// # Safety
+/// Only CPython calls it, through the `PyGetSetDef` `create` registers: with the GIL held,
+/// `obj` a live `ReceivedMessage` (the descriptor checks the instance's type, and the type
+/// cannot be subclassed) and `closure` the `&'static Attr` `getset_def` stored for it.
 unsafe extern "C" fn get(obj: *mut ffi::PyObject, closure: *mut c_void) -> *mut ffi::PyObject {
     let attr = &*(closure as *const Attr);
+    // SAFETY: `obj` is a live `ReceivedMessage` and `attr` one of `ATTRS` (this function's
+    // contract), as `slot_of` and `lazy_of` require.
     let slot = slot_of(obj, attr);
     if !(*slot).is_null() {
         ffi::Py_INCREF(*slot);
@@ -118,6 +143,7 @@ unsafe extern "C" fn get(obj: *mut ffi::PyObject, closure: *mut c_void) -> *mut 
         ffi::PyErr_SetString(ffi::PyExc_AttributeError, attr.missing.as_ptr());
         return std::ptr::null_mut();
     }
+    // SAFETY: CPython calls this getter with the GIL held, as `make` requires.
     let made = make(&*lazy, attr.bit);
     if made.is_null() {
         return made;
@@ -128,12 +154,19 @@ unsafe extern "C" fn get(obj: *mut ffi::PyObject, closure: *mut c_void) -> *mut 
     made
 }
 
+/// The setter (and deleter, `value` NULL) of a lazy attribute: as a plain slot's, and the
+/// attribute is no longer pending.
+///
+/// # Safety
+/// As for `get`; `value` is NULL (delete) or a live object CPython lends for the call.
 unsafe extern "C" fn set(
     obj: *mut ffi::PyObject,
     value: *mut ffi::PyObject,
     closure: *mut c_void,
 ) -> c_int {
     let attr = &*(closure as *const Attr);
+    // SAFETY: `obj` is a live `ReceivedMessage` and `attr` one of `ATTRS` (this function's
+    // contract), as `slot_of` and `lazy_of` require.
     let slot = slot_of(obj, attr);
     let lazy = lazy_of(obj);
     let old = *slot;
@@ -153,6 +186,11 @@ unsafe extern "C" fn set(
 }
 
 /// `received_message(*slots)`: a plain `Message` equal to this one.
+///
+/// # Safety
+/// Only CPython calls it, as the `__reduce__` method (`METH_NOARGS`) `create` registers:
+/// with the GIL held and `obj` a live `ReceivedMessage`. `REBUILD` then holds a strong
+/// reference, stored by `create` before the type existed.
 unsafe extern "C" fn reduce(obj: *mut ffi::PyObject, _: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let args = ffi::PyTuple_New(SLOTS.len() as ffi::Py_ssize_t);
     if args.is_null() {
@@ -184,6 +222,13 @@ unsafe extern "C" fn reduce(obj: *mut ffi::PyObject, _: *mut ffi::PyObject) -> *
 /// (finalizers, weak references, `__dict__`, walking the bases for slots), none of which an
 /// instance can have (checked in `create`, which installs this only then): untrack, release
 /// the eight slots, free, drop the type's reference.
+///
+/// # Safety
+/// Only CPython calls it, as the `tp_dealloc` `create` installs when `plain_base` holds:
+/// once, with the GIL held, for a `ReceivedMessage` whose reference count reached zero.
+/// Such an instance was allocated by the (inherited, garbage-collected) `tp_alloc`, so
+/// `PyObject_GC_Del` frees it; its slots are at `SLOT_AT`, which `create` stored before the
+/// type existed; it holds a reference to its heap type, released last.
 unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
     let tp = ffi::Py_TYPE(obj);
     ffi::PyObject_GC_UnTrack(obj as *mut c_void);
@@ -202,6 +247,9 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
 /// Whether `dealloc` may stand in for `subtype_dealloc`: the base is a direct subclass of
 /// `object` holding exactly the eight slots, with no `__dict__`, weak references or
 /// finalizer.
+///
+/// # Safety
+/// `tp` must point to a live type object, and the GIL be held while its fields are read.
 unsafe fn plain_base(tp: *mut ffi::PyTypeObject) -> bool {
     let word = std::mem::size_of::<usize>() as isize;
     let object = std::ptr::addr_of_mut!(ffi::PyBaseObject_Type);
@@ -227,6 +275,8 @@ pub(crate) fn create(
         .import("streamwire.codec.message")?
         .getattr("received_message")?;
     let tp = message.as_type_ptr();
+    // SAFETY: `tp` is `message`'s type object, kept alive by the `message` borrow; `py` proves the
+    // GIL is held while the field is read.
     let basic = unsafe { (*tp).tp_basicsize };
     let word = std::mem::size_of::<usize>() as isize;
     let lazy_at = (basic + word - 1) / word * word;
@@ -239,6 +289,9 @@ pub(crate) fn create(
     }
     let previous = REBUILD.swap(rebuild.into_ptr(), Ordering::AcqRel);
     if !previous.is_null() {
+        // SAFETY: `previous` is the strong reference an earlier `create` stored in `REBUILD`
+        // (`into_ptr`); the swap took it out, so nothing else releases it or reads it from there.
+        // `py` proves the GIL is held.
         unsafe { ffi::Py_DECREF(previous) };
     }
     // the type refers to these for as long as the interpreter runs
@@ -273,6 +326,8 @@ pub(crate) fn create(
             pfunc: DOC.as_ptr() as *mut c_void,
         },
     ];
+    // SAFETY: `tp` is `message`'s type object, alive for the `message` borrow, and `py` proves the
+    // GIL is held, as `plain_base` requires.
     if unsafe { plain_base(tp) } {
         slots.push(ffi::PyType_Slot {
             slot: ffi::Py_tp_dealloc,
@@ -292,6 +347,13 @@ pub(crate) fn create(
         flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION) as _,
         slots: slots.as_mut_ptr(),
     }));
+    // SAFETY: `py` proves the GIL is held. `message.as_ptr()` is a live type, borrowed for the
+    // call; `PyTuple_Pack` gives a new tuple (checked non-null) with its own reference to it,
+    // released once `PyType_FromSpecWithBases` has read it. `spec` and everything it points to (the
+    // slot, getset and method tables, names and doc) are leaked `'static` data, as the type keeps
+    // pointers into some of them, and each function given has the signature its slot expects.
+    // `LAZY_AT`, `SLOT_AT`, `ATTRS` and `REBUILD`, which those functions read, were stored above,
+    // before the type exists. The new type is checked non-null and owned.
     unsafe {
         let bases = ffi::PyTuple_Pack(1, message.as_ptr());
         if bases.is_null() {
@@ -317,8 +379,10 @@ fn getset_def(name: &'static CStr, attr: &'static Attr) -> ffi::PyGetSetDef {
 /// Store `lazy` into a fresh instance.
 ///
 /// # Safety
-/// `obj` is an instance of the type `create` made.
+/// `obj` is a live instance of the type `create` made, with the GIL held.
 #[inline]
 pub(crate) unsafe fn put_lazy(obj: *mut ffi::PyObject, lazy: Lazy) {
+    // SAFETY: `obj` is a live `ReceivedMessage` (this function's contract), as `lazy_of`
+    // requires; `create` sized the type so that the `Lazy` at `LAZY_AT` lies inside it.
     std::ptr::write_unaligned(lazy_of(obj), lazy);
 }
