@@ -5,9 +5,12 @@ as a user installs it (with the extras the tests import), a check that it select
 core, then ``tests/unit`` and ``tests/property`` from this checkout against that install,
 once with the native core and once in pure Python (``STREAMWIRE_PURE=1``, leaving out the
 tests marked ``both_cores``, which load the extension directly and so run both cores in either
-pass). The interpreters run side by side (``--jobs``, one pytest per core), each into its own
-log under ``--venvs``, printed whole as it ends. ``make test`` runs it for the interpreters
-other than the main venv's; docs/development.md, "CI", says why the split is so.
+pass); on ``--debug-core`` (3.13) the ``both_cores`` property tests run a third time under
+``python -X dev`` with ``PYTHONMALLOC=debug``, which checks the native core's use of
+CPython's memory and object APIs. The interpreters run side by side (``--jobs``, one pytest
+per core), each into its own log under ``--venvs``, printed whole as it ends. ``make test``
+runs it for the interpreters other than the main venv's; docs/development.md, "CI", says why
+the split is so.
 """
 
 from __future__ import annotations
@@ -123,7 +126,12 @@ def selected(python: Path, env: dict[str, str]) -> str:
 
 
 def run_version(
-    version: str, dist: Path, venvs: Path, pytest_args: Sequence[str], out: TextIO
+    version: str,
+    dist: Path,
+    venvs: Path,
+    pytest_args: Sequence[str],
+    out: TextIO,
+    debug: bool = False,
 ) -> None:
     started = time.monotonic()
     python = prepare(version, native_wheel(dist, version), venvs, out)
@@ -137,17 +145,21 @@ def run_version(
     _run([str(python), "-m", "pytest", *tests, *pytest_args], out, env)
     pure = {**env, "STREAMWIRE_PURE": "1"}
     _run([str(python), "-m", "pytest", *tests, "-m", "not both_cores", *pytest_args], out, pure)
+    if debug:  # the native core's twins again, under CPython's checks of its C API use
+        checked = {**env, "PYTHONMALLOC": "debug"}
+        cmd = [str(python), "-X", "dev", "-m", "pytest", "tests/property", "-m", "both_cores"]
+        _run([*cmd, *pytest_args], out, checked)
     took = time.monotonic() - started
     print(f"release.matrix: CPython {version} passed in {took:.0f} s", file=out, flush=True)
 
 
 def run_logged(
-    version: str, dist: Path, venvs: Path, pytest_args: Sequence[str], log: Path
+    version: str, dist: Path, venvs: Path, pytest_args: Sequence[str], log: Path, debug: bool
 ) -> str | None:
     """:func:`run_version` with its output in ``log``; the error, or None."""
     with log.open("w", encoding="utf-8") as out:
         try:
-            run_version(version, dist, venvs, pytest_args, out)
+            run_version(version, dist, venvs, pytest_args, out, debug)
         except (MatrixError, OSError, subprocess.SubprocessError) as exc:
             print(f"release.matrix: error: {exc}", file=out, flush=True)
             return str(exc)
@@ -165,6 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=min(len(SUPPORTED), os.cpu_count() or 1),
         help="interpreters run at once (each pytest uses one core)",
     )
+    parser.add_argument(
+        "--debug-core",
+        default="3.13",
+        help="the version whose native core's property tests run once more under "
+        "`python -X dev` with PYTHONMALLOC=debug ('' for none)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = parser.parse_args(argv)
     dist, venvs = args.dist.resolve(), args.venvs.resolve()
@@ -173,7 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         runs = {
             version: pool.submit(
-                run_logged, version, dist, venvs, args.pytest_args, venvs / f"{version}.log"
+                run_logged,
+                version,
+                dist,
+                venvs,
+                args.pytest_args,
+                venvs / f"{version}.log",
+                version == args.debug_core,
             )
             for version in args.python
         }
