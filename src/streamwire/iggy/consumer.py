@@ -1,7 +1,9 @@
 """Iggy consumer: pull-based polling of one ``"stream/topic"``, alone or in a group.
 
-The consumer polls (``batch_size`` messages per request) only when its local queue is empty,
-rotating over its partitions, and sleeps ``poll_interval`` after a round that found nothing,
+The consumer polls only when its local queue is empty, rotating over its partitions, as many
+messages per request as the call that found the queue empty asks for: ``next_batch(n)`` polls
+``n`` (at least ``batch_size``, at most :data:`MAX_POLL`), ``async for`` and ``next()`` poll
+``batch_size``, and sleeps ``poll_interval`` after a round that found nothing,
 so the local queue is bounded by one poll reply. With ``prefetch`` (and a connection with
 ``max_in_flight`` >= 2), a full reply also sends the next ``max_in_flight - 1`` polls at once
 (the partitions next in turn, from the positions full replies would lead to) before its
@@ -27,7 +29,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -64,9 +66,19 @@ from streamwire.transport.resources import AsyncStartable, AutoCommit
 if TYPE_CHECKING:
     from streamwire.iggy.client import Client
 
-__all__ = ("Consumer", "ConsumerOptions")
+__all__ = ("MAX_POLL", "Consumer", "ConsumerOptions", "poll_count")
 
 logger = logging.getLogger(__name__)
+
+MAX_POLL: Final = 10_000
+"""The most messages ``next_batch(n)`` asks for in one poll, whatever ``n``: a reply is
+received into one buffer and queued whole."""
+
+
+def poll_count(asked: int, batch_size: int) -> int:
+    """How many messages a poll made for a call asking ``asked`` requests: ``asked``, but at
+    least ``batch_size`` and at most :data:`MAX_POLL` (unless ``batch_size`` is more)."""
+    return max(batch_size, min(asked, MAX_POLL))
 
 
 class Consumer(AsyncStartable):
@@ -105,9 +117,12 @@ class Consumer(AsyncStartable):
         self._partitions: list[int] = []
         self._positions: dict[int, int | None] = {}
         self._cursor = 0
+        self._count = options.batch_size  # what each poll of the current fill asks for
         self._ready: deque[Message] = deque()
-        # the poll sent ahead: (connection, partition, position, reply)
-        self._ahead: deque[tuple[Connection, int, int, asyncio.Future[PolledMessages]]] = deque()
+        # the polls sent ahead: (connection, partition, position, count, reply)
+        self._ahead: deque[tuple[Connection, int, int, int, asyncio.Future[PolledMessages]]] = (
+            deque()
+        )
         self._last: dict[int, int] = {}
         self._last_offset: int | None = None  # set by the native `async for` (one partition)
         self._committed: dict[int, int] = {}
@@ -219,8 +234,10 @@ class Consumer(AsyncStartable):
         Cancellation: nothing is lost; fetched messages stay queued.
         """
         ready = self._ready
-        if not ready and not await self._fill(None):
-            raise StopAsyncIteration
+        if not ready:
+            self._count = self.options.batch_size
+            if not await self._fill(None):
+                raise StopAsyncIteration
         msg = ready.popleft()
         # _handed_out([msg]) without the list and the coroutine: this runs once per message
         if msg.partition is not None and msg.offset is not None:
@@ -231,6 +248,8 @@ class Consumer(AsyncStartable):
 
     async def next(self, timeout: float | None = None) -> Message | None:
         """The next message, or ``None`` if none arrived within ``timeout``."""
+        if not self._ready:
+            self._count = self.options.batch_size
         if not self._ready and not await self._fill(timeout):
             if self._closed:
                 raise ClosedError(f"consumer of {self.address!r} is closed")
@@ -243,13 +262,15 @@ class Consumer(AsyncStartable):
         self, max_messages: int = 500, timeout: float | None = 1.0
     ) -> list[Message]:
         """Up to ``max_messages``: whatever is queued, else what the first fruitful poll
-        returns within ``timeout`` (an empty list if nothing arrived).
+        returns within ``timeout`` (an empty list if nothing arrived). That poll asks for
+        ``max_messages`` (at least ``batch_size``, at most :data:`MAX_POLL`).
 
         Cancellation: nothing is lost.
         """
         if max_messages < 1:
             raise ConfigurationError("max_messages must be >= 1")
         if not self._ready:
+            self._count = poll_count(max_messages, self.options.batch_size)
             await self._fill(timeout)
         ready = self._ready
         if len(ready) <= max_messages:
@@ -307,9 +328,7 @@ class Consumer(AsyncStartable):
     def _poll_request(
         self, partition: int, strategy: PollingStrategy | None = None
     ) -> PollMessages:
-        planned, count = start_strategy(
-            self.offset, self._positions.get(partition), self.options.batch_size
-        )
+        planned, count = start_strategy(self.offset, self._positions.get(partition), self._count)
         strategy = planned if strategy is None else strategy
         return PollMessages(
             consumer=self._identity,
@@ -324,7 +343,7 @@ class Consumer(AsyncStartable):
     async def _poll_ahead(self, conn: Connection) -> None:
         """Send the next polls now, while they may be (see the module notes): up to
         ``max_in_flight - 1`` of them, each for the partition next in turn and from where the
-        polls before it lead if they come back full."""
+        polls before it lead if they come back full, each asking what this fill's polls ask."""
         o = self.options
         depth = conn.machine.settings.max_in_flight - 1
         if not o.prefetch or self.group is not None or o.server_auto_commit or depth < 1:
@@ -335,49 +354,51 @@ class Consumer(AsyncStartable):
             position = self._positions.get(partition)
             if position is None:
                 return
-            position += o.batch_size * sum(1 for a in self._ahead if a[1] == partition)
-            strategy = PollingStrategy.offset(position)
+            position += sum(a[3] for a in self._ahead if a[1] == partition)
+            request = self._poll_request(partition, PollingStrategy.offset(position))
             try:
-                reply = await conn.submit(self._poll_request(partition, strategy))
+                reply = await conn.submit(request)
             except StreamwireError as exc:  # the next poll meets it again; this one has data
                 logger.debug("polling %s ahead failed: %s", self.address, exc)
                 return
-            self._ahead.append((conn, partition, position, reply))
+            self._ahead.append((conn, partition, position, request.count, reply))
 
     def _take_ahead(
         self, conn: Connection, partition: int
-    ) -> asyncio.Future[PolledMessages] | None:
-        """The oldest poll sent ahead if it is the one this poll would send; else drop them
-        all (their replies are dropped when they come)."""
+    ) -> tuple[asyncio.Future[PolledMessages], int] | None:
+        """The oldest poll sent ahead, and the count it asked for, if it is from where this
+        poll would start; else drop them all (their replies are dropped when they come)."""
         if not self._ahead:
             return None
-        sent_on, pid, position, reply = self._ahead[0]
+        sent_on, pid, position, count, reply = self._ahead[0]
         if sent_on is conn and pid == partition and self._positions.get(pid) == position:
             self._ahead.popleft()
-            return reply
+            return reply, count
         self._drop_ahead()
         return None
 
     def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, deque()
-        for _, _, _, reply in ahead:
+        for *_, reply in ahead:
             reply.cancel()
 
     async def _poll(self, conn: Connection, partition: int) -> tuple[PolledMessages, int] | None:
         """Poll ``partition`` once: the reply and the count asked for, or ``None`` if
         nothing came."""
         ahead = self._take_ahead(conn, partition)
-        request = self._poll_request(partition)
         if ahead is not None:
-            reply = await ahead
+            pending, asked = ahead
+            reply = await pending
         else:
+            request = self._poll_request(partition)
+            asked = request.count
             reply = await conn.request(request)
         if reply.needs_resync:
             await self._sync(conn)
             return None
         if not reply.messages_count:
             return None
-        return reply, request.count
+        return reply, asked
 
     async def _deliver(
         self, conn: Connection, partition: int, reply: PolledMessages, asked: int

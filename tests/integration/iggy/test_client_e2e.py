@@ -216,15 +216,15 @@ async def test_every_polling_strategy(client: iggy.Client) -> None:
     await asyncio.sleep(0.01)
     await client.send(ADDRESS, [b"3", b"4"])
 
-    async def read(offset: object, **kw: object) -> list[bytes]:
+    async def read(offset: object, asked: int = 100, **kw: object) -> list[bytes]:
         async with client.consumer(ADDRESS, offset=offset, **kw) as consumer:  # type: ignore[arg-type]
-            return [m.value for m in await consumer.next_batch(100, timeout=1)]
+            return [m.value for m in await consumer.next_batch(asked, timeout=1)]
 
     assert await read("first") == [b"0", b"1", b"2", b"3", b"4"]  # a reply spans records
     assert await read("last") == [b"4"]
     assert await read(3) == [b"3", b"4"]
     assert await read(middle) == [b"3", b"4"]
-    assert await read(1, batch_size=1) == [b"1"]
+    assert await read(1, asked=1, batch_size=1) == [b"1"]  # one poll of one message
     assert await read("next") == []  # unnamed: only what is written from now on
     assert await read("next", name="app") == []  # nothing stored yet: the same
     async with client.consumer(ADDRESS, offset="first", name="app") as consumer:

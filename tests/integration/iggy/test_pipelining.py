@@ -14,7 +14,9 @@ import pytest
 import streamwire.iggy as iggy
 from streamwire import Message
 from streamwire.errors import ChecksumMismatchError
-from streamwire.iggy.consumer import Consumer
+from streamwire.iggy.consumer import MAX_POLL, Consumer, poll_count
+from streamwire.iggy.protocol.constants import Command
+from streamwire.iggy.protocol.messaging import PollMessages
 from tests.iggy_double import IggyDouble
 from tests.iggy_lanes import Lane
 from tests.proxy import FaultProxy
@@ -94,12 +96,14 @@ def count_ahead_used(consumer: Consumer) -> list[int]:
 
 
 async def drain(consumer: Consumer, want: int) -> list[Message]:
+    """Read ``want`` messages, ``batch_size`` per call (so each poll asks ``batch_size``)."""
     got: list[Message] = []
+    size = consumer.options.batch_size
     while len(got) < want:
-        batch = await consumer.next_batch(1000, timeout=1)
+        batch = await consumer.next_batch(size, timeout=1)
         assert batch, f"stalled after {len(got)} of {want}"
         got += batch
-    assert not await consumer.next_batch(1000, timeout=0.2)  # nothing more
+    assert not await consumer.next_batch(size, timeout=0.2)  # nothing more
     return got
 
 
@@ -134,14 +138,14 @@ async def test_polls_sent_ahead_past_the_tail_are_dropped(client: iggy.Client) -
     await client.send(ADDRESS, [b"a%d" % i for i in range(150)])
     async with client.consumer(ADDRESS, offset="first", batch_size=100) as consumer:
         used = count_ahead_used(consumer)
-        first = await consumer.next_batch(1000, timeout=1)  # full: polls 100.. and 200.. ahead
+        first = await consumer.next_batch(100, timeout=1)  # full: polls 100.. and 200.. ahead
         assert [m.offset for m in first] == list(range(100))
         assert len(consumer._ahead) == 2
-        second = await consumer.next_batch(1000, timeout=1)  # the poll ahead from 100: 50
+        second = await consumer.next_batch(100, timeout=1)  # the poll ahead from 100: 50
         assert [m.offset for m in second] == list(range(100, 150))
         assert used[0] == 1
         await client.send(ADDRESS, [b"b%d" % i for i in range(30)])
-        third = await consumer.next_batch(1000, timeout=1)
+        third = await consumer.next_batch(100, timeout=1)
         # the poll from 200 no longer fits (the consumer is at 150): dropped, polled again
         assert [m.offset for m in third] == list(range(150, 180))
         assert [m.value for m in third] == [b"b%d" % i for i in range(30)]
@@ -159,11 +163,11 @@ async def test_a_corrupted_message_is_never_skipped(
     record = partition.records[1]
     record.messages[5] = dataclasses.replace(record.messages[5], payload=b"tampered")
     async with client.consumer(ADDRESS, offset="first", batch_size=100) as consumer:
-        first = await consumer.next_batch(1000, timeout=1)
+        first = await consumer.next_batch(100, timeout=1)
         assert [m.offset for m in first] == list(range(100))
         for _ in range(2):  # the bad reply is refused each time: its messages stay unread
             with pytest.raises(ChecksumMismatchError):
-                await consumer.next_batch(1000, timeout=1)
+                await consumer.next_batch(100, timeout=1)
         assert consumer._positions[0] == 100
     async with client.consumer(ADDRESS, offset="first", verify_checksums=False) as lax:
         got = await drain(lax, 300)
@@ -175,11 +179,54 @@ async def test_no_prefetch_in_a_group_or_with_server_auto_commit(client: iggy.Cl
     await client.create_stream(ADDRESS)
     await client.send(ADDRESS, [b"x%d" % i for i in range(300)])
     async with client.consumer(ADDRESS, group="g", offset="first", batch_size=100) as grouped:
-        assert len(await grouped.next_batch(1000, timeout=1)) == 100
+        assert len(await grouped.next_batch(100, timeout=1)) == 100
         assert not grouped._ahead
     async with client.consumer(
         ADDRESS, name="n", offset="first", batch_size=100, server_auto_commit=True
     ) as auto:
-        assert len(await auto.next_batch(1000, timeout=1)) == 100
+        assert len(await auto.next_batch(100, timeout=1)) == 100
         assert not auto._ahead
         assert await auto.committed_offset() == 99  # only what was handed out
+
+
+def poll_counts(double: IggyDouble, since: int) -> list[int]:
+    """The counts of the polls the double received after its first ``since`` requests."""
+    polls = [r for r in double.requests[since:] if r.code == Command.POLL_MESSAGES]
+    return [PollMessages.decode(r.body).count for r in polls]
+
+
+async def test_next_batch_polls_what_it_asks_for(client: iggy.Client, double: IggyDouble) -> None:
+    """``next_batch(n)`` polls ``n`` messages (at least ``batch_size``, at most MAX_POLL);
+    ``async for`` and ``next()`` poll ``batch_size``; polls sent ahead ask the same."""
+    await client.create_stream(ADDRESS)
+    await client.send(ADDRESS, [b"p%d" % i for i in range(MAX_POLL + 3000)])
+    async with client.consumer(ADDRESS, offset="first", prefetch=False) as consumer:
+        assert consumer.options.batch_size == 100
+        since = len(double.requests)
+        assert [m.offset for m in await consumer.next_batch(1000, timeout=1)] == list(range(1000))
+        assert poll_counts(double, since) == [1000]  # one round trip, not ten
+        since = len(double.requests)
+        assert len(await consumer.next_batch(10, timeout=1)) == 10
+        assert poll_counts(double, since) == [100]  # at least batch_size: the rest is queued
+        await consumer.next_batch(1000, timeout=1)  # what was queued (90): no poll
+        since = len(double.requests)
+        message = await consumer.next(timeout=1)
+        assert message is not None
+        assert message.offset == 1100
+        assert poll_counts(double, since) == [100]
+        await consumer.next_batch(99, timeout=1)  # the rest of that poll
+        since = len(double.requests)
+        big = await consumer.next_batch(10 * MAX_POLL, timeout=1)
+        assert [m.offset for m in big] == list(range(1200, 1200 + MAX_POLL))
+        assert poll_counts(double, since) == [MAX_POLL]
+    async with client.consumer(ADDRESS, offset="first", batch_size=50) as ahead:
+        since = len(double.requests)
+        assert len(await ahead.next_batch(300, timeout=1)) == 300
+        counts = poll_counts(double, since)
+        assert counts[0] == 300
+        assert set(counts) == {300}  # what was polled ahead asked the same
+        assert ahead._ahead  # and is waiting
+        assert poll_count(300, 50) == 300
+        assert poll_count(7, 50) == 50
+        assert poll_count(10**9, 50) == MAX_POLL
+        assert poll_count(10**9, 2 * MAX_POLL) == 2 * MAX_POLL

@@ -76,7 +76,7 @@ async def test_consumer_lag_sums_the_partitions_polled(client: iggy.Client) -> N
             await producer.flush(timeout=5)
     async with client.consumer("s/t", name="app", batch_size=4, prefetch=False) as consumer:
         assert consumer.stats.lag is None
-        first = await consumer.next_batch(100, timeout=5)  # one reply: offsets 0..3 of one
+        first = await consumer.next_batch(4, timeout=5)  # one poll of 4: offsets 0..3 of one
         stats = consumer.stats
         assert (stats.consumed, stats.last_offset) == (4, 3)
         assert stats.lag == (10 if first[0].partition == 0 else 6) - 4
