@@ -69,14 +69,24 @@ brokers: venv
 brokers-down:
 	integration/brokers.sh down all
 
-# The whole suite runs once with whatever codec was selected (native when built), then again
-# in pure Python (STREAMWIRE_PURE=1) less the tests that run both cores themselves, so both
-# codecs stay tested end to end; then the unit and property tests on the other CPythons, from
-# their wheels (docs/development.md, "CI": what runs twice and what once).
-test: venv brokers dist
+# First the unit and property tests on the other CPythons, from their wheels, in the background
+# while the brokers start (its output is printed once both are done); then the whole suite
+# with whatever codec was selected (native when built); then again in pure Python
+# (STREAMWIRE_PURE=1) less the tests that run both cores themselves and the Spark suite
+# (docs/development.md, "CI": what runs twice and what once, and why).
+MATRIX_OUT := .venv-matrix.out
+test: venv dist
+	@echo "[test] $$(date -u +%T) CPython $(MATRIX_PYTHONS): unit + property tests in the background while the brokers start"
+	@$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS) > $(MATRIX_OUT) 2>&1 & matrix=$$!; \
+	$(MAKE) --no-print-directory brokers; brokers=$$?; \
+	wait $$matrix; matrix=$$?; \
+	echo "[matrix] output:"; cat $(MATRIX_OUT); \
+	if [ $$brokers -ne 0 ] || [ $$matrix -ne 0 ]; then \
+	  echo "make test: brokers exited $$brokers, the matrix $$matrix"; exit 1; fi
+	@echo "[test] $$(date -u +%T) the whole suite, native core"
 	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(PYTEST_ARGS)
-	STREAMWIRE_PURE=1 $(PY) -m pytest -m "not both_cores" $(PYTEST_ARGS)
-	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS)
+	@echo "[test] $$(date -u +%T) the whole suite less both_cores and Spark, pure Python"
+	STREAMWIRE_PURE=1 $(PY) -m pytest -m "not both_cores" --ignore=tests/spark $(PYTEST_ARGS)
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.
@@ -117,5 +127,5 @@ fuzz: venv
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .venv-matrix dist build .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
+	rm -rf $(VENV) .venv-matrix .venv-matrix.out dist build .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
 	rm -f src/streamwire/_native/_core*.so src/streamwire/_native/_core*.pyd

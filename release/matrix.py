@@ -137,6 +137,7 @@ def run_version(
     python = prepare(version, native_wheel(dist, version), venvs, out)
     env = {k: v for k, v in os.environ.items() if k not in ("STREAMWIRE_PURE", "PYTHONPATH")}
     env.pop("STREAMWIRE_PURE_PYTHON", None)
+    env.setdefault("HYPOTHESIS_PROFILE", "matrix")  # tests/conftest.py: half the ci depth
     reason = selected(python, env)
     print(f"release.matrix: CPython {version}: {reason}", file=out, flush=True)
     if not reason.startswith("native core "):
