@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from streamwire.codec.message import Confirmation
-from streamwire.liftbridge import IncorrectOffset
+from streamwire.liftbridge import IncorrectOffset, _nats
 from streamwire.liftbridge._acks import AckRouter
 from streamwire.liftbridge._nats import NatsLink
+from streamwire.liftbridge._nats_internals import check
 from tests.unit.liftbridge.support import FakeLink
 from tests.unit.liftbridge.test_acks import ack_bytes
 
@@ -36,6 +37,13 @@ class FakeSub:
 
 def link_of(nc: object) -> NatsLink:
     return NatsLink(nc, ["nats://127.0.0.1:1"])  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def fast_paths_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the direct path itself: allowed as the installed nats-py allows
+    it, even in a run with STREAMWIRE_NATS_FAST=0."""
+    monkeypatch.setattr(_nats, "_FAST", check(environ={}))
 
 
 async def test_messages_of_the_subscription_go_to_the_handler() -> None:
