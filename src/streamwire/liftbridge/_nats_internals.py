@@ -21,7 +21,6 @@ projects' internals"). ``STREAMWIRE_NATS_FAST=0`` switches both fast paths off.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import Callable
@@ -32,6 +31,8 @@ from typing import Any, Final
 import nats.protocol.parser as nats_parser
 from nats.aio.client import Client as NatsClient
 from nats.aio.subscription import Subscription
+
+from streamwire.transport._internals import check_attr, check_call
 
 __all__ = ("AWAITING_CONTROL_LINE", "FAST_ENV", "REPORT", "Report", "check")
 
@@ -73,32 +74,6 @@ class Report:
         return f"nats-py {self.version}: {'; '.join(parts)}: public API used instead"
 
 
-def _params(func: Any) -> list[str] | None:
-    """The parameter names of a call (without ``self``), or None if it is not one."""
-    if not callable(func):
-        return None
-    try:
-        return [p for p in inspect.signature(func).parameters if p != "self"]
-    except (TypeError, ValueError):
-        return None
-
-
-def _call(
-    missing: list[str], owner: object, name: str, label: str, params: list[str], asynchronous: bool
-) -> None:
-    found = getattr(owner, name, None)
-    if _params(found) != params or inspect.iscoroutinefunction(found) != asynchronous:
-        kind = "a coroutine" if asynchronous else "a function"
-        missing.append(f"{label}({', '.join(params)}) as {kind}")
-
-
-def _attr(missing: list[str], owner: object, name: str, label: str, kind: type | None) -> None:
-    if not hasattr(owner, name):
-        missing.append(label)
-    elif kind is not None and not isinstance(getattr(owner, name), kind):
-        missing.append(f"{label} as {kind.__name__}")
-
-
 def check(
     client_factory: Callable[[], Any] = NatsClient,
     subscription_factory: Callable[[Any], Any] = lambda nc: Subscription(nc, id=1),
@@ -114,24 +89,24 @@ def check(
         return Report(version, switched_off=True)
     nc = client_factory()
     bulk: list[str] = []
-    _call(bulk, nc, "_send_command", "Client._send_command", ["cmd", "priority"], True)
-    _call(bulk, nc, "_flush_pending", "Client._flush_pending", ["force_flush"], True)
-    _attr(bulk, nc, "_flush_queue", "Client._flush_queue", None)
-    _attr(bulk, nc, "stats", "Client.stats", dict)
-    _attr(bulk, nc, "is_draining_pubs", "Client.is_draining_pubs", bool)
+    check_call(bulk, nc, "_send_command", "Client._send_command", ["cmd", "priority"], True)
+    check_call(bulk, nc, "_flush_pending", "Client._flush_pending", ["force_flush"], True)
+    check_attr(bulk, nc, "_flush_queue", "Client._flush_queue", None)
+    check_attr(bulk, nc, "stats", "Client.stats", dict)
+    check_attr(bulk, nc, "is_draining_pubs", "Client.is_draining_pubs", bool)
     direct: list[str] = []
     params = ["sid", "subject", "reply", "data", "headers"]
-    _call(direct, nc, "_process_msg", "Client._process_msg", params, True)
-    _attr(direct, nc, "stats", "Client.stats", dict)
+    check_call(direct, nc, "_process_msg", "Client._process_msg", params, True)
+    check_attr(direct, nc, "stats", "Client.stats", dict)
     parser = getattr(nc, "_ps", None)
     if parser is None:
         direct.append("Client._ps")
     else:
-        _call(direct, parser, "parse", "Parser.parse", ["data"], True)
-        _attr(direct, parser, "buf", "Parser.buf", bytearray)
-        _attr(direct, parser, "state", "Parser.state", int)
-    _attr(direct, parser_module, "AWAITING_CONTROL_LINE", "parser.AWAITING_CONTROL_LINE", int)
-    _attr(direct, subscription_factory(nc), "_id", "Subscription._id", int)
+        check_call(direct, parser, "parse", "Parser.parse", ["data"], True)
+        check_attr(direct, parser, "buf", "Parser.buf", bytearray)
+        check_attr(direct, parser, "state", "Parser.state", int)
+    check_attr(direct, parser_module, "AWAITING_CONTROL_LINE", "parser.AWAITING_CONTROL_LINE", int)
+    check_attr(direct, subscription_factory(nc), "_id", "Subscription._id", int)
     return Report(version, tuple(bulk), tuple(direct))
 
 

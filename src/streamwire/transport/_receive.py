@@ -15,7 +15,6 @@ invalid onwards (the decoder raises on it), goes through the stream reader uncha
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections import deque
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ from typing import Any, Final, SupportsIndex, cast
 
 from streamwire import _native
 from streamwire.codec.framing import GATHER_ABOVE, FrameSpec
+from streamwire.transport._internals import StandInLoop, check_attr, check_call
 
 __all__ = (
     "FRAMES",
@@ -34,14 +34,6 @@ __all__ = (
 )
 
 _core = _native.core
-
-
-class _StubLoop:
-    """What ``asyncio.StreamReader.__init__`` asks of its loop (3.11 - 3.13): nothing but
-    whether it is in debug mode. Lets the import-time check make a reader without a loop."""
-
-    def get_debug(self) -> bool:
-        return False
 
 
 #: The ``asyncio.StreamReader`` state :class:`FrameReader` reads and writes: name and type
@@ -64,23 +56,14 @@ def stream_reader_internals(factory: Any = asyncio.StreamReader) -> tuple[str, .
     """What :class:`FrameReader` needs of a new ``factory(limit=..., loop=...)`` reader
     and does not find (empty: it can be used), each named with its expected shape."""
     try:
-        reader = factory(limit=1 << 16, loop=_StubLoop())
+        reader = factory(limit=1 << 16, loop=StandInLoop())
     except Exception as exc:  # another constructor
         return (f"StreamReader(limit, loop) ({exc!r})",)
-    missing = []
+    missing: list[str] = []
     for name, kind in _STATE:
-        if not hasattr(reader, name):
-            missing.append(f"StreamReader.{name}")
-        elif kind is not None and not isinstance(getattr(reader, name), kind):
-            missing.append(f"StreamReader.{name} as {kind.__name__}")
+        check_attr(missing, reader, name, f"StreamReader.{name}", kind)
     for name, params, coroutine in _METHODS:
-        method = getattr(reader, name, None)
-        try:
-            found = tuple(inspect.signature(method).parameters) if callable(method) else None
-        except (TypeError, ValueError):
-            found = None
-        if found != params or inspect.iscoroutinefunction(method) != coroutine:
-            missing.append(f"StreamReader.{name}({', '.join(params)})")
+        check_call(missing, reader, name, f"StreamReader.{name}", list(params), coroutine)
     return tuple(missing)
 
 

@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from streamwire._native import core
 from streamwire.codec.message import Confirmation, confirmation
+from streamwire.transport._internals import StandInLoop
 
 __all__ = ("LAZY", "LazyFuture", "Ledger", "MadeFuture", "lazy_future_problems")
 
@@ -333,20 +334,6 @@ for _name in (
     setattr(LazyFuture, _name, _realizing(_name))
 
 
-class _CheckLoop:
-    """What an ``asyncio.Future`` asks of its loop while the check runs: whether it is in
-    debug mode, and to schedule its callbacks (recorded, never run)."""
-
-    def __init__(self) -> None:
-        self.scheduled: list[tuple[Any, tuple[Any, ...]]] = []
-
-    def get_debug(self) -> bool:
-        return False
-
-    def call_soon(self, callback: Any, *args: Any, context: Any = None) -> None:
-        self.scheduled.append((callback, args))
-
-
 def lazy_future_problems(init: Any = None) -> tuple[str, ...]:
     """What goes wrong, on this Python's ``asyncio.Future``, when a :class:`LazyFuture` is
     read from its ledger, made real by a callback (``asyncio.Future.__init__`` run late on
@@ -356,7 +343,7 @@ def lazy_future_problems(init: Any = None) -> tuple[str, ...]:
     saved = _init_future
     if init is not None:
         _init_future = init
-    check_loop = _CheckLoop()
+    check_loop = StandInLoop()
     loop: Any = check_loop  # only what a Future asks of a loop
     ledger = Ledger(loop, 2, "check")
     expected = Confirmation(None, None, "check", None)

@@ -55,7 +55,7 @@ def _refuses(limit: int, loop: Any) -> asyncio.StreamReader:
     ("factory", "named"),
     [
         (NoPaused, "StreamReader._paused"),
-        (OtherWait, "StreamReader._wait_for_data(func_name)"),
+        (OtherWait, "StreamReader._wait_for_data(func_name) as a coroutine"),
         (TypedBuffer, "StreamReader._buffer as bytearray"),
         (_refuses, "StreamReader(limit, loop) (TypeError('StreamReader() takes no loop'))"),
     ],
