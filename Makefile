@@ -113,7 +113,6 @@ demo: venv brokers
 
 BENCH_ARGS ?=
 bench: venv brokers
-	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m bench $(BENCH_ARGS)
 
 SOAK_SECONDS ?= 300

@@ -8,6 +8,11 @@ unless ``--iggy URL``) follow the same scheme with their own message counts. Med
 rounds are reported with ratios to the peers, as tables, as JSON
 (``bench/results/latest.json``, or ``--output``) and as PNG plots (``docs/img``). Numbers are
 for this machine; compare ratios, not rates.
+
+Every client runs with its documented defaults, in its idiomatic loop, and reads the value of
+every message it consumes (bench/rabbitmq.py, bench/liftbridge.py, bench/iggy.py say how
+for each). The run ends with the headline (``bench/headline.py``): every streamwire path's
+ratio against the fastest peer measured for it, with the goals of issue 26.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench import spark as spark_bench
 from bench._common import first_line, rotated, settle_heap
+from bench.headline import headline, headline_table, rabbitmq_rows, rows_as_json
 from bench.latency import percentiles, rabbitmq_latency
-from bench.plots import plot_comparison, plot_latency, plot_throughput
+from bench.plots import plot_broker, plot_latency
 from streamwire import _native
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -236,6 +242,42 @@ def run_spark(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_plots(
+    report: dict[str, Any],
+    where: Path,
+    latency: dict[str, list[float]],
+    rate: int,
+    size: int,
+) -> list[Path]:
+    """The PNG plots of a run (``bench/plots.py``): rate and CPU per message per client,
+    one figure per broker; RabbitMQ's latency distribution. The paths written."""
+    core = str(report.get("core", "?"))
+    written: list[Path] = []
+    if "rabbitmq" in report:
+        panels = [
+            (f"{direction}, {sz} B", rabbitmq_rows(by_direction, direction))
+            for direction in ("publish", "consume")
+            for sz, by_direction in report["rabbitmq"].items()
+        ]
+        written.append(where / "bench-rabbitmq.png")
+        plot_broker(panels, "RabbitMQ Streams", core, written[-1])
+        if latency:
+            written.append(where / "rabbitmq-latency-cdf.png")
+            plot_latency(latency, rate, written[-1])
+    if "liftbridge" in report:
+        lb = report["liftbridge"]
+        panels = [(f"{d}, {size} B", lb[d]) for d in ("publish", "consume")]
+        written.append(where / "bench-liftbridge.png")
+        plot_broker(panels, "Liftbridge", core, written[-1])
+    if "iggy" in report:
+        ig = report["iggy"]
+        server = "conformance double" if ig["double"] else "server"
+        panels = [(f"{d}, {size} B", ig[d]) for d in ("send", "poll")]
+        written.append(where / "bench-iggy.png")
+        plot_broker(panels, f"Iggy ({server})", core, written[-1])
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument(
@@ -262,7 +304,7 @@ def main() -> int:
     parser.add_argument(
         "--liftbridge-window",
         type=int,
-        default=10_000,
+        default=liftbridge_bench.DEFAULT_WINDOW,
         help="the publishers' in-flight window (messages awaiting their ack): streamwire's"
         " max_in_flight, go-liftbridge's",
     )
@@ -388,6 +430,12 @@ def main() -> int:
             )
     if skipped:
         report["skipped"] = skipped
+    rows = headline(report)
+    report["headline"] = rows_as_json(rows)
+    tables.append(
+        "Headline: every path against the fastest peer measured for it (rate ratio above 1: "
+        "streamwire is faster; CPU ratio above 1: streamwire is cheaper)\n\n" + headline_table(rows)
+    )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print("\n\n".join(tables))
@@ -395,25 +443,8 @@ def main() -> int:
         print(f"\n{broker}: skipped ({reason})")
     print(f"\nresults written to {args.output}")
     if args.plots:
-        if "rabbitmq" in report:
-            plot_throughput(report["rabbitmq"], args.plots / "rabbitmq-throughput.png")
-            plot_latency(latency, args.rate, args.plots / "rabbitmq-latency-cdf.png")
-        if "liftbridge" in report:
-            plot_comparison(
-                report["liftbridge"],
-                ("publish", "consume"),
-                f"Liftbridge, {args.size} B messages",
-                args.plots / "liftbridge-throughput.png",
-            )
-        if "iggy" in report:
-            where = "conformance double" if report["iggy"]["double"] else "server"
-            plot_comparison(
-                report["iggy"],
-                ("send", "poll"),
-                f"Iggy ({where}), {args.size} B messages",
-                args.plots / "iggy-throughput.png",
-            )
-        print(f"plots written to {args.plots}")
+        for name in write_plots(report, args.plots, latency, args.rate, args.size):
+            print(f"plot written to {name}")
     return 1 if skipped else 0
 
 

@@ -9,16 +9,20 @@ than a real Iggy server: the rates below are bounded by it. What this compares i
 included) on a slow server, not broker throughput. The double's own CPU per message is
 reported next to it. ``--iggy URL`` runs the same against a real server.
 
+Every client runs with its documented defaults in its idiomatic loop, and both sides read
+the payload of every message they poll.
+
 * **send**: ``count`` messages of ``size`` bytes to partition 0 of a fresh one-partition
-  topic, in batches of ``batch`` messages, until every batch is confirmed. streamwire:
-  ``send_many`` (one future per call of ``batch`` messages) into a producer with
-  ``max_batch_messages=batch``, all awaited at the end; "streamwire futures": ``send_batch``
-  (a future per message), then ``flush``;
-  apache-iggy: ``send_messages`` with a list of ``batch`` ``SendMessage`` objects, awaited
-  one after the other (its direct mode; the background producer confirms only queueing).
+  topic, in calls of ``batch`` messages, until every message is confirmed. streamwire:
+  ``send_many`` (one future per call) into ``client.producer(address, partition=0)`` with
+  its default options, all awaited at the end; "streamwire futures": ``send_batch`` (a
+  future per message), then ``flush``; apache-iggy: ``send_messages`` with a list of
+  ``batch`` ``SendMessage`` objects, awaited one after the other (its direct mode; the
+  background producer confirms only queueing).
 * **poll**: ``count`` messages from offset 0 of one shared topic written once per round,
-  ``batch`` per poll, the payload of each available to user code. streamwire:
-  ``next_batch`` of a consumer with ``batch_size=batch`` (XXH3 checksums verified);
+  each message's payload read. streamwire: ``client.consumer(address, offset="first",
+  partition=0)`` with its default options (XXH3 checksums verified), ``next_batch(batch)``
+  reading ``value``; "streamwire async for": ``async for`` over the same consumer;
   apache-iggy: ``poll_messages(PollingStrategy.Offset(n), count=batch)`` reading
   ``payload()``.
 
@@ -210,7 +214,7 @@ async def streamwire_send(url: str, stream: str, count: int, size: int, batch: i
     address = f"{stream}/{TOPIC}"
     async with (
         await _connect(url) as client,
-        client.producer(address, partition=0, max_batch_messages=batch) as producer,
+        client.producer(address, partition=0) as producer,
     ):
         body = b"x" * size
         with Stopwatch() as sw:
@@ -230,7 +234,7 @@ async def streamwire_futures_send(
     address = f"{stream}/{TOPIC}"
     async with (
         await _connect(url) as client,
-        client.producer(address, partition=0, max_batch_messages=batch) as producer,
+        client.producer(address, partition=0) as producer,
     ):
         body = b"x" * size
         with Stopwatch() as sw:
@@ -241,18 +245,37 @@ async def streamwire_futures_send(
 
 
 async def streamwire_poll(url: str, stream: str, count: int, batch: int) -> Measurement:
+    """``next_batch(batch)`` of a consumer with its default options, reading every value."""
     address = f"{stream}/{TOPIC}"
     async with await _connect(url) as client:
         seen = 0
         with Stopwatch() as sw:
-            async with client.consumer(
-                address, offset="first", partition=0, batch_size=batch
-            ) as consumer:
+            async with client.consumer(address, offset="first", partition=0) as consumer:
                 while seen < count:
                     got = await consumer.next_batch(batch, timeout=10)
                     if not got:
                         raise RuntimeError(f"streamwire stalled after {seen} messages")
+                    for message in got:
+                        _ = message.value
                     seen += len(got)
+        return sw.result(seen)
+
+
+async def streamwire_iter_poll(url: str, stream: str, count: int, batch: int) -> Measurement:
+    """``async for`` over a consumer with its default options, reading every value."""
+    address = f"{stream}/{TOPIC}"
+    async with await _connect(url) as client:
+        seen = 0
+        with Stopwatch() as sw:
+            async with (
+                asyncio.timeout(TIMEOUT),
+                client.consumer(address, offset="first", partition=0) as consumer,
+            ):
+                async for message in consumer:
+                    _ = message.value
+                    seen += 1
+                    if seen >= count:
+                        break
         return sw.result(seen)
 
 
@@ -316,6 +339,7 @@ SENDERS: dict[str, tuple[Sender, str]] = {
 }
 POLLERS: dict[str, tuple[Poller, str]] = {
     "streamwire": (streamwire_poll, "url"),
+    "streamwire async for": (streamwire_iter_poll, "url"),
     "apache-iggy": (wheel_poll, "address"),
 }
 

@@ -83,6 +83,8 @@ CHUNK = 1_000
 GUFO_CONCURRENCY = 64
 TARGET_RATIO = 3.0
 """Publishing: streamwire should reach at least this multiple of gufo's fastest mode."""
+DEFAULT_WINDOW = lb.ProducerOptions().max_in_flight
+"""The producer's default in-flight window (go-liftbridge gets the same)."""
 GO_TARGET_RATIO = 1.0
 """Publishing (either transport) and consuming: streamwire ÷ go-liftbridge."""
 GO = "go-liftbridge"
@@ -122,15 +124,12 @@ async def streamwire_publish(
     transport: Literal["nats", "grpc"] = "nats",
     publish_transport: str = "auto",
 ) -> Measurement:
+    # the producer's defaults (LEADER acks, max_in_flight 10 000); a window other than the
+    # default is passed on (``--liftbridge-window``: then the row is a tuned one)
+    tuned: dict[str, Any] = {} if window == DEFAULT_WINDOW else {"max_in_flight": window}
     async with (
         await _connect(url, publish_transport=publish_transport) as client,
-        client.producer(
-            stream,
-            ack_policy=lb.AckPolicy.LEADER,
-            max_in_flight=window,
-            ack_timeout=60.0,
-            transport=transport,
-        ) as producer,
+        client.producer(stream, transport=transport, **tuned) as producer,
     ):
         body = b"x" * size
         chunk = min(CHUNK, window)
@@ -152,7 +151,26 @@ async def streamwire_consume(
                     batch = await consumer.next_batch(10_000, timeout=10)
                     if not batch:
                         raise RuntimeError(f"streamwire stalled after {seen} messages")
+                    for message in batch:
+                        _ = message.value
                     seen += len(batch)
+        return sw.result(seen)
+
+
+async def streamwire_iter_consume(url: str, stream: str, count: int) -> Measurement:
+    """``async for`` over a consumer with its default options, reading every value."""
+    async with await _connect(url) as client:
+        seen = 0
+        with Stopwatch() as sw:
+            async with (
+                asyncio.timeout(TIMEOUT),
+                client.consumer(stream, offset="first") as consumer,
+            ):
+                async for message in consumer:
+                    _ = message.value
+                    seen += 1
+                    if seen >= count:
+                        break
         return sw.result(seen)
 
 
@@ -312,6 +330,7 @@ PUBLISHERS: dict[str, Publisher] = {
 }
 CONSUMERS: dict[str, Consumer] = {
     "streamwire": streamwire_consume,
+    "streamwire async for": streamwire_iter_consume,
     "streamwire grpcio": streamwire_consume_grpcio,
     GO: go_consume,
     "gufo": gufo_consume,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,29 +14,6 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def plot_throughput(results: dict[str, Any], path: Path) -> None:
-    """Median msg/s per client against message size, publish and consume side by side."""
-    plt = _pyplot()
-    sizes = sorted(int(s) for s in results)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, direction in zip(axes, ("publish", "consume"), strict=True):
-        clients = sorted({c for s in sizes for c in results[str(s)][direction]})
-        for client in clients:
-            ys = [results[str(s)][direction].get(client) for s in sizes]
-            ax.plot(sizes, ys, marker="o", label=client)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("messages / s (median)")
-        ax.set_title(f"RabbitMQ Streams: {direction}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_latency(samples: dict[str, list[float]], rate: int, path: Path) -> None:
@@ -59,28 +37,50 @@ def plot_latency(samples: dict[str, list[float]], rate: int, path: Path) -> None
     plt.close(fig)
 
 
-def plot_comparison(
-    result: dict[str, Any], directions: tuple[str, str], title: str, path: Path
+def _colour(name: str) -> str:
+    if name == "raw ceiling":
+        return "tab:gray"
+    return "tab:orange" if name.startswith("streamwire") else "tab:blue"
+
+
+def plot_broker(
+    panels: Sequence[tuple[str, Mapping[str, Mapping[str, Any]]]], title: str, core: str, path: Path
 ) -> None:
-    """Median msg/s per client as bars, one panel per direction (Liftbridge, Iggy)."""
+    """One figure per broker: a column per panel (a direction, or a direction and size),
+    messages per second on top and client CPU µs per message below, one bar per client
+    (streamwire's calls orange, peers blue, the raw ceiling grey). ``panels`` are
+    ``(title, rows)`` with rows as ``bench._common.summarize`` gives them; a client whose
+    CPU is not measured (it runs in its own process and does not report it) has no lower
+    bar and says so. Both axes start at zero, so bar heights compare honestly."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(directions), figsize=(11, 4))
-    for ax, direction in zip(axes, directions, strict=True):
-        rows = result.get(direction, {})
+    ncols = len(panels)
+    fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols + 0.6, 7.4), squeeze=False)
+    for col, (panel, rows) in enumerate(panels):
         names = list(rows)
-        values = [rows[name]["msg_per_s"] for name in names]
-        bars = ax.bar(range(len(names)), values, color="tab:blue")
-        if "streamwire" in names:
-            bars[names.index("streamwire")].set_color("tab:orange")
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
-        ax.set_ylim(bottom=0)  # linear from zero: bar heights compare honestly
-        ax.set_ylabel("messages / s (median)")
-        ax.set_title(f"{title}: {direction}")
-        ax.grid(True, axis="y", alpha=0.3)
-        for x, value in enumerate(values):
-            ax.annotate(f"{value:,.0f}", (x, value), ha="center", va="bottom", fontsize=7)
+        colours = [_colour(n) for n in names]
+        for row, (key, label, fmt) in enumerate(
+            (
+                ("msg_per_s", "messages / s (median)", "{:,.0f}"),
+                ("cpu_us_per_msg", "client CPU µs / message (median)", "{:.2f}"),
+            )
+        ):
+            ax = axes[row][col]
+            values = [rows[n].get(key) for n in names]
+            heights = [v or 0.0 for v in values]
+            ax.bar(range(len(names)), heights, color=colours)
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
+            ax.set_ylim(bottom=0)
+            if col == 0:
+                ax.set_ylabel(label, fontsize=8)
+            ax.set_title(panel if row == 0 else f"{panel}: CPU", fontsize=9)
+            ax.grid(True, axis="y", alpha=0.3)
+            ax.tick_params(axis="y", labelsize=7)
+            for x, value in enumerate(values):
+                text = "n/a" if value is None else fmt.format(value)
+                ax.annotate(text, (x, heights[x]), ha="center", va="bottom", fontsize=6)
+    fig.suptitle(f"{title} ({core} core; lower row: lower is better)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

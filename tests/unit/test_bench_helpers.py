@@ -8,6 +8,7 @@ import asyncio
 import gc
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -425,3 +426,104 @@ def test_the_fresh_process_consume_ab_table_pairs_each_iterator_with_its_batches
         lines[5]
         == "| next_batch (base) | 1,000,000 | 1.00 – 1.00 | 1.000 | 1.000 – 1.000 | – | – |"
     )
+
+
+# --- the headline and the plots ----------------------------------------------------------
+
+
+def _headline_report() -> dict[str, Any]:
+    return {
+        "core": "native",
+        "rabbitmq": {
+            "100": {
+                "publish": {
+                    "streamwire": 900_000.0,
+                    "streamwire futures": 500_000.0,
+                    "rbfly": 600_000.0,
+                    "java": 800_000.0,
+                    "raw ceiling": 1_000_000.0,
+                },
+                "consume": {"streamwire": 700_000.0, "java": 1_400_000.0, "rstream": 90_000.0},
+                "publish_cpu_us": {"streamwire": 0.5, "rbfly": 1.0, "raw ceiling": 0.4},
+                "consume_cpu_us": {"streamwire": 0.8, "rstream": 9.0},
+            }
+        },
+        "liftbridge": {
+            "size": 256,
+            "publish": {
+                "streamwire": _row(200_000, 4.0),
+                "go-liftbridge": _row(100_000, 6.0),
+                "gufo publish_bulk": _row(150_000, 12.0),
+            },
+            "consume": {"streamwire async for": _row(300_000, 2.0), "gufo": _row(50_000, 20.0)},
+        },
+        "iggy": {"size": 256, "send": {"streamwire": _row(10, 1.0)}, "poll": {}},
+    }
+
+
+def test_the_headline_sets_each_path_against_its_fastest_peer() -> None:
+    from bench.headline import headline
+
+    rows = {(r.broker, r.direction, r.call, r.peer): r for r in headline(_headline_report())}
+    # RabbitMQ send_many: against java (the fastest peer; raw is not a peer), and its own
+    # row against the raw ceiling with the 0.9x goal
+    peer = rows[("rabbitmq", "publish", "send_many", "java")]
+    assert peer.ratio == pytest.approx(900 / 800)
+    assert peer.met is True
+    assert peer.cpu_ratio is None  # java's CPU is not measured: no CPU ratio
+    raw = rows[("rabbitmq", "publish", "send_many", "raw ceiling")]
+    assert raw.ratio == pytest.approx(0.9)
+    assert raw.goal == 0.9
+    assert raw.met is True
+    assert raw.cpu_ratio == pytest.approx(0.4 / 0.5)
+    futures = rows[("rabbitmq", "publish", "send_batch", "java")]
+    assert futures.goal is None
+    assert futures.met is None
+    consume = rows[("rabbitmq", "consume", "next_batch", "java")]
+    assert consume.ratio == pytest.approx(0.5)
+    assert consume.met is False
+    assert consume.size == 100
+    assert consume.core == "native"
+    # Liftbridge: go-liftbridge and gufo's modes are peers; the fastest one counts
+    lb = rows[("liftbridge", "publish", "send_batch (NATS)", "gufo publish_bulk")]
+    assert lb.ratio == pytest.approx(200 / 150)
+    assert lb.cpu_ratio == pytest.approx(3.0)
+    assert lb.size == 256
+    assert rows[("liftbridge", "consume", "async for", "gufo")].ratio == pytest.approx(6.0)
+    # a path that was not measured is left out; one without a peer result has no ratio
+    assert not any(k[:3] == ("liftbridge", "consume", "next_batch") for k in rows)
+    iggy = rows[("iggy", "send", "send_many", None)]
+    assert iggy.ratio is None
+    assert iggy.met is None
+
+
+def test_the_headline_table_and_json() -> None:
+    from bench.headline import headline, headline_table, rows_as_json
+
+    rows = headline(_headline_report())
+    text = headline_table(rows)
+    assert "| rabbitmq | 100 B | consume | next_batch | 700,000 | 0.80 | java |" in text
+    assert "**not met**" in text
+    assert "| ≥ 0.9x | met | native |" in text
+    as_json = rows_as_json(rows)
+    assert len(as_json) == len(rows)
+    assert {"broker", "ratio", "met", "peer"} <= set(as_json[0])
+
+
+def test_the_plots_of_a_run(tmp_path: Path) -> None:
+    from bench.__main__ import write_plots
+
+    report = _headline_report()
+    report["iggy"] = {
+        "double": False,
+        "send": {"streamwire": _row(10, 1.0), "apache-iggy": _row(8, 2.0)},
+        "poll": {"streamwire": _row(10, 1.0)},
+    }
+    written = write_plots(report, tmp_path, {}, 5000, 256)
+    assert [p.name for p in written] == [
+        "bench-rabbitmq.png",
+        "bench-liftbridge.png",
+        "bench-iggy.png",
+    ]
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

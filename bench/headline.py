@@ -1,0 +1,196 @@
+"""The headline of a ``python -m bench`` run: every path's ratio against its fastest peer.
+
+A *path* is one of streamwire's idiomatic calls in one direction on one broker (and, for
+RabbitMQ, one message size): ``send_many``, ``send_batch``, ``next_batch``, ``async for``.
+Each is set against the fastest *peer* measured in the same run for that direction (another
+project's client; streamwire's own variants and RabbitMQ's raw ceiling are not peers), with
+both rates, both CPU costs per message, the ratio of rates (above 1: streamwire is faster)
+and the ratio of CPU costs (above 1: streamwire is cheaper). Some paths carry a goal
+(issue 26: at least 1.0x the fastest peer, and ``send_many`` at least 0.9x the raw
+ceiling); the rest are shown for information. Pure functions over a run's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench._common import fmt_cpu, fmt_rate, fmt_ratio, markdown_table, ratio
+
+__all__ = ("Path", "Row", "headline", "headline_table", "rabbitmq_rows", "rows_as_json")
+
+Rows = Mapping[str, Mapping[str, Any]]
+"""Per client: ``{"msg_per_s": …, "cpu_us_per_msg": …}`` (``bench._common.summarize``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Path:
+    """One of streamwire's paths and what it is measured against."""
+
+    broker: str
+    direction: str
+    client: str
+    """streamwire's row in the broker's results."""
+    call: str
+    """What user code calls (for the table)."""
+    peers: tuple[str, ...]
+    """The other projects' clients it is set against (the fastest one measured counts)."""
+    goal: float | None = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the headline."""
+
+    broker: str
+    size: int
+    direction: str
+    call: str
+    rate: float | None
+    cpu_us: float | None
+    peer: str | None
+    peer_rate: float | None
+    peer_cpu_us: float | None
+    ratio: float | None
+    cpu_ratio: float | None
+    goal: float | None
+    core: str
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the goal is met (None: no goal, or nothing to compare)."""
+        if self.goal is None or self.ratio is None:
+            return None
+        return self.ratio >= self.goal
+
+
+RABBITMQ_PEERS = ("rbfly", "rstream", "java")
+LIFTBRIDGE_PEERS = (
+    "go-liftbridge",
+    "gufo publish_bulk",
+    "gufo publish ×64",
+    "gufo publish",
+    "gufo",
+)
+IGGY_PEERS = ("apache-iggy",)
+
+PATHS: tuple[Path, ...] = (
+    Path("rabbitmq", "publish", "streamwire", "send_many", RABBITMQ_PEERS),
+    Path("rabbitmq", "publish", "streamwire", "send_many", ("raw ceiling",), 0.9),
+    Path("rabbitmq", "publish", "streamwire futures", "send_batch", RABBITMQ_PEERS, None),
+    Path("rabbitmq", "consume", "streamwire", "next_batch", RABBITMQ_PEERS),
+    Path("rabbitmq", "consume", "streamwire async for", "async for", RABBITMQ_PEERS),
+    Path("liftbridge", "publish", "streamwire", "send_batch (NATS)", LIFTBRIDGE_PEERS),
+    Path("liftbridge", "publish", "streamwire grpc", "send_batch (gRPC)", LIFTBRIDGE_PEERS),
+    Path("liftbridge", "consume", "streamwire", "next_batch", LIFTBRIDGE_PEERS),
+    Path("liftbridge", "consume", "streamwire async for", "async for", LIFTBRIDGE_PEERS),
+    Path("iggy", "send", "streamwire", "send_many", IGGY_PEERS),
+    Path("iggy", "send", "streamwire futures", "send_batch", IGGY_PEERS, None),
+    Path("iggy", "poll", "streamwire", "next_batch", IGGY_PEERS),
+    Path("iggy", "poll", "streamwire async for", "async for", IGGY_PEERS),
+)
+
+
+def rabbitmq_rows(by_direction: Mapping[str, Any], direction: str) -> dict[str, dict[str, Any]]:
+    """The RabbitMQ part of a report (one size) as :data:`Rows`: its rates are kept per
+    direction and its CPU costs beside them (``publish_cpu_us``), absent for java."""
+    rates: Mapping[str, float] = by_direction.get(direction, {})
+    cpu: Mapping[str, float] = by_direction.get(f"{direction}_cpu_us", {})
+    return {
+        name: {"msg_per_s": rate, "cpu_us_per_msg": cpu.get(name)} for name, rate in rates.items()
+    }
+
+
+def _row(path: Path, size: int, rows: Rows, core: str) -> Row | None:
+    mine = rows.get(path.client)
+    if mine is None:
+        return None
+    measured = [p for p in path.peers if rows.get(p, {}).get("msg_per_s")]
+    peer = max(measured, key=lambda p: rows[p]["msg_per_s"]) if measured else None
+    theirs: Mapping[str, Any] = rows[peer] if peer is not None else {}
+    return Row(
+        broker=path.broker,
+        size=size,
+        direction=path.direction,
+        call=path.call,
+        rate=mine.get("msg_per_s"),
+        cpu_us=mine.get("cpu_us_per_msg"),
+        peer=peer,
+        peer_rate=theirs.get("msg_per_s"),
+        peer_cpu_us=theirs.get("cpu_us_per_msg"),
+        ratio=ratio(mine.get("msg_per_s"), theirs.get("msg_per_s")),
+        cpu_ratio=ratio(theirs.get("cpu_us_per_msg"), mine.get("cpu_us_per_msg")),
+        goal=path.goal,
+        core=core,
+    )
+
+
+def headline(report: Mapping[str, Any]) -> list[Row]:
+    """Every path of every broker in ``report`` (a ``python -m bench`` JSON report)."""
+    core = str(report.get("core", "?"))
+    out: list[Row] = []
+    for path in PATHS:
+        part = report.get(path.broker)
+        if not part:
+            continue
+        if path.broker == "rabbitmq":
+            for size, by_direction in part.items():
+                row = _row(path, int(size), rabbitmq_rows(by_direction, path.direction), core)
+                if row is not None:
+                    out.append(row)
+        else:
+            row = _row(path, int(part.get("size", 0)), part.get(path.direction, {}), core)
+            if row is not None:
+                out.append(row)
+    return out
+
+
+def headline_table(rows: Iterable[Row]) -> str:
+    """The headline as one Markdown table."""
+    body = []
+    for r in rows:
+        goal = "–" if r.goal is None else f"≥ {r.goal:g}x"
+        verdict = {None: "–", True: "met", False: "**not met**"}[r.met]
+        body.append(
+            [
+                r.broker,
+                f"{r.size} B",
+                r.direction,
+                r.call,
+                fmt_rate(r.rate),
+                fmt_cpu(r.cpu_us) if r.cpu_us is None or r.cpu_us >= 1 else f"{r.cpu_us:.2f}",
+                r.peer or "–",
+                fmt_rate(r.peer_rate),
+                "–"
+                if r.peer_cpu_us is None
+                else (f"{r.peer_cpu_us:.1f}" if r.peer_cpu_us >= 1 else f"{r.peer_cpu_us:.2f}"),
+                fmt_ratio(r.ratio),
+                fmt_ratio(r.cpu_ratio),
+                goal,
+                verdict,
+                r.core,
+            ]
+        )
+    header = [
+        "broker",
+        "size",
+        "direction",
+        "streamwire call",
+        "msg/s",
+        "CPU µs/msg",
+        "fastest peer",
+        "peer msg/s",
+        "peer CPU µs/msg",
+        "rate ratio",
+        "CPU ratio",
+        "goal",
+        "",
+        "core",
+    ]
+    return markdown_table(header, body, right=(4, 5, 7, 8, 9, 10))
+
+
+def rows_as_json(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """The headline for the JSON report (``met`` included)."""
+    return [{**asdict(r), "met": r.met} for r in rows]
