@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,6 +61,7 @@ from streamwire.liftbridge.protocol.metadata import subscribe_request
 from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
+from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable
 
 if TYPE_CHECKING:
@@ -80,6 +82,8 @@ _Item = Message | _End | StreamwireError
 
 #: How long closing (or a failed subscribe) waits for a reading thread to end after
 #: cancelling its call; it normally takes a millisecond.
+_REFILL: Final = 256
+"""Messages ``next`` and ``async for`` move from the hand-over to the local queue at once."""
 _JOIN_TIMEOUT: Final = 5.0
 _READER_STOP_TIMEOUT: Final = 10.0  # what close() waits for its cancelled reader task
 
@@ -141,6 +145,8 @@ class Consumer(AsyncStartable):
         self._reader: asyncio.Task[None] | None = None  # follows subscriptions, resubscribes
         self._next_offset: int | None = None
         self._last_offset: int | None = None
+        # messages taken from the hand-over and not handed out yet (``next``, ``async for``)
+        self._ready: deque[Message] = deque()
         self._error: StreamwireError | None = None
         self._ended = False
         self._started = False
@@ -327,7 +333,11 @@ class Consumer(AsyncStartable):
     # --- consuming ---------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self
+        """``async for``: queued messages without a coroutine each (with the native core on
+        Python 3.11, :mod:`streamwire.transport.ready`), else :meth:`__anext__`."""
+        if not NATIVE_PAYS:
+            return self
+        return ready_iterator(self._ready, self, "_last_offset", "offset", self.__anext__)
 
     def _take(self, item: _Item) -> Message | None:
         if isinstance(item, Message):
@@ -351,9 +361,11 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost; the message stays queued.
         """
-        msg = await self.next(None)
-        if msg is None:
+        ready = self._ready
+        if not ready and not await self._refill(None):
             raise StopAsyncIteration
+        msg = ready.popleft()
+        self._last_offset = msg.offset
         return msg
 
     async def next(self, timeout: float | None = None) -> Message | None:
@@ -362,19 +374,40 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost.
         """
-        msg = await self._next(timeout)
-        if msg is not None:  # one by one: the observer hears of a run of queued ones at once
-            self._handed_out(1, msg, more=self._handover.ready())
+        ready = self._ready
+        if not ready and not await self._refill(timeout):
+            return None
+        msg = ready.popleft()
+        self._last_offset = msg.offset
         return msg
 
-    async def _next(self, timeout: float | None) -> Message | None:
+    async def _refill(self, timeout: float | None) -> bool:
+        """Move up to :data:`_REFILL` messages from the hand-over to the local queue, waiting
+        up to ``timeout`` for the first; whether the queue has one now. One lock, one
+        room notification and one meter update per run of messages instead of per message
+        (they count as consumed when they move here; the local queue adds at most
+        :data:`_REFILL` to ``max_buffered_messages``). The end comes after the messages
+        before it; an error is raised once they are handed out.
+
+        Cancellation: nothing is taken (``Handover.get``)."""
         self._check()
         if self._ended or (self._closed and not self._handover.ready()):
-            return None
-        items = await self._handover.get(1, timeout)
-        if not items:
-            return None
-        return self._take(items[0])
+            return False
+        items = await self._handover.get(_REFILL, timeout)
+        ready = self._ready
+        for item in items:
+            if isinstance(item, Message):
+                ready.append(item)
+            elif isinstance(item, _End):
+                self._ended = True
+            else:
+                self._error = item
+        if ready:
+            self._handed_out(len(ready), ready[-1])
+            return True
+        if self._error is not None:
+            raise self._error
+        return False
 
     def _handed_out(self, count: int, last: Message, *, more: bool = False) -> None:
         received = self._handover.received_bytes
@@ -389,13 +422,21 @@ class Consumer(AsyncStartable):
 
         Cancellation: nothing is lost.
         """
-        out: list[Message] = []
+        ready = self._ready
+        if ready:  # left by next() or async for: counted already
+            out = [ready.popleft() for _ in range(min(max_messages, len(ready)))]
+            self._last_offset = out[-1].offset
+            return out
+        out = []
         if not self._handover.ready():
-            first = await self._next(timeout)
-            if first is None:
+            if not await self._refill(timeout):
                 return out
-            out.append(first)
-        if not self._ended and len(out) < max_messages:
+            out = [ready.popleft() for _ in range(min(max_messages, len(ready)))]
+            self._last_offset = out[-1].offset
+            if ready:
+                return out
+        if self._error is None and not self._ended and len(out) < max_messages:
+            counted = len(out)
             for item in self._handover.take(max_messages - len(out)):  # the end/error: last
                 if isinstance(item, StreamwireError) and out:
                     self._error = item  # raised on the next call; deliver what we have
@@ -404,8 +445,8 @@ class Consumer(AsyncStartable):
                 if msg is None:
                     break
                 out.append(msg)
-        if out:
-            self._handed_out(len(out), out[-1])
+            if len(out) > counted:
+                self._handed_out(len(out) - counted, out[-1])
         return out
 
     # --- cursors -----------------------------------------------------------------------
