@@ -146,6 +146,8 @@ async def connect(
     require_nats: bool = True,
     subscribe_transport: str = "auto",
     publish_transport: str = "auto",
+    keepalive_time: float | None = 300.0,
+    keepalive_timeout: float = 20.0,
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 
@@ -172,6 +174,11 @@ async def connect(
     (``transport="grpc"``, or ``"auto"`` while NATS is down): ``"auto"`` (default:
     streamwire's own HTTP/2 client, falling back to grpcio for a broker that does not
     negotiate HTTP/2), ``"http2"`` (that client only) or ``"grpcio"`` (grpc.aio).
+
+    ``keepalive_time``: seconds a gRPC connection with calls open may receive nothing before
+    it sends a PING (``None``: never); ``keepalive_timeout``: how long that PING may go
+    unanswered before the connection counts as dead, its calls fail and consumers resubscribe
+    (both transports; 300 s keeps within what gRPC servers in Go accept by default).
 
     Cancellation: nothing is left open.
     """
@@ -220,6 +227,8 @@ async def connect(
         grpc_tls=tls if isinstance(tls, TLSOptions) else None,
         subscribe_transport=subscribe_transport,
         publish_transport=publish_transport,
+        keepalive_time=keepalive_time,
+        keepalive_timeout=keepalive_timeout,
     )
     try:
         return await client._open()

@@ -226,11 +226,16 @@ class Channels:
         credentials: grpc.ChannelCredentials | None = None,
         server_hostname: str | None = None,
         resolver: AddressResolver | None = None,
+        keepalive_time: float | None = None,
+        keepalive_timeout: float = 20.0,
     ) -> None:
         self._credentials = credentials
         extra: list[tuple[str, Any]] = []
         if server_hostname is not None:
             extra.append(("grpc.ssl_target_name_override", server_hostname))
+        if keepalive_time is not None:  # as the HTTP/2 client's (h2machine.H2Settings)
+            extra.append(("grpc.keepalive_time_ms", round(keepalive_time * 1000)))
+            extra.append(("grpc.keepalive_timeout_ms", round(keepalive_timeout * 1000)))
         self._options: list[tuple[str, Any]] = [*_CHANNEL_OPTIONS, *extra]
         self._stream_options: list[tuple[str, Any]] = [*_STREAM_CHANNEL_OPTIONS, *extra]
         self._resolve: AddressResolver = resolver or (lambda h, p: (h, p))

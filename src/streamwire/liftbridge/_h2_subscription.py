@@ -8,8 +8,11 @@ read completed to :meth:`H2Subscription.deliver` in one call, decoded by
 while the hand-over buffer has room, so a consumer that stops taking messages holds it back
 with at most one flow-control window in flight.
 
-One connection per subscription: closing it is closing the subscription, so nothing is
-left open by a cancelled close.
+The call goes on one of the client's HTTP/2 connections to that server
+(:class:`~streamwire.transport.h2grpc.H2Pool`), shared with its other subscriptions and
+producers; cancelling the subscription resets its stream (RST_STREAM CANCEL) and leaves the
+connection to the others. A connection that goes quiet is checked with keepalive PINGs: a
+dead one ends every call on it (UNAVAILABLE), and the consumer resubscribes.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import grpc
 from streamwire._native import NativeCore
 from streamwire._native import core as _native
 from streamwire.codec.message import Message
-from streamwire.errors import DecodeError
+from streamwire.errors import DecodeError, StreamwireError
 from streamwire.liftbridge._grpc import METHODS, RpcFailed
 from streamwire.liftbridge._stream_reader import (
     ENDED,
@@ -134,8 +137,10 @@ class H2Subscription:
         skip_below: int,
         server_headers: bool,
         name: str,
+        pool: h2grpc.H2Pool | None = None,
     ) -> None:
         self._handover = handover
+        self._pool = pool
         self._host, self._port = host, port
         self._ssl = ssl_context
         self._server_hostname = server_hostname
@@ -184,6 +189,7 @@ class H2Subscription:
                 ssl_context=self._ssl,
                 server_hostname=self._server_hostname,
                 timeout=timeout,
+                pool=self._pool,
             )
         except h2grpc.NotHttp2 as exc:
             logger.info("subscription %s: %s; falling back to grpcio", self.name, exc)
@@ -192,7 +198,7 @@ class H2Subscription:
             self._early = status_of(exc)
         except TimeoutError:
             self._early = RpcFailed(grpc.StatusCode.UNAVAILABLE, "connecting timed out")
-        except OSError as exc:  # refused, unreachable, TLS handshake failed
+        except (OSError, StreamwireError) as exc:  # refused, unreachable, TLS failed, closed
             self._early = RpcFailed(grpc.StatusCode.UNAVAILABLE, f"failed to connect: {exc}")
         return True
 

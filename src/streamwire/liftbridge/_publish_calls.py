@@ -2,7 +2,7 @@
 
 :class:`GrpcioPublishCall` wraps a grpc.aio stream-stream call (one request per
 ``write_many``: a grpc.aio write cancelled half-way cancels the call); :class:`H2PublishCall`
-a :class:`~streamwire.transport.h2call.GrpcCall` on its own HTTP/2 connection (a batch of
+a :class:`~streamwire.transport.h2call.GrpcCall` on a shared HTTP/2 connection (a batch of
 requests per ``write_many``, sent in as few DATA frames as the server's windows allow;
 every response a socket read completed per ``read_many``). Both raise :class:`Broken` with
 the streamwire error of a stream that ended, so ``_grpc_publish`` handles them alike.
@@ -155,8 +155,14 @@ class H2PublishCall:
 
     batched = True
 
-    def __init__(self, what: str, on_not_http2: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        on_not_http2: Callable[[], object] | None = None,
+        pool: h2grpc.H2Pool | None = None,
+    ) -> None:
         self._what = what
+        self._pool = pool
         self._on_not_http2 = on_not_http2
         self._call: GrpcCall[pb.PublishResponse] | None = None
         self._failed: StreamwireError | None = None
@@ -206,6 +212,7 @@ class H2PublishCall:
                 server_hostname=server_hostname,
                 timeout=timeout,
                 wait_settings=False,
+                pool=self._pool,
             )
         except h2grpc.NotHttp2 as exc:
             logger.info("%s: %s", self._what, exc)
@@ -214,8 +221,10 @@ class H2PublishCall:
             error = stream_error(status_of(exc), self._what)
         except TimeoutError:
             error = ConnectError(f"{self._what}: server unavailable (connecting timed out)")
-        except OSError as exc:  # refused, unreachable, TLS handshake failed
+        except (OSError, ConnectError) as exc:  # refused, unreachable, TLS handshake failed
             error = ConnectError(f"{self._what}: server unavailable (failed to connect: {exc})")
+        except ConnectionClosed as exc:  # the client's connections are closed
+            error = exc
         self._failed = error
         return True
 

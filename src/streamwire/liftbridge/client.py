@@ -86,7 +86,7 @@ from streamwire.liftbridge.protocol.metadata import (
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
-from streamwire.transport.h2grpc import alpn_context
+from streamwire.transport.h2grpc import H2Pool, H2Settings, alpn_context
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tls import TLSOptions, create_ssl_context
@@ -141,6 +141,8 @@ class Client(AsyncClosing):
         grpc_tls: TLSOptions | None = None,
         subscribe_transport: str = "auto",
         publish_transport: str = "auto",
+        keepalive_time: float | None = 300.0,
+        keepalive_timeout: float = 20.0,
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -159,10 +161,17 @@ class Client(AsyncClosing):
         again in the background until it has one)."""
         self._publishers: set[GrpcPublisher] = set()
         self._redial: asyncio.Task[None] | None = None
+        # HTTP/2 connections, shared by the subscriptions and producers that use
+        # streamwire's own client (``subscribe_transport``, ``publish_transport``)
+        self._h2 = H2Pool(
+            H2Settings(keepalive_time=keepalive_time, keepalive_timeout=keepalive_timeout)
+        )
         self._channels: Channels | None = Channels(
             credentials=grpc_credentials,
             server_hostname=grpc_server_hostname,
             resolver=address_resolver,
+            keepalive_time=keepalive_time,
+            keepalive_timeout=keepalive_timeout,
         )
         self._link: NatsLink | None = None
         self._acks: AckRouter | None = None
@@ -404,7 +413,9 @@ class Client(AsyncClosing):
         if mode == "http2" or (mode == "auto" and addr not in self._h2_refused):
             host, port = channels.resolve(*addr) if b is not None else addr
             auto = self.publish_transport == "auto"
-            call = H2PublishCall(what, (lambda: self._h2_refused.add(addr)) if auto else None)
+            call = H2PublishCall(
+                what, (lambda: self._h2_refused.add(addr)) if auto else None, pool=self._h2
+            )
             opened = await call.open(
                 host,
                 port,
@@ -576,6 +587,7 @@ class Client(AsyncClosing):
                 skip_below=skip_below,
                 server_headers=server_headers,
                 name=name,
+                pool=self._h2,
             )
             if await sub.connect(self.request_timeout):
                 return sub
@@ -1012,5 +1024,8 @@ class Client(AsyncClosing):
                 if link is not None:
                     await link.close()
             finally:
-                if channels is not None:
-                    await channels.close()
+                try:
+                    await self._h2.aclose()
+                finally:
+                    if channels is not None:
+                        await channels.close()

@@ -1,15 +1,14 @@
 """A bidirectional gRPC call over streamwire's HTTP/2 client (``h2grpc``).
 
 :class:`GrpcCall` is a :class:`~streamwire.transport.h2grpc.GrpcStreamProtocol` whose
-request side stays open: the HEADERS go out with the preface, then every :meth:`GrpcCall.write`
-appends length-prefixed gRPC messages to a send buffer, and as much of it as the server's
-windows allow goes out at once, in DATA frames of at most its SETTINGS_MAX_FRAME_SIZE (one
-frame carries as many messages, or parts of them, as fit: one socket write per ``write``,
-however many messages it has). What the windows hold back goes out as WINDOW_UPDATEs
-(connection and stream) or a larger SETTINGS_INITIAL_WINDOW_SIZE arrive. :meth:`done_writing`
-half-closes: an empty DATA frame with END_STREAM once the buffer is sent.
+request side stays open: every :meth:`GrpcCall.write` queues length-prefixed gRPC messages
+on the call's stream, and as much as the server's windows allow goes out at once, in DATA
+frames of at most its SETTINGS_MAX_FRAME_SIZE (one socket write per ``write``, however many
+messages it has; :mod:`streamwire.transport.h2machine` keeps the windows). What the windows
+hold back goes out as WINDOW_UPDATEs or a larger SETTINGS_INITIAL_WINDOW_SIZE arrive.
+:meth:`done_writing` half-closes: END_STREAM once the queue is sent.
 
-The send buffer is bounded: ``write`` waits (``timeout``; cancellation-safe: a write that
+The send queue is bounded: ``write`` waits (``timeout``; cancellation-safe: a write that
 did not return queued nothing) while it holds ``max_buffer`` bytes or more, and raises the
 call's :class:`~streamwire.transport.h2grpc.CallEnded` once the call is over.
 
@@ -22,32 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
-from streamwire.transport.h2grpc import (
-    DATA,
-    DEFAULT_WINDOW,
-    END_STREAM,
-    MAX_FRAME,
-    SETTINGS_INITIAL_WINDOW_SIZE,
-    SETTINGS_MAX_FRAME_SIZE,
-    STREAM_ID,
-    CallEnded,
-    GrpcStreamProtocol,
-    Status,
-    encode_frame,
-)
+from streamwire.transport.h2grpc import CallEnded, GrpcStreamProtocol, Status
 
 __all__ = ("GrpcCall",)
 
 _T = TypeVar("_T")
-
-_MAX_WINDOW: Final = 0x7FFFFFFF
-_EMPTY_END: Final = encode_frame(DATA, END_STREAM, STREAM_ID)
-
-
-def _data_header(length: int) -> bytes:
-    return (length << 8 | DATA).to_bytes(4) + b"\x00" + STREAM_ID.to_bytes(4)
 
 
 class GrpcCall(GrpcStreamProtocol[_T]):
@@ -63,25 +43,19 @@ class GrpcCall(GrpcStreamProtocol[_T]):
         super().__init__(request=None, sink=self, **kwargs)
         self._max_buffer = max_buffer
         self._max_unread = max_unread
-        self._out = bytearray()  # gRPC bytes not sent yet (the windows are spent)
-        self._conn_window = DEFAULT_WINDOW  # what the server lets us send: connection
-        self._stream_window = DEFAULT_WINDOW  # and stream (may go negative: RFC 9113 6.9.2)
-        self._peer_initial = DEFAULT_WINDOW
-        self._peer_max_frame = MAX_FRAME
+        self._pending: list[bytes] = []  # written before the call started on a connection
         self._closing = False  # done_writing() was called
-        self._half_closed = False  # END_STREAM sent
-        self._room = asyncio.Event()  # set while the buffer has room, or the call is over
+        self._room = asyncio.Event()  # set while the queue has room, or the call is over
         self._room.set()
         self._unread: list[_T] = []
         self._arrived = asyncio.Event()  # responses wait, or the call is over
-        self.sent = 0
-        """gRPC bytes (prefixes included) handed to the socket."""
+        self._queued = 0  # gRPC bytes (prefixes included) ever queued
 
     # --- writing ----------------------------------------------------------------------
 
     async def write(self, messages: Sequence[bytes], timeout: float | None = None) -> None:
         """Queue ``messages`` (serialized) and send what the windows allow. Waits up to
-        ``timeout`` seconds while the send buffer is full (``TimeoutError``). Raises the
+        ``timeout`` seconds while the send queue is full (``TimeoutError``). Raises the
         :class:`CallEnded` of a call that is over (the server's status, or CANCELLED), and
         ``RuntimeError`` after :meth:`done_writing`. Cancellation or a timeout: nothing of
         ``messages`` was queued."""
@@ -96,82 +70,63 @@ class GrpcCall(GrpcStreamProtocol[_T]):
             raise _again(self.ended.result())
         if self._closing:
             raise RuntimeError("gRPC call: write after done_writing")
-        out = self._out
-        for message in messages:
-            out += len(message).to_bytes(5)  # flag 0 (not compressed), then the length
-            out += message
-        self._flush()
+        channel = self.channel
+        if channel is None:
+            self._pending += messages
+            return
+        self._queued += sum(5 + len(m) for m in messages)
+        channel.send(self.stream_id, list(messages))
+        self._update_room()
 
     def done_writing(self) -> None:
         """Half-close: END_STREAM once what is queued is sent. Idempotent."""
         self._closing = True
-        self._flush()
+        channel = self.channel
+        if channel is not None and not self.ended.done():
+            channel.end_stream(self.stream_id)
+
+    @property
+    def sent(self) -> int:
+        """gRPC bytes (prefixes included) handed to the connection."""
+        return self._queued - self.buffered if self.channel is not None else 0
 
     @property
     def buffered(self) -> int:
         """gRPC bytes queued and not sent yet (held back by the server's windows)."""
-        return len(self._out)
+        channel = self.channel
+        if channel is None:
+            return sum(5 + len(m) for m in self._pending)
+        return channel.machine.buffered(self.stream_id)
 
-    def _flush(self) -> None:
-        out = self._out
-        transport = self._transport
-        if transport is None or self.ended.done():
-            return
-        allowed = min(len(out), self._conn_window, self._stream_window)
-        if allowed > 0:
-            if allowed == len(out):
-                chunk, self._out = out, bytearray()
-                out = self._out
-            else:
-                chunk = out[:allowed]
-                del out[:allowed]
-            size = self._peer_max_frame
-            if allowed <= size:
-                data = _data_header(allowed) + chunk
-            else:
-                data = b"".join(
-                    _data_header(len(part)) + part
-                    for part in (chunk[i : i + size] for i in range(0, allowed, size))
-                )
-            self._conn_window -= allowed
-            self._stream_window -= allowed
-            self.sent += allowed
-            transport.write(data)
-        if self._closing and not out and not self._half_closed:
-            self._half_closed = True
-            transport.write(_EMPTY_END)
-        if len(out) < self._max_buffer:
+    def _update_room(self) -> None:
+        if self.ended.done() or self.buffered < self._max_buffer:
             self._room.set()
         else:
             self._room.clear()
 
-    # --- the server's windows (hooks of GrpcStreamProtocol) ----------------------------
+    # --- the channel's side -------------------------------------------------------------
 
-    def _window_update(self, stream: int, increment: int) -> None:
-        if stream == 0:
-            self._conn_window += increment
-            if self._conn_window > _MAX_WINDOW:
-                raise CallEnded(Status.INTERNAL, "the server overflowed the connection window")
-        elif stream == STREAM_ID:
-            self._stream_window += increment
-            if self._stream_window > _MAX_WINDOW:
-                raise CallEnded(Status.INTERNAL, "the server overflowed the stream window")
-        if self._out:
-            self._flush()
+    def _started(self, channel: Any, stream_id: int) -> None:
+        super()._started(channel, stream_id)
+        pending, self._pending = self._pending, []
+        closing, self._closing = self._closing, False
+        if pending:
+            self.send(pending)
+        if closing:
+            self.done_writing()
 
-    def _peer_setting(self, ident: int, value: int) -> None:
-        if ident == SETTINGS_INITIAL_WINDOW_SIZE:
-            self._stream_window += value - self._peer_initial
-            self._peer_initial = value
-            if self._stream_window > _MAX_WINDOW:
-                raise CallEnded(Status.INTERNAL, "the server overflowed the stream window")
-            if self._out:
-                self._flush()
-        elif ident == SETTINGS_MAX_FRAME_SIZE:
-            self._peer_max_frame = value
+    def _flushed(self) -> None:
+        self._update_room()
 
-    def _end(self, ended: CallEnded) -> None:
-        super()._end(ended)
+    def _end(
+        self,
+        ended: CallEnded,
+        failure: Exception | None = None,
+        *,
+        not_http2: bool = False,
+        early: bool = False,
+    ) -> None:
+        super()._end(ended, failure, not_http2=not_http2, early=early)
         self._room.set()  # writers wake to the call's end
         self._arrived.set()
 

@@ -1,128 +1,136 @@
-"""A minimal gRPC-over-HTTP/2 client for one server-streaming call per connection.
+"""gRPC calls over streamwire's own HTTP/2 client: the asyncio side of
+:mod:`streamwire.transport.h2machine`.
 
 grpc-python reads a server stream one message at a time (a completion-queue operation and
-a few Python calls per message, ~7 µs each); this reads the socket with an asyncio
-``Protocol`` and hands every gRPC message that a read completed to its sink in one call.
-It speaks only what such a call needs (RFC 9113, the gRPC HTTP/2 mapping):
+a few Python calls per message, ~7 µs each); here the socket is read by a
+:class:`~streamwire.transport.driver.Driver` and every gRPC message a read completed reaches
+its call's sink in one call. The pieces:
 
-* the client preface and SETTINGS (push off, the stream window given), a connection
-  WINDOW_UPDATE to the same size; SETTINGS and PING acknowledged;
-* one request: HEADERS (HPACK, ``hpack``), then the length-prefixed request message in a
-  DATA frame that ends the client's side of the stream;
-* responses: HEADERS (``:status`` 200 and ``application/grpc``), DATA frames carrying
-  length-prefixed messages (padding allowed, compressed messages refused), trailers
-  (``grpc-status``, percent-encoded ``grpc-message``), or a trailers-only response;
-* flow control: received DATA is credited back (connection and stream) only while the
-  sink says it has room (``credit``), so a consumer that stops taking messages holds the
-  server back with at most one window of bytes in flight; a peer that overruns the window
-  is a connection error;
-* RST_STREAM, GOAWAY, a closed connection or a protocol error end the call with a
-  :class:`CallEnded` that carries the gRPC status grpc's core reports for the same event
-  (UNAVAILABLE, CANCELLED, INTERNAL).
+* :class:`H2Channel`: one connection (a :class:`~streamwire.transport.tcp.TcpStream`, the
+  machine, the driver's reader and timer tasks: keepalive PINGs and their timeout). It
+  carries any number of calls, up to the server's SETTINGS_MAX_CONCURRENT_STREAMS; a
+  channel whose last call ended closes after :data:`IDLE_CLOSE` seconds without a new one.
+* :class:`H2Pool`: the channels of one client, shared by its calls as grpcio's channel
+  shares its connection: a call goes on an open channel to the same server (host, port,
+  TLS) when one has room, else on a new one. A server that sends GOAWAY ENHANCE_YOUR_CALM
+  "too_many_pings" gets half as many pings on its next connections (grpc's clients do
+  the same).
+* :class:`GrpcStreamProtocol`: one call: ``ended`` resolves with the :class:`CallEnded`
+  that ended it (status 0 for a normal end), ``failure`` is what ``split`` raised if that
+  ended it, messages go to ``sink`` as ``split`` decodes them, and received bytes are
+  credited back to the server only while the sink has room. ``cancel()`` resets the
+  stream (RST_STREAM CANCEL); the connection stays for the other calls.
+* :func:`open_call`: connect (or reuse) and start a call; without a pool the call has a
+  connection of its own, closed when the call ends.
 
 Nothing here is specific to a service: the caller gives the path, the request bytes and a
 ``split`` function that turns a buffer of DATA bytes into decoded messages
-(:func:`split_messages` is the plain one).
+(:func:`~streamwire.transport.h2wire.split_messages` is the plain one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import ssl
-import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, Generic, Protocol, TypeVar
-from urllib.parse import unquote
 
-import hpack
-
-from streamwire._native import core as _native
+from streamwire.errors import ConnectionClosed, StreamwireError
+from streamwire.transport import h2wire as w
+from streamwire.transport.driver import Driver
+from streamwire.transport.h2machine import (
+    ConnectionEnded,
+    Event,
+    Flushed,
+    H2Machine,
+    H2Settings,
+    Messages,
+    Opened,
+    Split,
+    StreamEnded,
+)
+from streamwire.transport.h2wire import (
+    ACK,
+    ALPN,
+    CONTINUATION,
+    DATA,
+    DEFAULT_WINDOW,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    MIN_FRAME,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY_FLAG,
+    PUSH_PROMISE,
+    RST_STREAM,
+    SETTINGS,
+    SETTINGS_INITIAL_WINDOW_SIZE,
+    SETTINGS_MAX_FRAME_SIZE,
+    WINDOW_UPDATE,
+    CallEnded,
+    ErrorCode,
+    NotHttp2,
+    Status,
+    encode_frame,
+    gather_data,
+    gather_data_pure,
+    split_messages,
+)
+from streamwire.transport.tcp import open_tcp
 
 __all__ = (
+    "ACK",
     "ALPN",
+    "CONTINUATION",
+    "DATA",
+    "DEFAULT_WINDOW",
+    "END_HEADERS",
+    "END_STREAM",
+    "GOAWAY",
+    "HEADERS",
+    "IDLE_CLOSE",
+    "MIN_FRAME",
+    "PADDED",
+    "PING",
+    "PREFACE",
+    "PRIORITY_FLAG",
+    "PUSH_PROMISE",
+    "RST_STREAM",
+    "SETTINGS",
+    "SETTINGS_INITIAL_WINDOW_SIZE",
+    "SETTINGS_MAX_FRAME_SIZE",
+    "WINDOW_UPDATE",
     "CallEnded",
+    "ErrorCode",
     "GrpcStreamProtocol",
+    "H2Channel",
+    "H2Pool",
+    "H2Settings",
     "NotHttp2",
     "Sink",
     "Status",
+    "alpn_context",
     "authority",
     "encode_frame",
+    "gather_data",
+    "gather_data_pure",
+    "open_call",
     "split_messages",
 )
 
+logger = logging.getLogger(__name__)
+
 _T = TypeVar("_T")
 
-ALPN: Final = "h2"
-PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-# frame types
-DATA: Final = 0x0
-HEADERS: Final = 0x1
-PRIORITY: Final = 0x2
-RST_STREAM: Final = 0x3
-SETTINGS: Final = 0x4
-PUSH_PROMISE: Final = 0x5
-PING: Final = 0x6
-GOAWAY: Final = 0x7
-WINDOW_UPDATE: Final = 0x8
-CONTINUATION: Final = 0x9
-# flags
-END_STREAM: Final = 0x1
-ACK: Final = 0x1
-END_HEADERS: Final = 0x4
-PADDED: Final = 0x8
-PRIORITY_FLAG: Final = 0x20
-# settings
-SETTINGS_ENABLE_PUSH: Final = 0x2
-SETTINGS_INITIAL_WINDOW_SIZE: Final = 0x4
-SETTINGS_MAX_FRAME_SIZE: Final = 0x5
-# error codes
-NO_ERROR: Final = 0x0
-PROTOCOL_ERROR: Final = 0x1
-FLOW_CONTROL_ERROR: Final = 0x3
-FRAME_SIZE_ERROR: Final = 0x6
-REFUSED_STREAM: Final = 0x7
-CANCEL: Final = 0x8
-
-DEFAULT_WINDOW: Final = 65_535
-MAX_FRAME: Final = 16_384
-#: Largest frame this client accepts (it announces none: the default, 16 KiB, applies, but
-#: a little slack costs nothing).
-_MAX_ACCEPTED_FRAME: Final = 1 << 24
-#: Largest header block (HEADERS + CONTINUATION) accepted.
-_MAX_HEADER_BLOCK: Final = 1 << 20
-#: The one stream this client opens.
-STREAM_ID: Final = 1
-
-_HEADER = struct.Struct(">I B B I")  # length << 8 | type packed by hand below
-_U32 = struct.Struct(">I")
-
-
-class Status:
-    """gRPC status codes used here (numbers from the gRPC specification)."""
-
-    OK: Final = 0
-    CANCELLED: Final = 1
-    UNKNOWN: Final = 2
-    RESOURCE_EXHAUSTED: Final = 8
-    INTERNAL: Final = 13
-    UNAVAILABLE: Final = 14
-
-
-class CallEnded(Exception):
-    """How a call ended: a gRPC status code and message (``code`` 0: the server ended the
-    stream normally)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{code}: {message}" if message else str(code))
-        self.code = code
-        self.message = message
-
-
-class NotHttp2(Exception):
-    """The peer did not speak HTTP/2 (no ``h2`` by ALPN, or its first frame was not
-    SETTINGS): the caller may fall back to another transport."""
+IDLE_CLOSE: Final = 30.0
+"""Seconds a pooled connection without calls stays open for the next one."""
+_READ_SIZE: Final = 256 * 1024
 
 
 class Sink(Protocol[_T]):
@@ -135,465 +143,387 @@ class Sink(Protocol[_T]):
         """Whether the sink has room: received bytes are credited back only then."""
 
 
-def encode_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    """One HTTP/2 frame."""
-    return _U32.pack(len(payload) << 8 | kind) + bytes((flags,)) + _U32.pack(stream) + payload
-
-
-def split_messages(buf: bytes | bytearray, limit: int) -> tuple[list[bytes], int, int]:
-    """The whole gRPC messages at the start of ``buf``: ``(messages, consumed, nbytes)``
-    where ``consumed`` (= ``nbytes``) is where the first incomplete one starts. A
-    compressed message (none was asked for) or one longer than ``limit`` ends the run; when
-    it is the first, :class:`CallEnded` is raised (INTERNAL, RESOURCE_EXHAUSTED), so what
-    came before it is handed out first."""
-    out: list[bytes] = []
-    pos, end = 0, len(buf)
-    while end - pos >= 5:
-        flag = buf[pos]
-        size = int.from_bytes(buf[pos + 1 : pos + 5])
-        if flag or size > limit:
-            if out:
-                break
-            if flag:
-                raise CallEnded(Status.INTERNAL, "compressed gRPC message without grpc-encoding")
-            raise CallEnded(Status.RESOURCE_EXHAUSTED, f"gRPC message of {size} bytes > {limit}")
-        stop = pos + 5 + size
-        if stop > end:
-            break
-        out.append(bytes(buf[pos + 5 : stop]))
-        pos = stop
-    return out, pos, pos
-
-
-def gather_data_pure(
-    buf: bytearray, start: int, stream: int, out: bytearray, budget: int, max_frame: int
-) -> tuple[int, int]:
-    """From ``start`` in ``buf``, each whole DATA frame of ``stream`` without END_STREAM, at
-    most ``max_frame`` long, with valid padding and fitting the flow-control ``budget``
-    left, has its payload (padding removed) appended to ``out``; stops before the first
-    frame that is anything else. ``(position after the last frame taken, their lengths
-    summed)``. The native core's ``h2_gather_data`` is its twin (property tests)."""
-    pos, end, counted = start, len(buf), 0
-    while end - pos >= 9:
-        head = int.from_bytes(buf[pos : pos + 4])
-        length, kind, flags = head >> 8, head & 0xFF, buf[pos + 4]
-        sid = int.from_bytes(buf[pos + 5 : pos + 9]) & 0x7FFFFFFF
-        if (
-            kind != DATA
-            or sid != stream
-            or flags & END_STREAM
-            or length > max_frame
-            or end - pos - 9 < length
-            or counted + length > budget
-        ):
-            break
-        s, e = pos + 9, pos + 9 + length
-        if flags & PADDED:
-            if length < 1 or buf[s] >= length:
-                break
-            e -= buf[s]
-            s += 1
-        out += memoryview(buf)[s:e]
-        counted += length
-        pos += 9 + length
-    return pos, counted
-
-
-gather_data = _native.h2_gather_data if _native is not None else gather_data_pure
-"""Native when the core is there, else :func:`gather_data_pure`."""
-
-
-Split = Callable[[bytearray], tuple[list[_T], int, int]]
-"""Decodes the whole messages at the start of a buffer: ``(messages, consumed, nbytes)``."""
-
-
-def _rst_status(code: int) -> CallEnded:
-    if code == REFUSED_STREAM:
-        return CallEnded(Status.UNAVAILABLE, "stream refused (RST_STREAM REFUSED_STREAM)")
-    if code == CANCEL:
-        return CallEnded(Status.CANCELLED, "stream reset by the server (RST_STREAM CANCEL)")
-    return CallEnded(Status.INTERNAL, f"stream reset by the server (RST_STREAM {code})")
-
-
-def _grpc_status(headers: Sequence[tuple[str, str]]) -> CallEnded | None:
-    status = message = None
-    for name, value in headers:
-        if name == "grpc-status":
-            status = value
-        elif name == "grpc-message":
-            message = value
-    if status is None:
-        return None
-    try:
-        code = int(status)
-    except ValueError:
-        return CallEnded(Status.UNKNOWN, f"malformed grpc-status {status!r}")
-    return CallEnded(code, unquote(message or "", errors="replace"))
-
-
-class GrpcStreamProtocol(asyncio.Protocol, Generic[_T]):
-    """One connection carrying one server-streaming gRPC call (stream 1).
-
-    ``opened`` resolves once the server's SETTINGS arrived (or raises :class:`NotHttp2`,
-    or :class:`CallEnded`); ``ended`` with the :class:`CallEnded` that ended the call
-    (status 0 for a normal end). Messages go to ``sink`` as ``split`` decodes them.
-    ``cancel()`` resets the stream and closes the connection.
-    """
+class GrpcStreamProtocol(Generic[_T]):
+    """One gRPC call (see the module notes). ``request`` given: a server-streaming call
+    whose one request ends the client's side; None: the caller writes (``h2call``).
+    ``window`` and ``scheme`` apply to a connection of the call's own (no pool); a pooled
+    call uses its pool's settings. ``loop`` and ``authority`` are accepted for the
+    callers that give them (the connection knows both)."""
 
     def __init__(
         self,
         *,
-        loop: asyncio.AbstractEventLoop,
-        authority: str,
         path: str,
         request: bytes | None,
-        split: Split[_T],
+        split: Split,
         sink: Sink[_T],
+        loop: asyncio.AbstractEventLoop | None = None,
+        authority: str | None = None,
         scheme: str = "http",
         window: int = 1 << 20,
         max_message: int = 64 << 20,
         user_agent: str = "streamwire",
     ) -> None:
-        self._loop = loop
+        self._loop = loop or asyncio.get_running_loop()
+        self.path = path
+        self._request = request
         self._split = split
-        self._gather = gather_data
         self._sink = sink
-        self._window = window
-        self._max_message = max_message
-        self._inbuf = bytearray()
-        self._msgbuf = bytearray()
-        self._transport: asyncio.Transport | None = None
-        self._decoder = hpack.Decoder()
-        self._header_block: bytearray | None = None
-        self._header_flags = 0
-        self._got_settings = False
-        self._got_headers = False
-        self._uncredited = 0  # DATA bytes received and not yet credited back
-        self._received = 0  # DATA bytes received beyond what the server may send
-        self._budget = window  # what the server may still send (stream = connection)
+        self.authority = authority
+        self.scheme = scheme
+        self.window = window
+        self.max_message = max_message
+        self.user_agent = user_agent
+        self.channel: H2Channel | None = None
+        self.stream_id = 0
         self.failure: Exception | None = None
         """What ``split`` raised, if that ended the call."""
         self.not_http2 = False
         """The server answered, but not in HTTP/2 (TLS without ``h2`` by ALPN, or a first
         frame that was not SETTINGS); a connection lost before SETTINGS is not that."""
-        self.opened: asyncio.Future[None] = loop.create_future()
-        self.ended: asyncio.Future[CallEnded] = loop.create_future()
-        headers = [
-            (":method", "POST"),
-            (":scheme", scheme),
-            (":path", path),
-            (":authority", authority),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-            ("user-agent", user_agent),
-        ]
-        block = hpack.Encoder().encode(headers)
-        settings = _setting(SETTINGS_ENABLE_PUSH, 0) + _setting(
-            SETTINGS_INITIAL_WINDOW_SIZE, window
-        )
-        out = [PREFACE, encode_frame(SETTINGS, 0, 0, settings)]
-        if window > DEFAULT_WINDOW:
-            out.append(encode_frame(WINDOW_UPDATE, 0, 0, _U32.pack(window - DEFAULT_WINDOW)))
-        out.append(encode_frame(HEADERS, END_HEADERS, STREAM_ID, block))
-        if request is not None:  # the one request, ending the client's side
-            body = b"\x00" + _U32.pack(len(request)) + request
-            for start in range(0, len(body), MAX_FRAME):
-                last = start + MAX_FRAME >= len(body)
-                chunk = body[start : start + MAX_FRAME]
-                out.append(encode_frame(DATA, END_STREAM if last else 0, STREAM_ID, chunk))
-        self._hello = b"".join(out)
+        self.opened: asyncio.Future[None] = self._loop.create_future()
+        """Resolves once the server's SETTINGS arrived (or raises :class:`NotHttp2` or the
+        call's :class:`CallEnded`)."""
+        self.ended: asyncio.Future[CallEnded] = self._loop.create_future()
 
-    # --- asyncio.Protocol -------------------------------------------------------------
+    # --- the channel's side ----------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        ssl_object = transport.get_extra_info("ssl_object")
-        if ssl_object is not None and ssl_object.selected_alpn_protocol() != ALPN:
+    def _started(self, channel: H2Channel, stream_id: int) -> None:
+        self.channel, self.stream_id = channel, stream_id
+        if channel.machine.opened:
+            _resolve(self.opened, None)
+
+    def _opened(self) -> None:
+        _resolve(self.opened, None)
+
+    def _deliver(self, messages: list[_T], nbytes: int) -> None:
+        self._sink.deliver(messages, nbytes)
+
+    def _has_room(self) -> bool:
+        return self._sink.credit()
+
+    def _flushed(self) -> None:
+        """Send windows opened (a call that writes wakes its writers)."""
+
+    def _end(
+        self,
+        ended: CallEnded,
+        failure: Exception | None = None,
+        *,
+        not_http2: bool = False,
+        early: bool = False,
+    ) -> None:
+        """The call is over. ``not_http2``: the server answered, but not in HTTP/2;
+        ``early``: the connection ended before the server's SETTINGS (as likely an HTTP/1
+        server closing on the preface: :attr:`opened` raises :class:`NotHttp2` too)."""
+        if failure is not None and self.failure is None:
+            self.failure = failure
+        if not_http2:
             self.not_http2 = True
-            self._fail_open(NotHttp2("the server did not agree to HTTP/2 (ALPN h2)"))
-            return
-        transport.write(self._hello)  # the request fits the default windows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = None
-        why = f"connection lost: {exc}" if exc else "connection closed by the server"
-        if not self._got_settings:
-            self._fail_open(NotHttp2(f"no HTTP/2 SETTINGS from the server ({why})"))
-        self._end(CallEnded(Status.UNAVAILABLE, why))
-
-    def data_received(self, data: bytes) -> None:
-        if self.ended.done():
-            return
-        buf = self._inbuf
-        buf += data
-        try:
-            pos = self._frames(buf)
-        except CallEnded as ended:
-            self._abort(ended)
-            return
-        except Exception as exc:  # ``split`` could not decode a message
-            self.failure = exc
-            self._abort(CallEnded(Status.INTERNAL, f"undecodable message: {exc}"))
-            return
-        del buf[:pos]
-
-    # --- frames ---------------------------------------------------------------------
-
-    def _frames(self, buf: bytearray) -> int:
-        """Handle every whole frame in ``buf``; where the first incomplete one starts.
-
-        Runs of DATA frames are gathered (``gather_data``, native when built) into the
-        message buffer, whose whole messages are split and delivered before any other frame
-        is handled and at the end; a frame the gathering does not take is handled alone
-        (and raises what is wrong with it)."""
-        pos, end = 0, len(buf)
-        if not self._got_settings and end >= 9 and buf[3] != SETTINGS:
-            self.not_http2 = True
-            self._fail_open(NotHttp2("the server's first frame was not SETTINGS"))
-            raise CallEnded(Status.UNAVAILABLE, "not an HTTP/2 server")
-        gather, mbuf = self._gather, self._msgbuf
-        while end - pos >= 9:
-            if buf[pos + 3] == DATA and self._got_headers:
-                taken, counted = gather(
-                    buf, pos, STREAM_ID, mbuf, self._budget - self._received, _MAX_ACCEPTED_FRAME
-                )
-                if taken != pos:
-                    self._received += counted
-                    self._uncredited += counted
-                    pos = taken
-                    continue
-            head = int.from_bytes(buf[pos : pos + 4])
-            length, kind = head >> 8, head & 0xFF
-            if length > _MAX_ACCEPTED_FRAME:
-                raise CallEnded(Status.INTERNAL, f"HTTP/2 frame of {length} bytes")
-            stop = pos + 9 + length
-            if stop > end:
-                break
-            flags = buf[pos + 4]
-            stream = int.from_bytes(buf[pos + 5 : pos + 9]) & 0x7FFFFFFF
-            if kind == DATA:
-                self._data(buf, pos + 9, stop, flags, stream)
-            else:
-                self._split_messages()
-                self._control(kind, flags, stream, bytes(buf[pos + 9 : stop]))
-            pos = stop
-            if self.ended.done():
-                return pos
-        self._split_messages()
-        if self._uncredited >= self._window >> 2 and self._sink.credit():
-            self.give_credit()
-        return pos
-
-    def _split_messages(self) -> None:
-        """Deliver the whole messages gathered so far. ``split`` hands out what comes before
-        a bad message and raises for it on the next call."""
-        mbuf = self._msgbuf
-        while len(mbuf) >= 5:
-            messages, consumed, nbytes = self._split(mbuf)
-            if consumed:
-                del mbuf[:consumed]
-            if not messages:
-                if len(mbuf) > self._max_message + 5:  # split raises for a long one first
-                    raise CallEnded(Status.RESOURCE_EXHAUSTED, "gRPC message too long")
-                return
-            self._sink.deliver(messages, nbytes)
-
-    def _data(self, buf: bytearray, start: int, stop: int, flags: int, stream: int) -> None:
-        """A DATA frame the gathering did not take: what is wrong with it, or the last one."""
-        length = stop - start
-        self._received += length
-        self._uncredited += length
-        if self._received > self._budget:
-            raise CallEnded(Status.INTERNAL, "the server overran the flow-control window")
-        if stream != STREAM_ID or not self._got_headers:
-            raise CallEnded(Status.INTERNAL, f"unexpected DATA on stream {stream}")
-        if flags & PADDED:
-            if length < 1 or buf[start] >= length:
-                raise CallEnded(Status.INTERNAL, "bad DATA padding")
-            stop -= buf[start]
-            start += 1
-        self._msgbuf += memoryview(buf)[start:stop]
-        self._split_messages()
-        if flags & END_STREAM:
-            if self._msgbuf:
-                raise CallEnded(Status.INTERNAL, "the stream ended inside a gRPC message")
-            raise CallEnded(Status.INTERNAL, "the stream ended without trailers")
-
-    def _control(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
-        if self._header_block is not None and kind != CONTINUATION:
-            raise CallEnded(Status.INTERNAL, "a header block interrupted")
-        if kind == SETTINGS:
-            self._settings(flags, stream, payload)
-        elif kind == HEADERS:
-            self._headers(flags, stream, payload)
-        elif kind == CONTINUATION:
-            if self._header_block is None or stream != STREAM_ID:
-                raise CallEnded(Status.INTERNAL, "unexpected CONTINUATION")
-            self._header_block += payload
-            self._header_flags |= flags & END_HEADERS
-            self._header_block_done()
-        elif kind == PING:
-            if len(payload) != 8 or stream:
-                raise CallEnded(Status.INTERNAL, "bad PING")
-            if not flags & ACK:
-                self._write(encode_frame(PING, ACK, 0, payload))
-        elif kind == RST_STREAM:
-            if len(payload) != 4:
-                raise CallEnded(Status.INTERNAL, "bad RST_STREAM")
-            if stream == STREAM_ID:
-                self._end(_rst_status(_U32.unpack(payload)[0]))
-                self._close()
-        elif kind == GOAWAY:
-            if len(payload) < 8 or stream:
-                raise CallEnded(Status.INTERNAL, "bad GOAWAY")
-            last, code = struct.unpack_from(">II", payload)
-            detail = payload[8:].decode("utf-8", "replace")
-            if code != NO_ERROR or (last & 0x7FFFFFFF) < STREAM_ID:
-                text = f"the server went away (GOAWAY {code}{': ' + detail if detail else ''})"
-                self._end(CallEnded(Status.UNAVAILABLE, text))
-                self._close()
-        elif kind == WINDOW_UPDATE:
-            if len(payload) != 4:
-                raise CallEnded(Status.INTERNAL, "bad WINDOW_UPDATE")
-            self._window_update(stream, _U32.unpack(payload)[0] & 0x7FFFFFFF)
-        elif kind == PUSH_PROMISE:
-            raise CallEnded(Status.INTERNAL, "PUSH_PROMISE with push disabled")
-        # PRIORITY and unknown frame types are ignored (RFC 9113, 4.1, 5.5)
-
-    def _settings(self, flags: int, stream: int, payload: bytes) -> None:
-        if stream or len(payload) % 6:
-            raise CallEnded(Status.INTERNAL, "bad SETTINGS")
-        if flags & ACK:
-            return
-        for i in range(0, len(payload), 6):
-            ident, value = struct.unpack_from(">HI", payload, i)
-            if ident == SETTINGS_MAX_FRAME_SIZE and not MAX_FRAME <= value < 1 << 24:
-                raise CallEnded(Status.INTERNAL, f"bad SETTINGS_MAX_FRAME_SIZE {value}")
-            if ident == SETTINGS_INITIAL_WINDOW_SIZE and value > 0x7FFFFFFF:
-                raise CallEnded(Status.INTERNAL, f"bad SETTINGS_INITIAL_WINDOW_SIZE {value}")
-            self._peer_setting(ident, value)
-        self._write(encode_frame(SETTINGS, ACK, 0))
-        if not self._got_settings:
-            self._got_settings = True
-            if not self.opened.done():
-                self.opened.set_result(None)
-
-    def _headers(self, flags: int, stream: int, payload: bytes) -> None:
-        if stream != STREAM_ID:
-            raise CallEnded(Status.INTERNAL, f"HEADERS on stream {stream}")
-        start, stop = 0, len(payload)
-        if flags & PADDED:
-            if stop < 1 or payload[0] >= stop:
-                raise CallEnded(Status.INTERNAL, "bad HEADERS padding")
-            stop -= payload[0]
-            start = 1
-        if flags & PRIORITY_FLAG:
-            start += 5
-            if start > stop:
-                raise CallEnded(Status.INTERNAL, "bad HEADERS priority")
-        self._header_block = bytearray(payload[start:stop])
-        self._header_flags = flags & (END_HEADERS | END_STREAM)
-        self._header_block_done()
-
-    def _header_block_done(self) -> None:
-        block = self._header_block
-        assert block is not None
-        if len(block) > _MAX_HEADER_BLOCK:
-            raise CallEnded(Status.INTERNAL, "header block too large")
-        if not self._header_flags & END_HEADERS:
-            return
-        self._header_block = None
-        try:
-            headers = [(str(n), str(v)) for n, v in self._decoder.decode(bytes(block), raw=False)]
-        except hpack.HPACKError as exc:
-            raise CallEnded(Status.INTERNAL, f"bad header block: {exc}") from None
-        ends = bool(self._header_flags & END_STREAM)
-        if not self._got_headers:
-            self._got_headers = True
-            status = dict(headers).get(":status")
-            if status != "200":
-                raise CallEnded(
-                    Status.UNAVAILABLE if status in ("502", "503", "504") else Status.UNKNOWN,
-                    f"HTTP status {status}",
-                )
-            ctype = dict(headers).get("content-type", "")
-            if not ctype.startswith("application/grpc"):
-                raise CallEnded(Status.UNKNOWN, f"content-type {ctype!r} is not gRPC")
-            if not ends:
-                return
-        elif not ends:
-            raise CallEnded(Status.INTERNAL, "trailers without END_STREAM")
-        if self._msgbuf:
-            raise CallEnded(Status.INTERNAL, "the stream ended inside a gRPC message")
-        ended = _grpc_status(headers)
-        if ended is None:
-            ended = CallEnded(Status.UNKNOWN, "the stream ended without grpc-status")
-        self._end(ended)
-        self._close()
-
-    # --- hooks for a call that sends (``h2call``): the server's send windows ------------
-
-    def _window_update(self, stream: int, increment: int) -> None:
-        """The server's WINDOW_UPDATE (this call sends nothing after its request)."""
-
-    def _peer_setting(self, ident: int, value: int) -> None:
-        """One (valid) setting of the server's SETTINGS."""
-
-    # --- flow control, ending --------------------------------------------------------
-
-    def give_credit(self) -> None:
-        """Credit the bytes received so far back to the server (connection and stream)."""
-        credit, self._uncredited = self._uncredited, 0
-        if credit and self._transport is not None and not self.ended.done():
-            self._budget += credit
-            inc = _U32.pack(credit)
-            self._write(
-                encode_frame(WINDOW_UPDATE, 0, 0, inc)
-                + encode_frame(WINDOW_UPDATE, 0, STREAM_ID, inc)
-            )
-
-    def credit_owed(self) -> bool:
-        """Whether enough bytes wait to be credited for a WINDOW_UPDATE to be worth it."""
-        return self._uncredited >= self._window >> 2
-
-    def _write(self, data: bytes) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
-
-    def _fail_open(self, exc: Exception) -> None:
+        if not self.ended.done():
+            self.ended.set_result(ended)
         if not self.opened.done():
+            exc: Exception = ended
+            if not_http2 or early:
+                exc = NotHttp2(f"no HTTP/2 SETTINGS from the server ({ended.message})")
             self.opened.set_exception(exc)
             self.opened.exception()  # retrieved: nobody may be waiting any more
 
-    def _end(self, ended: CallEnded) -> None:
-        if not self.ended.done():
-            self.ended.set_result(ended)
-        self._fail_open(ended)
+    # --- the caller's side -----------------------------------------------------------
 
-    def _close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
+    def give_credit(self) -> None:
+        """Credit the bytes received so far back to the server."""
+        channel = self.channel
+        if channel is not None and not self.ended.done():
+            channel.credit(self.stream_id)
 
-    def _abort(self, ended: CallEnded) -> None:
-        """A protocol error: end the call, tell the server (GOAWAY) and close."""
-        self._end(ended)
-        self._write(encode_frame(GOAWAY, 0, 0, _U32.pack(0) + _U32.pack(PROTOCOL_ERROR)))
-        self._close()
+    def credit_owed(self) -> bool:
+        """Whether enough bytes wait to be credited for a WINDOW_UPDATE to be worth it."""
+        channel = self.channel
+        return channel is not None and channel.machine.credit_owed(self.stream_id)
 
     def cancel(self) -> None:
-        """End the call locally: RST_STREAM CANCEL (written at once when the socket takes
-        it), then abort the connection, so that a peer that stopped reading cannot keep it
-        open. Idempotent."""
-        if not self.ended.done():
-            self._write(encode_frame(RST_STREAM, 0, STREAM_ID, _U32.pack(CANCEL)))
+        """End the call locally: RST_STREAM CANCEL (the connection stays for the others;
+        one of the call's own closes). Idempotent."""
+        channel = self.channel
+        if channel is not None and not self.ended.done():
+            channel.reset(self.stream_id)
         self._end(CallEnded(Status.CANCELLED, "cancelled locally"))
-        if self._transport is not None:
-            self._transport.abort()
 
 
-def _setting(ident: int, value: int) -> bytes:
-    return struct.pack(">HI", ident, value)
+class H2Channel(Driver[H2Machine, Event, int]):
+    """One HTTP/2 connection and the calls on it (see the module notes)."""
+
+    wire = "http2"
+
+    def __init__(
+        self,
+        stream: Any,
+        machine: H2Machine,
+        address: str,
+        *,
+        own: bool = False,
+        on_end: Callable[[H2Channel, ConnectionEnded | None], None] | None = None,
+    ) -> None:
+        super().__init__(stream, machine, address)
+        self.calls: dict[int, GrpcStreamProtocol[Any]] = {}
+        self._own = own  # one call's connection: it closes when that call ends
+        self._on_end = on_end
+        self._idle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        settings: H2Settings,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        timeout: float | None,
+        own: bool = False,
+        on_end: Callable[[H2Channel, ConnectionEnded | None], None] | None = None,
+    ) -> H2Channel:
+        """Connect and send the preface. Raises ``ConnectError``/``ConnectTimeout``, or
+        :class:`NotHttp2` when TLS did not agree to ``h2``. Cancellation: nothing is left
+        open."""
+        stream = await open_tcp(
+            host,
+            port,
+            tls=ssl_context,
+            server_hostname=server_hostname,
+            timeout=timeout,
+            read_size=_READ_SIZE,
+            receive_into=True,
+        )
+        try:
+            if ssl_context is not None:
+                ssl_object = stream.ssl_object
+                if ssl_object is None or ssl_object.selected_alpn_protocol() != ALPN:
+                    raise NotHttp2("the server did not agree to HTTP/2 (ALPN h2)")
+            scheme = "https" if ssl_context is not None else "http"
+            machine = H2Machine(
+                settings, authority=authority(host, port, server_hostname), scheme=scheme
+            )
+            machine.start(asyncio.get_running_loop().time())
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            channel = cls(stream, machine, address, own=own, on_end=on_end)
+            channel.write_now()
+            channel._start_tasks()
+        except BaseException:
+            stream.abort()
+            raise
+        return channel
+
+    # --- calls ---------------------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        """Whether another call may start here."""
+        return self.error is None and not self._closing and self.machine.can_open
+
+    def start(self, call: GrpcStreamProtocol[Any]) -> None:
+        """Start ``call`` on this connection (:attr:`usable` must be True)."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        sid = self.machine.open_stream(
+            call.path, call._split, request=call._request, max_message=call.max_message
+        )
+        self.calls[sid] = call
+        call._started(self, sid)
+        self.write_now()
+        self._deadline_moved()  # keepalive runs while calls are open
+
+    def send(self, stream_id: int, messages: list[bytes]) -> None:
+        self.machine.send(stream_id, messages)
+        self.write_now()
+
+    def end_stream(self, stream_id: int) -> None:
+        self.machine.end_stream(stream_id)
+        self._write_quietly()
+
+    def credit(self, stream_id: int) -> None:
+        self.machine.credit(stream_id)
+        self._write_quietly()
+
+    def reset(self, stream_id: int) -> None:
+        """RST_STREAM CANCEL for a call given up on."""
+        self.calls.pop(stream_id, None)
+        if self.machine.reset(stream_id):
+            self._write_quietly()
+        self._maybe_idle()
+
+    def _write_quietly(self) -> None:
+        with contextlib.suppress(StreamwireError):  # the end reaches every call anyway
+            self.write_now()
+
+    # --- the driver's part ---------------------------------------------------------------
+
+    def _dispatch(self, events: list[Event]) -> None:
+        machine, calls = self.machine, self.calls
+        for event in events:
+            kind = type(event)
+            if kind is Messages:
+                assert isinstance(event, Messages)
+                call = calls.get(event.stream_id)
+                if call is not None:
+                    call._deliver(event.messages, event.nbytes)
+                    if machine.credit_owed(event.stream_id) and call._has_room():
+                        machine.credit(event.stream_id)
+            elif kind is StreamEnded:
+                assert isinstance(event, StreamEnded)
+                call = calls.pop(event.stream_id, None)
+                if call is not None:
+                    dead = machine.ended  # the connection's end comes after its calls'
+                    call._end(
+                        event.ended,
+                        event.failure,
+                        not_http2=dead is not None and dead.not_http2,
+                        early=dead is not None and not machine.opened,
+                    )
+                self._maybe_idle()
+            elif kind is Flushed:
+                assert isinstance(event, Flushed)
+                call = calls.get(event.stream_id)
+                if call is not None:
+                    call._flushed()
+            elif kind is Opened:
+                for call in calls.values():
+                    call._opened()
+            elif kind is ConnectionEnded:
+                assert isinstance(event, ConnectionEnded)
+                self._write_quietly()  # the GOAWAY, RST_STREAMs
+                self._end_calls(event.ended, not_http2=event.not_http2)
+                if self._on_end is not None:
+                    self._on_end(self, event)
+                    self._on_end = None
+                why = ConnectionClosed(f"HTTP/2 to {self.address}: {event.ended.message}")
+                # a GOAWAY sent or received: the reader closes the socket once it is out;
+                # otherwise (keepalive timeout, end of stream) nothing is left to send
+                self._fail(why, abort=event.error_code is None)
+
+    def _ended(self) -> None:
+        """The connection ended (read error, close, abort): every call that is still open
+        ends UNAVAILABLE."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        error = self.error
+        why = error.args[0] if error is not None and error.args else "connection lost"
+        self._end_calls(CallEnded(Status.UNAVAILABLE, str(why)))
+        if self._on_end is not None:
+            self._on_end(self, self.machine.ended)
+            self._on_end = None
+
+    def _end_calls(self, ended: CallEnded, *, not_http2: bool = False) -> None:
+        calls, self.calls = self.calls, {}
+        early = not self.machine.opened  # before the server's SETTINGS: maybe not HTTP/2
+        for call in calls.values():
+            call._end(CallEnded(ended.code, ended.message), not_http2=not_http2, early=early)
+
+    def _maybe_idle(self) -> None:
+        """The last call ended: a connection of one call's own closes now, a pooled one
+        after :data:`IDLE_CLOSE` seconds without a new call."""
+        if self.calls or self._closing or self.error is not None:
+            return
+        if self._own:
+            self._spawn(self.close(timeout=1.0), f"streamwire-http2-close {self.address}")
+        elif self._idle is None:
+            self._idle = self._loop.call_later(IDLE_CLOSE, self._close_idle)
+
+    def _close_idle(self) -> None:
+        self._idle = None
+        if not self.calls and self.error is None and not self._closing:
+            self._spawn(self.close(timeout=1.0), f"streamwire-http2-close {self.address}")
+
+    async def _goodbye(self, timeout: float) -> None:
+        self.machine.goodbye()
+        await self.flush()
+
+
+_Key = tuple[str, int, int, str | None]
+
+
+class H2Pool:
+    """The HTTP/2 connections of one client, shared by its calls (see the module notes)."""
+
+    def __init__(self, settings: H2Settings | None = None) -> None:
+        self.settings = settings or H2Settings()
+        self._channels: dict[_Key, list[H2Channel]] = {}
+        self._locks: dict[_Key, asyncio.Lock] = {}
+        self._keepalive: dict[_Key, float] = {}  # after "too_many_pings"
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def channels(self) -> list[H2Channel]:
+        """The open connections."""
+        return [c for group in self._channels.values() for c in group]
+
+    async def start(
+        self,
+        call: GrpcStreamProtocol[Any],
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        timeout: float | None,
+    ) -> None:
+        """Start ``call`` on a connection to ``host:port`` with room for it, connecting
+        one if none has. Raises as :meth:`H2Channel.connect`; ``ClosedError``-like
+        ``ConnectionClosed`` once the pool is closed."""
+        if self._closed:
+            raise ConnectionClosed("the HTTP/2 connections are closed")
+        key: _Key = (host, port, id(ssl_context), server_hostname)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            group = self._channels.setdefault(key, [])
+            channel = next((c for c in group if c.usable), None)
+            if channel is None:
+                settings = self.settings
+                if key in self._keepalive:
+                    settings = dataclasses.replace(settings, keepalive_time=self._keepalive[key])
+
+                def gone(ch: H2Channel, how: ConnectionEnded | None) -> None:
+                    with contextlib.suppress(ValueError):
+                        group.remove(ch)
+                    if how is not None and how.too_many_pings:
+                        current = ch.machine.settings.keepalive_time
+                        if current is not None:
+                            self._keepalive[key] = current * 2
+                            logger.info(
+                                "%s: the server finds the keepalive pings too frequent; "
+                                "every %.0f s from now on",
+                                ch.address,
+                                current * 2,
+                            )
+
+                channel = await H2Channel.connect(
+                    host,
+                    port,
+                    settings,
+                    ssl_context=ssl_context,
+                    server_hostname=server_hostname,
+                    timeout=timeout,
+                    on_end=gone,
+                )
+                if self.closed:  # closed while connecting
+                    channel.abort()
+                    raise ConnectionClosed("the HTTP/2 connections are closed")
+                group.append(channel)
+            channel.start(call)
+
+    async def aclose(self) -> None:
+        """Close every connection (GOAWAY, then the socket). Idempotent."""
+        self._closed = True
+        channels = self.channels()
+        self._channels.clear()
+        for channel in channels:
+            await channel.close(timeout=1.0)
 
 
 _P = TypeVar("_P", bound="GrpcStreamProtocol[Any]")
@@ -608,26 +538,51 @@ async def open_call(
     server_hostname: str | None,
     timeout: float | None,
     wait_settings: bool = True,
+    pool: H2Pool | None = None,
 ) -> _P:
-    """Connect and send the request; returns once the server's SETTINGS arrived (or, with
-    ``wait_settings=False``, once connected: a client may send before the server's
-    SETTINGS, within the default windows). Raises ``OSError``/``TimeoutError``
-    (connecting), :class:`NotHttp2` or :class:`CallEnded`. Cancellation or a failure
-    closes the connection."""
-    loop = asyncio.get_running_loop()
-    proto: _P | None = None
+    """Start the call ``factory`` makes on a connection to ``host:port`` (of ``pool``'s, or
+    of its own) and return it once the server's SETTINGS arrived (with
+    ``wait_settings=False``, once started: a client may send before the server's SETTINGS,
+    within the default windows). Raises ``ConnectError``/``ConnectTimeout`` (connecting),
+    :class:`NotHttp2` or :class:`CallEnded`. Cancellation or a failure ends the call (and
+    a connection of its own)."""
+    call = factory()
     try:
         async with asyncio.timeout(timeout):
-            kwargs: dict[str, Any] = {}
-            if ssl_context is not None:
-                kwargs = {"ssl": ssl_context, "server_hostname": server_hostname or host}
-            _, proto = await loop.create_connection(factory, host, port, **kwargs)
-            if wait_settings or proto.opened.done():  # (done already: TLS without h2)
-                await proto.opened
-        return proto
+            if pool is not None:
+                await pool.start(
+                    call,
+                    host,
+                    port,
+                    ssl_context=ssl_context,
+                    server_hostname=server_hostname,
+                    timeout=timeout,
+                )
+            else:
+                settings = H2Settings(
+                    window=call.window,
+                    connection_window=max(call.window, DEFAULT_WINDOW),
+                    user_agent=call.user_agent,
+                )
+                channel = await H2Channel.connect(
+                    host,
+                    port,
+                    settings,
+                    ssl_context=ssl_context,
+                    server_hostname=server_hostname,
+                    timeout=timeout,
+                    own=True,
+                )
+                channel.start(call)
+            if wait_settings or call.opened.done():
+                await call.opened
+        return call
+    except NotHttp2:
+        call.not_http2 = True
+        call.cancel()
+        raise
     except BaseException:
-        if proto is not None:
-            proto.cancel()
+        call.cancel()
         raise
 
 
@@ -643,3 +598,11 @@ def alpn_context(context: ssl.SSLContext) -> ssl.SSLContext:
     with contextlib.suppress(NotImplementedError):
         context.set_alpn_protocols([ALPN])
     return context
+
+
+def _resolve(future: asyncio.Future[Any], value: object) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+_ = w  # the wire module is this module's vocabulary (re-exported above)

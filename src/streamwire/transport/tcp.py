@@ -72,6 +72,7 @@ async def open_tcp(
     receive_into: bool = False,
     frames: FrameSpec | None = None,
     max_frame_size: int | None = None,
+    server_hostname: str | None = None,
 ) -> TcpStream:
     """Connect to ``host:port`` (TLS if ``tls`` is given) and return the stream.
 
@@ -90,7 +91,7 @@ async def open_tcp(
     ``timeout`` covers DNS, TCP and the TLS handshake together; ``None`` means no limit
     (the OS and asyncio's 60 s TLS handshake limit still apply). Callers with a larger
     budget pass ``deadline.remaining()``. The server name checked against the certificate
-    is ``tls.server_hostname`` if set, else ``host``.
+    is ``tls.server_hostname`` if set, else ``server_hostname`` if given, else ``host``.
 
     Raises :class:`~streamwire.errors.ConnectTimeout` when the budget runs out and
     :class:`~streamwire.errors.ConnectError` (naming ``host:port``, chained to the
@@ -105,10 +106,10 @@ async def open_tcp(
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if isinstance(tls, ssl.SSLContext):
         ctx: ssl.SSLContext | None = tls
-        server_hostname: str | None = host
+        server_hostname = server_hostname or host
     elif tls is not None:
         ctx = create_ssl_context(tls)
-        server_hostname = tls.server_hostname or host
+        server_hostname = tls.server_hostname or server_hostname or host
     else:
         ctx = server_hostname = None
     deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {target}")

@@ -20,6 +20,7 @@ from streamwire.errors import ConfigurationError, ConnectError
 from streamwire.liftbridge._publish_calls import GrpcioPublishCall, H2PublishCall
 from streamwire.liftbridge.client import Client
 from streamwire.transport import h2grpc
+from streamwire.transport.h2machine import Event, H2Machine
 from tests.unit.liftbridge.fake_api import dead_port
 from tests.unit.liftbridge.test_grpc_resend import FAST, FlakyServer
 
@@ -60,26 +61,24 @@ def no_http2(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """Every HTTP/2 connection meets a server that does not speak it; counts the attempts."""
     attempts = Attempts(str(request.param))
 
-    def alpn(self: h2grpc.GrpcStreamProtocol[object], transport: asyncio.BaseTransport) -> None:
-        attempts.append(1)
-        self.not_http2 = True
-        self._fail_open(h2grpc.NotHttp2("the server did not agree to HTTP/2 (ALPN h2)"))
-        transport.close()
+    async def alpn(cls: type[h2grpc.H2Channel], /, *args: object, **kwargs: object) -> None:
+        attempts.append(1)  # where a TLS server without ALPN h2 stops the connection
+        raise h2grpc.NotHttp2("the server did not agree to HTTP/2 (ALPN h2)")
 
-    received = h2grpc.GrpcStreamProtocol.data_received
+    received = H2Machine.receive_data
     answered: set[int] = set()
 
-    def http1(self: h2grpc.GrpcStreamProtocol[object], data: bytes) -> None:
+    def http1(self: H2Machine, data: bytes, now: float) -> list[Event]:
         if id(self) not in answered:  # the server's first bytes: an HTTP/1.1 answer
             answered.add(id(self))
             attempts.append(1)
             data = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
-        received(self, data)
+        return received(self, data, now)
 
     if request.param == "alpn":
-        monkeypatch.setattr(h2grpc.GrpcStreamProtocol, "connection_made", alpn)
+        monkeypatch.setattr(h2grpc.H2Channel, "connect", classmethod(alpn))
     else:
-        monkeypatch.setattr(h2grpc.GrpcStreamProtocol, "data_received", http1)
+        monkeypatch.setattr(H2Machine, "receive_data", http1)
     return attempts
 
 

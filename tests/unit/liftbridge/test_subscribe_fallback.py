@@ -38,13 +38,11 @@ def no_http2(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every HTTP/2 connection is refused as not HTTP/2; counts the attempts."""
     attempts: list[int] = []
 
-    def refuse(self: h2grpc.GrpcStreamProtocol[object], transport: object) -> None:
-        attempts.append(1)
-        self._fail_open(h2grpc.NotHttp2("the server did not agree to HTTP/2 (ALPN h2)"))
-        assert isinstance(transport, asyncio.Transport)
-        transport.close()
+    async def refuse(cls: type[h2grpc.H2Channel], /, *args: object, **kwargs: object) -> None:
+        attempts.append(1)  # where a TLS server without ALPN h2 stops the connection
+        raise h2grpc.NotHttp2("the server did not agree to HTTP/2 (ALPN h2)")
 
-    monkeypatch.setattr(h2grpc.GrpcStreamProtocol, "connection_made", refuse)
+    monkeypatch.setattr(h2grpc.H2Channel, "connect", classmethod(refuse))
     return attempts
 
 

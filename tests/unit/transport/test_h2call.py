@@ -32,6 +32,7 @@ from tests.unit.transport.test_h2grpc import (
     BUDGET,
     Peer,
     expect_goaway,
+    expect_reset,
     grpc_message,
     plain_split,
     server,
@@ -133,7 +134,7 @@ async def test_requests_written_before_the_servers_settings_use_the_default_wind
         await call.write([b"x" * 70_000])  # more than the default window, 65,535
         assert (call.sent, call.buffered) == (65_535, 70_005 - 65_535)
         frames = await data_until(peers[0], 65_535)
-        assert max(len(p) for _, p in frames) == h2grpc.MAX_FRAME  # the default frame size
+        assert max(len(p) for _, p in frames) == h2grpc.MIN_FRAME  # the default frame size
         peers[0].send(SETTINGS, 0, 0, settings(window=100_000))  # the stream: +34,465
         window_update(peers[0], 0, 10_000)  # the connection: 4,470 were missing
         await data_until(peers[0], 4_470)
@@ -156,8 +157,7 @@ async def test_an_exhausted_stream_window_resumes_on_window_update() -> None:
         frames = await data_until(peer, 50)
         sent += b"".join(p for _, p in frames)
         assert sent == grpc_message(b"a" * 295)
-        _, flags, _, payload = await peer.expect(DATA)
-        assert (flags, payload) == (END_STREAM, b"")
+        assert frames[-1][0] == END_STREAM  # on the frame that carries the rest
 
 
 async def test_the_connection_window_limits_every_stream_window() -> None:
@@ -213,7 +213,7 @@ async def test_a_full_send_buffer_makes_write_wait_and_a_cancelled_wait_queues_n
         assert b"".join(p for _, p in frames) == grpc_message(b"f" * 995) + grpc_message(b"later")
 
 
-async def test_a_window_overflow_is_a_connection_error() -> None:
+async def test_a_window_overflow_resets_the_stream_or_ends_the_connection() -> None:
     async with server(lambda peer: opened(peer)) as (peers, port):
         call = await open_bidi(port)
         window_update(peers[0], 1, 0x7FFFFFFF)
@@ -221,7 +221,14 @@ async def test_a_window_overflow_is_a_connection_error() -> None:
             ended = await call.ended
         assert ended.code == Status.INTERNAL
         assert "overflowed the stream window" in ended.message
-        await expect_goaway(peers[0])
+        await expect_reset(peers[0], h2grpc.ErrorCode.FLOW_CONTROL_ERROR)  # RFC 9113, 6.9.1
+    async with server(lambda peer: opened(peer)) as (peers, port):
+        call = await open_bidi(port)
+        window_update(peers[0], 0, 0x7FFFFFFF)
+        async with asyncio.timeout(BUDGET):
+            ended = await call.ended
+        assert "overflowed the connection window" in ended.message
+        await expect_goaway(peers[0], h2grpc.ErrorCode.FLOW_CONTROL_ERROR)
 
 
 # --- calls ended mid-stream -------------------------------------------------------------------
@@ -230,7 +237,7 @@ async def test_a_window_overflow_is_a_connection_error() -> None:
 @pytest.mark.parametrize(
     ("frame", "status"),
     [
-        ((RST_STREAM, 0, 1, struct.pack(">I", h2grpc.CANCEL)), Status.CANCELLED),
+        ((RST_STREAM, 0, 1, struct.pack(">I", h2grpc.ErrorCode.CANCEL)), Status.CANCELLED),
         ((RST_STREAM, 0, 1, struct.pack(">I", 2)), Status.INTERNAL),
         ((GOAWAY, 0, 0, struct.pack(">II", 0, 2) + b"bye"), Status.UNAVAILABLE),
     ],
@@ -287,4 +294,4 @@ async def test_cancel_mid_stream_resets_it_and_fails_a_waiting_write() -> None:
             await waiting
         assert info.value.code == Status.CANCELLED
         _, _, stream, payload = await peers[0].expect(RST_STREAM)
-        assert (stream, int.from_bytes(payload)) == (1, h2grpc.CANCEL)
+        assert (stream, int.from_bytes(payload)) == (1, h2grpc.ErrorCode.CANCEL)

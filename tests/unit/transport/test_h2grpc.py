@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamwire.errors import ConnectError
 from streamwire.transport import h2grpc
 from streamwire.transport.h2grpc import (
     CONTINUATION,
@@ -278,7 +279,11 @@ async def test_a_trailers_only_response() -> None:
 
 @pytest.mark.parametrize(
     ("code", "status"),
-    [(h2grpc.CANCEL, Status.CANCELLED), (h2grpc.REFUSED_STREAM, Status.UNAVAILABLE), (2, 13)],
+    [
+        (h2grpc.ErrorCode.CANCEL, Status.CANCELLED),
+        (h2grpc.ErrorCode.REFUSED_STREAM, Status.UNAVAILABLE),
+        (2, 13),
+    ],
 )
 async def test_rst_stream_maps_to_grpc_statuses(code: int, status: int) -> None:
     async def script(peer: Peer) -> None:
@@ -341,30 +346,56 @@ async def test_a_server_that_is_not_http2() -> None:
 # --- malformed input and flow control ---------------------------------------------------------
 
 
-async def expect_goaway(peer: Peer) -> None:
-    """The client told the server why it hangs up: GOAWAY PROTOCOL_ERROR."""
+async def expect_goaway(peer: Peer, code: int = h2grpc.ErrorCode.PROTOCOL_ERROR) -> None:
+    """The client told the server why it hangs up: GOAWAY ``code``."""
     _, _, _, payload = await peer.expect(GOAWAY)
-    assert struct.unpack(">II", payload[:8])[1] == h2grpc.PROTOCOL_ERROR
+    assert struct.unpack(">II", payload[:8])[1] == code
+
+
+async def expect_reset(peer: Peer, code: int) -> None:
+    """The client ended stream 1 alone: RST_STREAM ``code`` (then, the call's own
+    connection without a call, a GOAWAY NO_ERROR)."""
+    _, _, stream, payload = await peer.expect(RST_STREAM)
+    assert (stream, int.from_bytes(payload)) == (1, code)
+    await expect_goaway(peer, h2grpc.ErrorCode.NO_ERROR)
+
+
+E = h2grpc.ErrorCode
+
+
+RESET = RST_STREAM  # the client ends the stream alone; the connection stays usable
+AWAY = GOAWAY  # a connection error (or, for the call's own connection, its close)
+INT, EXH = Status.INTERNAL, Status.RESOURCE_EXHAUSTED
 
 
 @pytest.mark.parametrize(
-    ("frames", "status", "text"),
+    ("frames", "status", "text", "reply"),
     [
-        ([(DATA, 0, 1, b"\x01\0\0\0\x01x")], Status.INTERNAL, "compressed"),
-        ([(DATA, 0, 1, b"\0\x7f\0\0\0")], Status.RESOURCE_EXHAUSTED, "bytes"),
-        ([(DATA, PADDED, 1, b"\x09abc")], Status.INTERNAL, "padding"),
-        ([(DATA, 0, 3, grpc_message(b"x"))], Status.INTERNAL, "stream 3"),
-        ([(DATA, END_STREAM, 1, b"\0\0\0\0\x05ab")], Status.INTERNAL, "inside"),
-        ([(DATA, END_STREAM, 1, b"")], Status.INTERNAL, "without trailers"),
-        ([(PING, 0, 0, b"short")], Status.INTERNAL, "PING"),
-        ([(SETTINGS, 0, 0, b"12345")], Status.INTERNAL, "SETTINGS"),
-        ([(WINDOW_UPDATE, 0, 0, b"1")], Status.INTERNAL, "WINDOW_UPDATE"),
-        ([(HEADERS, END_HEADERS, 1, b"\xff\xff\xff\xff")], Status.INTERNAL, "header block"),
-        ([(h2grpc.PUSH_PROMISE, 0, 1, b"\0\0\0\x02")], Status.INTERNAL, "PUSH_PROMISE"),
+        # a call the client gives up on: RST_STREAM CANCEL
+        ([(DATA, 0, 1, b"\x01\0\0\0\x01x")], INT, "compressed", (RESET, E.CANCEL)),
+        ([(DATA, 0, 1, b"\0\x7f\0\0\0")], EXH, "bytes", (RESET, E.CANCEL)),
+        # the server ended its side early (the client's is closed too: nothing to reset)
+        ([(DATA, END_STREAM, 1, b"\0\0\0\0\x05ab")], INT, "inside", (AWAY, E.NO_ERROR)),
+        ([(DATA, END_STREAM, 1, b"")], INT, "without trailers", (AWAY, E.NO_ERROR)),
+        # connection errors: GOAWAY with the code RFC 9113 gives them
+        ([(DATA, PADDED, 1, b"\x09abc")], INT, "padding", (AWAY, E.PROTOCOL_ERROR)),
+        ([(DATA, 0, 3, grpc_message(b"x"))], INT, "stream 3", (AWAY, E.PROTOCOL_ERROR)),
+        ([(PING, 0, 0, b"short")], INT, "PING", (AWAY, E.FRAME_SIZE_ERROR)),
+        ([(SETTINGS, 0, 0, b"12345")], INT, "SETTINGS", (AWAY, E.FRAME_SIZE_ERROR)),
+        ([(WINDOW_UPDATE, 0, 0, b"1")], INT, "WINDOW_UPDATE", (AWAY, E.FRAME_SIZE_ERROR)),
+        ([(WINDOW_UPDATE, 0, 0, b"\0" * 4)], INT, "of 0", (AWAY, E.PROTOCOL_ERROR)),
+        (
+            [(HEADERS, END_HEADERS, 1, b"\xff" * 4)],
+            INT,
+            "header block",
+            (AWAY, E.COMPRESSION_ERROR),
+        ),
+        ([(h2grpc.PUSH_PROMISE, 0, 1, b"\0\0\0\x02")], INT, "PUSH", (AWAY, E.PROTOCOL_ERROR)),
+        ([(DATA, 0, 1, b"x" * ((1 << 20) + 1))], INT, "frame of", (AWAY, E.FRAME_SIZE_ERROR)),
     ],
 )
-async def test_malformed_frames_end_the_call_and_the_connection(
-    frames: list[Frame], status: int, text: str
+async def test_malformed_input_ends_the_call_with_the_right_code(
+    frames: list[Frame], status: int, text: str, reply: tuple[int, int]
 ) -> None:
     async def script(peer: Peer) -> None:
         peer.settings()
@@ -372,7 +403,15 @@ async def test_malformed_frames_end_the_call_and_the_connection(
         for frame in frames:
             peer.send(*frame)
 
-    proto, _, _ = await call(script, then=expect_goaway)
+    kind, code = reply
+
+    async def then(peer: Peer) -> None:
+        if kind == RST_STREAM:
+            await expect_reset(peer, code)
+        else:
+            await expect_goaway(peer, code)
+
+    proto, _, _ = await call(script, then=then)
     ended = await proto.ended
     assert ended.code == status
     assert text in ended.message
@@ -435,7 +474,10 @@ async def test_a_server_that_overruns_the_window() -> None:
         for _ in range(3):
             peer.send(DATA, 0, 1, grpc_message(b"o" * (window // 2)))
 
-    proto, _, _ = await call(script, Collect(room=False), window=window, then=expect_goaway)
+    async def then(peer: Peer) -> None:  # (the call's own connection: its window is the same)
+        await expect_goaway(peer, h2grpc.ErrorCode.FLOW_CONTROL_ERROR)
+
+    proto, _, _ = await call(script, Collect(room=False), window=window, then=then)
     ended = await proto.ended
     assert ended.code == Status.INTERNAL
     assert "window" in ended.message
@@ -452,15 +494,15 @@ async def test_cancel_resets_the_stream_and_closes() -> None:
         proto.cancel()  # idempotent
         assert (await proto.ended).code == Status.CANCELLED
         _, _, stream, payload = await peers[0].expect(RST_STREAM)
-        assert (stream, int.from_bytes(payload)) == (1, h2grpc.CANCEL)
+        assert (stream, int.from_bytes(payload)) == (1, h2grpc.ErrorCode.CANCEL)
 
 
-async def test_connecting_to_nothing_raises_oserror() -> None:
+async def test_connecting_to_nothing_raises_connect_error() -> None:
     srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     srv.close()
     await srv.wait_closed()
-    with pytest.raises(ConnectionRefusedError):
+    with pytest.raises(ConnectError, match="ConnectionRefusedError"):
         await open_test_call(port, Collect())
 
 
