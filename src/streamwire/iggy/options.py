@@ -42,8 +42,11 @@ class ConsumerOptions:
     """Partitions a non-group consumer reads (``None``: all of them)."""
     partition: int | None = None
     """Shorthand for ``partitions=(partition,)`` (the Liftbridge consumer's spelling)."""
-    batch_size: int = 100
-    """Messages asked for per poll."""
+    batch_size: int = 1000
+    """Messages asked for per poll by ``async for`` and ``next()`` (``next_batch(n)`` asks
+    for ``n``, at least this). 1000, as the official Rust SDK's consumer: on a real server
+    (0.9.0-edge.5) ``async for`` reading every value ran at 1.0 M msg/s with 1000 against
+    0.24 M with 100 (docs/benchmarks.md)."""
     poll_interval: float = 0.1
     """Seconds to wait after a round of polls that found nothing."""
     server_auto_commit: bool = False

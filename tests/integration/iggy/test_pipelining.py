@@ -200,8 +200,7 @@ async def test_next_batch_polls_what_it_asks_for(client: iggy.Client, double: Ig
     ``async for`` and ``next()`` poll ``batch_size``; polls sent ahead ask the same."""
     await client.create_stream(ADDRESS)
     await client.send(ADDRESS, [b"p%d" % i for i in range(MAX_POLL + 3000)])
-    async with client.consumer(ADDRESS, offset="first", prefetch=False) as consumer:
-        assert consumer.options.batch_size == 100
+    async with client.consumer(ADDRESS, offset="first", prefetch=False, batch_size=100) as consumer:
         since = len(double.requests)
         assert [m.offset for m in await consumer.next_batch(1000, timeout=1)] == list(range(1000))
         assert poll_counts(double, since) == [1000]  # one round trip, not ten
