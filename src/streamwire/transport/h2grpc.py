@@ -362,6 +362,9 @@ class H2Channel(Driver[H2Machine, Event, int]):
 
     def _dispatch(self, events: list[Event]) -> None:
         machine, calls = self.machine, self.calls
+        # what came in may move the keepalive deadline earlier (a PING's ACK: from its
+        # timeout back to the next PING); the timer only wakes by itself at the later one
+        self._deadline_moved()
         for event in events:
             kind = type(event)
             if kind is Messages:
@@ -369,8 +372,6 @@ class H2Channel(Driver[H2Machine, Event, int]):
                 call = calls.get(event.stream_id)
                 if call is not None:
                     call._deliver(event.messages, event.nbytes)
-                    if machine.credit_owed(event.stream_id) and call._has_room():
-                        machine.credit(event.stream_id)
             elif kind is StreamEnded:
                 assert isinstance(event, StreamEnded)
                 call = calls.pop(event.stream_id, None)
@@ -402,6 +403,12 @@ class H2Channel(Driver[H2Machine, Event, int]):
                 # a GOAWAY sent or received: the reader closes the socket once it is out;
                 # otherwise (keepalive timeout, end of stream) nothing is left to send
                 self._fail(why, abort=event.error_code is None)
+                return
+        # credit every call whose reader has room (also one inside a message larger than
+        # the window: it must be credited before it can complete)
+        for sid, call in calls.items():
+            if machine.credit_owed(sid) and call._has_room():
+                machine.credit(sid)
 
     def _ended(self) -> None:
         """The connection ended (read error, close, abort): every call that is still open

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import streamwire.liftbridge as lb
+from streamwire.codec.message import Message
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge._h2_subscription import WINDOW
 from tests.brokers import BrokerInfo, require
@@ -352,6 +353,57 @@ async def test_grpc_consumer_resumes_after_a_cut_without_gap_or_duplicate(
     assert not reader_threads(), "the consumer's reader outlived close()"
     await leaks.verify()
     assert [m.offset for m in got] == list(range(2000))
+    assert [m.value for m in got] == sent
+
+
+async def test_a_black_holed_quiet_subscription_is_noticed_by_keepalive_and_resumes(
+    client: lb.Client, stream: str, broker: BrokerInfo, grpc_proxy: FaultProxy
+) -> None:
+    """A subscription with nothing to read, whose connection goes half-open (the proxy keeps
+    the sockets and forwards nothing, no FIN, no RST): only a keepalive PING can tell. With
+    keepalive_time=keepalive_timeout=1 the dead link ends the call within a few seconds
+    (bounded here by 30 s); the consumer resubscribes once the path is back and reads on
+    from where it was, without a gap or a repeat. (grpcio gets the same keepalive options;
+    grpc's core paces its pings itself and took about 50 s here: docs/liftbridge.md.)"""
+    sent = values("q", 20)
+    async with client.producer(stream) as producer:
+        await producer.send_batch(sent[:10])
+        await producer.flush(timeout=SLACK)
+    pc = await lb.connect(
+        url_via(broker, grpc=grpc_proxy),
+        timeout=10,
+        request_timeout=2.0,
+        reconnect=RESUBSCRIBE,
+        address_resolver=lambda host, port: grpc_proxy.address,
+        subscribe_transport="http2",
+        keepalive_time=1.0,
+        keepalive_timeout=1.0,
+    )
+    try:
+        async with pc.consumer(stream, offset="first") as consumer:
+            got: list[Message] = []
+            while len(got) < 10:
+                batch = await consumer.next_batch(10, timeout=SLACK)
+                assert batch, f"stalled after {len(got)} messages"
+                got += batch
+            sub = consumer._subscription
+            assert sub is not None
+            grpc_proxy.blackhole(True)  # quiet from here on: nothing to read, nothing comes
+            # without keepalive the call would wait forever: TCP sees nothing wrong
+            await wait_until(lambda: sub.finished.done(), 3 * SLACK, "the dead link noticed")
+            grpc_proxy.blackhole(False)
+            grpc_proxy.cut()  # the proxy's own half of the black-holed link
+            async with client.producer(stream) as producer:
+                await producer.send_batch(sent[10:])
+                await producer.flush(timeout=SLACK)
+            while len(got) < 20:
+                batch = await consumer.next_batch(10, timeout=3 * SLACK)
+                assert batch, f"stalled after {len(got)} messages"
+                got += batch
+            assert consumer.resubscriptions >= 1
+    finally:
+        await pc.close()
+    assert [m.offset for m in got] == list(range(20))
     assert [m.value for m in got] == sent
 
 
