@@ -449,6 +449,10 @@ class H2Machine:
             pos = self._frames(buf)
         except _ConnectionError as exc:
             self._connection_error(exc.code, exc.message)
+            pos = len(buf)
+        if self.ended is not None:  # nothing more is read: let the buffers go
+            buf.clear()
+            self._header_block = None
             return events
         del buf[:pos]
         if self._conn_uncredited >= self.settings.connection_window >> 2:
@@ -480,6 +484,8 @@ class H2Machine:
                         self._conn_uncredited += counted
                         pos = taken
                         self._split(st)
+                        if self._dead is not None:  # its last call ended after a GOAWAY
+                            return end
                         continue
             length = int.from_bytes(buf[pos : pos + 3])
             if length > max_frame:
