@@ -166,6 +166,8 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
         results[str(size)] = {
             "publish": {k: statistics.median(v) for k, v in pub.items() if v},
             "consume": {k: statistics.median(v) for k, v in con.items() if v},
+            "publish_rounds": {k: [round(x, 1) for x in v] for k, v in pub.items() if v},
+            "consume_rounds": {k: [round(x, 1) for x in v] for k, v in con.items() if v},
             "publish_cpu_us": {k: statistics.median(v) for k, v in pub_cpu.items() if v},
             "consume_cpu_us": {k: statistics.median(v) for k, v in con_cpu.items() if v},
         }
@@ -350,7 +352,7 @@ def main() -> int:
         default=spark_bench.JVM_FLAGS,
         help="the Spark driver JVM's options (default: the JIT's full tiers, as a production "
         "executor runs; '-XX:+UseSerialGC -XX:TieredStopAtLevel=1' stops it at C1, as the "
-        "tests do, which doubles Spark's CPU per row: docs/benchmarks.md)",
+        "tests do, which doubles Spark's CPU per row: docs/benchmarks/notes/2026-11.md)",
     )
     args = parser.parse_args()
     if args.spark:

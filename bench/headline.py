@@ -12,13 +12,22 @@ ceiling); the rest are shown for information. Pure functions over a run's report
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench._common import fmt_cpu, fmt_rate, fmt_ratio, markdown_table, ratio
 
-__all__ = ("Path", "Row", "headline", "headline_table", "rabbitmq_rows", "rows_as_json")
+__all__ = (
+    "Path",
+    "Row",
+    "headline",
+    "headline_table",
+    "paired",
+    "rabbitmq_rows",
+    "rows_as_json",
+)
 
 Rows = Mapping[str, Mapping[str, Any]]
 """Per client: ``{"msg_per_s": …, "cpu_us_per_msg": …}`` (``bench._common.summarize``)."""
@@ -56,6 +65,8 @@ class Row:
     cpu_ratio: float | None
     goal: float | None
     core: str
+    spread: tuple[float, float] | None = None
+    """The lowest and highest round's ratio, when the rounds pair up."""
 
     @property
     def met(self) -> bool | None:
@@ -94,12 +105,23 @@ PATHS: tuple[Path, ...] = (
 
 def rabbitmq_rows(by_direction: Mapping[str, Any], direction: str) -> dict[str, dict[str, Any]]:
     """The RabbitMQ part of a report (one size) as :data:`Rows`: its rates are kept per
-    direction and its CPU costs beside them (``publish_cpu_us``), absent for java."""
+    direction, its CPU costs beside them (``publish_cpu_us``, absent for java) and each
+    round's rate (``publish_rounds``)."""
     rates: Mapping[str, float] = by_direction.get(direction, {})
     cpu: Mapping[str, float] = by_direction.get(f"{direction}_cpu_us", {})
+    rounds: Mapping[str, list[float]] = by_direction.get(f"{direction}_rounds", {})
     return {
-        name: {"msg_per_s": rate, "cpu_us_per_msg": cpu.get(name)} for name, rate in rates.items()
+        name: {"msg_per_s": rate, "cpu_us_per_msg": cpu.get(name), "rounds": rounds.get(name)}
+        for name, rate in rates.items()
     }
+
+
+def paired(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[float] | None:
+    """Each round's rate ratio, when both sides have a rate for every round (else None)."""
+    a, b = mine.get("rounds"), theirs.get("rounds")
+    if not a or not b or len(a) != len(b) or not all(x > 0 for x in (*a, *b)):
+        return None
+    return [x / y for x, y in zip(a, b, strict=True)]
 
 
 def _row(path: Path, size: int, rows: Rows, core: str) -> Row | None:
@@ -109,6 +131,12 @@ def _row(path: Path, size: int, rows: Rows, core: str) -> Row | None:
     measured = [p for p in path.peers if rows.get(p, {}).get("msg_per_s")]
     peer = max(measured, key=lambda p: rows[p]["msg_per_s"]) if measured else None
     theirs: Mapping[str, Any] = rows[peer] if peer is not None else {}
+    rounds = paired(mine, theirs) if peer is not None else None
+    value = (
+        statistics.median(rounds)
+        if rounds
+        else ratio(mine.get("msg_per_s"), theirs.get("msg_per_s"))
+    )
     return Row(
         broker=path.broker,
         size=size,
@@ -119,10 +147,11 @@ def _row(path: Path, size: int, rows: Rows, core: str) -> Row | None:
         peer=peer,
         peer_rate=theirs.get("msg_per_s"),
         peer_cpu_us=theirs.get("cpu_us_per_msg"),
-        ratio=ratio(mine.get("msg_per_s"), theirs.get("msg_per_s")),
+        ratio=value,
         cpu_ratio=ratio(theirs.get("cpu_us_per_msg"), mine.get("cpu_us_per_msg")),
         goal=path.goal,
         core=core,
+        spread=(min(rounds), max(rounds)) if rounds else None,
     )
 
 
@@ -165,7 +194,8 @@ def headline_table(rows: Iterable[Row]) -> str:
                 "–"
                 if r.peer_cpu_us is None
                 else (f"{r.peer_cpu_us:.1f}" if r.peer_cpu_us >= 1 else f"{r.peer_cpu_us:.2f}"),
-                fmt_ratio(r.ratio),
+                fmt_ratio(r.ratio)
+                + ("" if r.spread is None else f" ({r.spread[0]:.2f}–{r.spread[1]:.2f})"),
                 fmt_ratio(r.cpu_ratio),
                 goal,
                 verdict,
@@ -182,7 +212,7 @@ def headline_table(rows: Iterable[Row]) -> str:
         "fastest peer",
         "peer msg/s",
         "peer CPU µs/msg",
-        "rate ratio",
+        "rate ratio (rounds)",
         "CPU ratio",
         "goal",
         "",

@@ -527,3 +527,34 @@ def test_the_plots_of_a_run(tmp_path: Path) -> None:
     ]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_headline_ratio_is_the_median_of_each_rounds_ratio() -> None:
+    from bench.headline import headline, headline_table
+
+    report: dict[str, Any] = {
+        "core": "pure",
+        "iggy": {
+            "size": 256,
+            "send": {
+                # medians 100 and 100 (ratio 1.0), but round by round 0.5, 1.25, 1.2
+                "streamwire": {**_row(100, 1.0), "rounds": [50.0, 125.0, 120.0]},
+                "apache-iggy": {**_row(100, 2.0), "rounds": [100.0, 100.0, 100.0]},
+            },
+            "poll": {
+                # a failed round: the rounds do not pair, the medians' ratio is used
+                "streamwire": {**_row(300, 1.0), "rounds": [300.0, 300.0]},
+                "apache-iggy": {**_row(100, 2.0), "rounds": [100.0, 100.0, 100.0]},
+            },
+        },
+    }
+    rows = {(r.direction, r.call): r for r in headline(report)}
+    send = rows[("send", "send_many")]
+    assert send.ratio == pytest.approx(1.2)
+    assert send.spread is not None
+    assert send.spread[0] == pytest.approx(0.5)
+    assert send.spread[1] == pytest.approx(1.25)
+    poll = rows[("poll", "next_batch")]
+    assert poll.ratio == pytest.approx(3.0)
+    assert poll.spread is None
+    assert "| 1.20x (0.50–1.25) |" in headline_table(rows.values())
