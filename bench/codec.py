@@ -1,7 +1,8 @@
 """Codec micro-benchmark: the per-message loops, native core against pure Python.
 
 ``python -m bench.codec [--rounds 7] [--messages 1000]`` times, in this process and
-without a broker, the loops the native core replaces (docs/benchmarks.md, "Native core"):
+without a broker, the loops the native core replaces (docs/benchmarks/notes/2026-11.md,
+"Native core"):
 
 * RabbitMQ chunk → messages: an Osiris chunk of ``--messages`` records, each one AMQP data
   section of 100 B (and 1 000 B), CRC-32 checked, into received ``Message`` objects

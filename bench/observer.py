@@ -9,9 +9,9 @@ messages of ``--size`` bytes through the unified API (``send_batch`` of ``--batc
 ``async for`` (one message per call: the meters' worst case). The modes alternate within
 each round; medians over ``--rounds``. ``--modes off`` alone runs with whatever streamwire
 is importable, so the same script measures a tree without the meters (A/B of the hot
-paths, docs/benchmarks.md, "Metrics and tracing").
+paths, docs/benchmarks/notes/2026-11.md, "Metrics and tracing").
 
-Nothing here is asserted; docs/benchmarks.md reports the numbers.
+Nothing here is asserted; docs/benchmarks/notes/2026-11.md reports the numbers.
 """
 
 from __future__ import annotations

@@ -50,8 +50,8 @@ WARM_JOBS = 6
 JVM_FLAGS = "-XX:+UseSerialGC"
 """The driver JVM's options: the JIT's full tiers, as a production executor runs (C2 compiles
 Spark's per-row loops; stopping at C1, as the tests do to start quickly, doubles Spark's CPU
-per row: docs/benchmarks.md, "the Spark read, split and floor"). The serial collector keeps
-the JVM's own threads off the two cores."""
+per row: docs/benchmarks/notes/2026-11.md, "the Spark read, split and floor"). The serial
+collector keeps the JVM's own threads off the two cores."""
 
 
 @contextmanager

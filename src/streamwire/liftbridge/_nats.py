@@ -333,8 +333,8 @@ class NatsLink:
         """Hand the messages of ``sub`` without headers to ``handler(subject, payload)``
         straight from nats-py's protocol parser, skipping the ``Msg``, the subscription's
         queue and task and the callback coroutine that nats-py spends on each (≈ 3 µs of
-        CPU per ack: docs/benchmarks.md). ``handler`` runs in the connection's read loop,
-        must not raise, and returns False for a message it does not take, which then goes
+        CPU per ack: docs/benchmarks/notes/2026-11.md). ``handler`` runs in the connection's
+        read loop, must not raise, and returns False for a message it does not take, which then goes
         the usual way (to the callback ``sub`` was made with), as do messages with headers.
 
         Uses nats-py internals (the parser's ``_process_msg`` call and the subscription's

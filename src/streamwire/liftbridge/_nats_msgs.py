@@ -3,7 +3,8 @@ read before nats-py's parser sees it.
 
 nats-py's parser matches a regular expression per command, deletes each command from the
 front of its buffer (a copy of the rest of the buffer each time) and awaits a coroutine per
-message: ≈ 4 µs of CPU per ack (docs/benchmarks.md, "Liftbridge publish"). Acks are plain
+message: ≈ 4 µs of CPU per ack (docs/benchmarks/notes/2026-11.md, "Liftbridge publish").
+Acks are plain
 ``MSG <subject> <sid> <size>\\r\\n<payload>\\r\\n`` commands (no reply subject, no headers)
 on a subscription whose messages :meth:`NatsLink.deliver_directly` hands to a function;
 :func:`take_msgs` walks such a run at the front of the data and hands each one over, and

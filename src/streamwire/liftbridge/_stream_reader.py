@@ -14,7 +14,8 @@ whatever the thread appended meanwhile.
   by its own ``linger`` timer (1 ms), whichever comes first, rather than by the first
   message: a thread and a loop that wake each other per message or two spend most of their
   time handing the GIL back and forth (22 µs of CPU per message against 13 µs, measured in
-  docs/benchmarks.md). The first message after a quiet spell still wakes the loop at once.
+  docs/benchmarks/notes/2026-11.md). The first message after a quiet spell still wakes the
+  loop at once.
 * :class:`Subscription`: one call and its thread. ``ready`` resolves at the server's
   handshake (the empty first message), ``finished`` with how the stream ended; ``stop``
   cancels the call (the blocked iterator raises) and waits, bounded, for the thread to end.

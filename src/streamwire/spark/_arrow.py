@@ -35,7 +35,7 @@ __all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "m
 
 #: Rows per batch the reader hands to Spark, at most, when it puts chunks together (Spark's
 #: own Arrow batch size, ``spark.sql.execution.arrow.maxRecordsPerBatch``): a batch of a few
-#: dozen rows costs Spark and the worker ten times more per row (docs/benchmarks.md).
+#: dozen rows costs Spark and the worker ten times more per row (docs/benchmarks/notes/2026-11.md).
 BATCH_ROWS: Final = 10_000
 #: ... and bytes of values, so that large messages make smaller batches. A single chunk or
 #: list of messages bigger than either bound is a batch of its own.

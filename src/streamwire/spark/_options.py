@@ -42,7 +42,7 @@ __all__ = ("DEFAULT_CHUNK_ROWS", "DEFAULT_MAX_IN_FLIGHT", "SinkOptions", "Source
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``), so a batch goes out in one run.
 DEFAULT_CHUNK_ROWS: Final = 10_000
 #: Unconfirmed messages per producer: the RabbitMQ producer's own default. Fewer cut the
-#: stream into smaller frames and cost CPU per row (docs/benchmarks.md, Spark).
+#: stream into smaller frames and cost CPU per row (docs/benchmarks/notes/2026-11.md, Spark).
 DEFAULT_MAX_IN_FLIGHT: Final = 10_000
 
 

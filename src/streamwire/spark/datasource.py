@@ -228,7 +228,7 @@ def _fetch(
     ``_MORE_WAIT`` s, until a batch's worth (``_arrow.BATCH_ROWS`` rows or
     ``BATCH_BYTES``) or the end of the range is there. A consumer that keeps up with the
     broker finds one chunk per wait; a round trip per chunk cost the worker's two threads
-    more than reading the chunk when chunks are small (docs/benchmarks.md)."""
+    more than reading the chunk when chunks are small (docs/benchmarks/notes/2026-11.md)."""
     if isinstance(consumer, ColumnarConsumer):
         columnar = consumer
 

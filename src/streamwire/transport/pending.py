@@ -4,8 +4,8 @@
 rest of the publish path together: making and resolving one is ~0.3 µs, and because they
 live until their message is confirmed (up to a buffer of 10 000) they survive into the garbage
 collector's older generations and make it walk the heap (another ~0.3–0.5 µs per message,
-measured in docs/benchmarks.md). Most of them are never awaited one by one: a caller keeps
-the last one, gathers a few, or flushes.
+measured in docs/benchmarks/notes/2026-11.md). Most of them are never awaited one by one: a
+caller keeps the last one, gathers a few, or flushes.
 
 Here the outcome of a block of messages accepted together lives in one :class:`Ledger` (a
 ``bytearray`` of states, an ``array`` of offsets where the broker reports them, and a
