@@ -15,10 +15,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 __all__ = (
     "Log",
@@ -35,6 +35,8 @@ __all__ = (
     "markdown_table",
     "median",
     "paired_ratios",
+    "read_batches",
+    "read_each",
     "ratio",
     "rss_mb",
     "rotated",
@@ -336,6 +338,40 @@ def first_line(exc: BaseException) -> str:
 
 
 Log = Callable[[str], None]
+
+
+class _Consumer(Protocol):
+    """What the helpers below use of any streamwire consumer."""
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def next_batch(self, max_messages: int, timeout: float | None) -> list[Any]: ...
+
+
+async def read_each(consumer: _Consumer, count: int) -> int:
+    """``async for`` over ``consumer``, reading every message's value, until ``count``
+    messages came; how many did."""
+    seen = 0
+    async for message in consumer:
+        _ = message.value
+        seen += 1
+        if seen >= count:
+            break
+    return seen
+
+
+async def read_batches(consumer: _Consumer, count: int, batch: int) -> int:
+    """``next_batch(batch)`` until ``count`` messages came, reading every value; how many
+    did. A call that returns nothing within 10 s is a stall (``RuntimeError``)."""
+    seen = 0
+    while seen < count:
+        got = await consumer.next_batch(batch, timeout=10)
+        if not got:
+            raise RuntimeError(f"streamwire stalled after {seen} messages")
+        for message in got:
+            _ = message.value
+        seen += len(got)
+    return seen
 
 
 def ab_parser(

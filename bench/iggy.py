@@ -53,6 +53,8 @@ from bench._common import (
     cpu_ratios,
     first_line,
     rate_ratios,
+    read_batches,
+    read_each,
     rotated,
     summarize,
 )
@@ -248,16 +250,9 @@ async def streamwire_poll(url: str, stream: str, count: int, batch: int) -> Meas
     """``next_batch(batch)`` of a consumer with its default options, reading every value."""
     address = f"{stream}/{TOPIC}"
     async with await _connect(url) as client:
-        seen = 0
         with Stopwatch() as sw:
             async with client.consumer(address, offset="first", partition=0) as consumer:
-                while seen < count:
-                    got = await consumer.next_batch(batch, timeout=10)
-                    if not got:
-                        raise RuntimeError(f"streamwire stalled after {seen} messages")
-                    for message in got:
-                        _ = message.value
-                    seen += len(got)
+                seen = await read_batches(consumer, count, batch)
         return sw.result(seen)
 
 
@@ -265,17 +260,12 @@ async def streamwire_iter_poll(url: str, stream: str, count: int, batch: int) ->
     """``async for`` over a consumer with its default options, reading every value."""
     address = f"{stream}/{TOPIC}"
     async with await _connect(url) as client:
-        seen = 0
         with Stopwatch() as sw:
             async with (
                 asyncio.timeout(TIMEOUT),
                 client.consumer(address, offset="first", partition=0) as consumer,
             ):
-                async for message in consumer:
-                    _ = message.value
-                    seen += 1
-                    if seen >= count:
-                        break
+                seen = await read_each(consumer, count)
         return sw.result(seen)
 
 

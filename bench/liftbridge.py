@@ -59,6 +59,8 @@ from bench._common import (
     fmt_ratio,
     rate_ratios,
     ratio,
+    read_batches,
+    read_each,
     rotated,
     summarize,
 )
@@ -144,33 +146,21 @@ async def streamwire_consume(
     url: str, stream: str, count: int, subscribe_transport: str = "auto"
 ) -> Measurement:
     async with await _connect(url, subscribe_transport) as client:
-        seen = 0
         with Stopwatch() as sw:
             async with client.consumer(stream, offset="first") as consumer:
-                while seen < count:
-                    batch = await consumer.next_batch(10_000, timeout=10)
-                    if not batch:
-                        raise RuntimeError(f"streamwire stalled after {seen} messages")
-                    for message in batch:
-                        _ = message.value
-                    seen += len(batch)
+                seen = await read_batches(consumer, count, 10_000)
         return sw.result(seen)
 
 
 async def streamwire_iter_consume(url: str, stream: str, count: int) -> Measurement:
     """``async for`` over a consumer with its default options, reading every value."""
     async with await _connect(url) as client:
-        seen = 0
         with Stopwatch() as sw:
             async with (
                 asyncio.timeout(TIMEOUT),
                 client.consumer(stream, offset="first") as consumer,
             ):
-                async for message in consumer:
-                    _ = message.value
-                    seen += 1
-                    if seen >= count:
-                        break
+                seen = await read_each(consumer, count)
         return sw.result(seen)
 
 

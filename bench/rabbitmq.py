@@ -30,6 +30,7 @@ from typing import Any
 
 import streamwire.rabbitmq as rmq
 from bench import raw_rabbitmq
+from bench._common import read_batches, read_each
 from bench.java_rabbitmq import java_consume, java_publish
 
 TIMEOUT = 120.0
@@ -62,15 +63,8 @@ async def streamwire_futures_publish(url: str, stream: str, count: int, size: in
 async def streamwire_consume(url: str, stream: str, count: int) -> float:
     async with await rmq.connect(url) as client:
         started = time.perf_counter()
-        seen = 0
         async with client.consumer(stream, offset="first") as consumer:
-            while seen < count:
-                batch = await consumer.next_batch(10_000, timeout=10)
-                if not batch:
-                    raise RuntimeError(f"streamwire stalled after {seen} messages")
-                for message in batch:
-                    _ = message.value
-                seen += len(batch)
+            seen = await read_batches(consumer, count, 10_000)
         return seen / (time.perf_counter() - started)
 
 
@@ -78,14 +72,9 @@ async def streamwire_iter_consume(url: str, stream: str, count: int) -> float:
     """The idiomatic consumer: ``async for message in consumer``."""
     async with await rmq.connect(url) as client:
         started = time.perf_counter()
-        seen = 0
         async with client.consumer(stream, offset="first") as consumer:
             async with asyncio.timeout(TIMEOUT):
-                async for message in consumer:
-                    _ = message.value
-                    seen += 1
-                    if seen >= count:
-                        break
+                seen = await read_each(consumer, count)
         return seen / (time.perf_counter() - started)
 
 

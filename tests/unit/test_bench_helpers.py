@@ -558,3 +558,47 @@ def test_the_headline_ratio_is_the_median_of_each_rounds_ratio() -> None:
     assert poll.ratio == pytest.approx(3.0)
     assert poll.spread is None
     assert "| 1.20x (0.50–1.25) |" in headline_table(rows.values())
+
+
+class _Msg:
+    def __init__(self, log: list[int], n: int) -> None:
+        self._log, self._n = log, n
+
+    @property
+    def value(self) -> bytes:
+        self._log.append(self._n)  # the bench reads every value: recorded here
+        return b"v"
+
+
+class _FakeConsumer:
+    def __init__(self, total: int, per_batch: int) -> None:
+        self.read: list[int] = []
+        self._left = list(range(total))
+        self._per_batch = per_batch
+
+    def __aiter__(self) -> _FakeConsumer:
+        return self
+
+    async def __anext__(self) -> _Msg:
+        if not self._left:
+            raise StopAsyncIteration
+        return _Msg(self.read, self._left.pop(0))
+
+    async def next_batch(self, max_messages: int, timeout: float | None) -> list[_Msg]:
+        n = min(max_messages, self._per_batch, len(self._left))
+        taken, self._left = self._left[:n], self._left[n:]
+        return [_Msg(self.read, i) for i in taken]
+
+
+async def test_the_consuming_loops_read_every_value_and_stop_at_count() -> None:
+    from bench._common import read_batches, read_each
+
+    each = _FakeConsumer(10, 3)
+    assert await read_each(each, 7) == 7
+    assert each.read == list(range(7))
+    batches = _FakeConsumer(10, 3)
+    assert await read_batches(batches, 8, 100) == 9  # whole batches: 3 + 3 + 3
+    assert batches.read == list(range(9))
+    short = _FakeConsumer(2, 5)
+    with pytest.raises(RuntimeError, match="stalled after 2"):
+        await read_batches(short, 5, 100)
