@@ -27,6 +27,7 @@ __all__ = (
     "Consumer",
     "ConsumerKwargs",
     "DeduplicatingProducer",
+    "KeyRouted",
     "OffsetBounds",
     "Partitioned",
     "Producer",
@@ -296,4 +297,19 @@ class DeduplicatingProducer(Producer, Protocol):
     ) -> asyncio.Future[Confirmation]:
         """:meth:`Producer.send`; ``publishing_id`` replaces the next id (ids not above
         :attr:`last_publishing_id` are dropped by the broker)."""
+        ...
+
+
+@runtime_checkable
+class KeyRouted(Protocol):
+    """A producer that picks a message's partition itself, by key (Liftbridge, Iggy), and
+    can be pinned to one partition with the producer option ``partition=``."""
+
+    @property
+    def partition_count(self) -> int:
+        """The stream's (or topic's) partitions, known once the producer started."""
+        ...
+
+    def partition_for_key(self, key: bytes) -> int:
+        """The partition a message with ``key`` goes to when no partition is named."""
         ...

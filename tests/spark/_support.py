@@ -41,10 +41,6 @@ class Target:
     url: str
     partitions: int  # partitions of the streams the tests create
 
-    @property
-    def exactly_once(self) -> bool:
-        return self.broker == "rabbitmq"
-
     def new_stream(self, prefix: str) -> str:
         name = f"spark-{prefix}-{uuid.uuid4().hex[:10]}"
         if self.broker == "iggy":

@@ -93,14 +93,6 @@ def any_broker(request: pytest.FixtureRequest) -> Target:
     return target(request.param)
 
 
-@pytest.fixture(params=["liftbridge", *IGGY_LANES])
-def at_least_once_broker(request: pytest.FixtureRequest) -> Target:
-    """Each broker without deduplication of re-sent messages."""
-    if request.param in IGGY_LANES:
-        return iggy_lane(request, request.param)
-    return target(request.param)
-
-
 @pytest.fixture
 def rabbitmq() -> Target:
     return target("rabbitmq")

@@ -268,6 +268,18 @@ class Producer(AsyncStartable):
         return self._partitions
 
     @property
+    def partition_count(self) -> int:
+        """The topic's partitions (known once the producer started)."""
+        return self._partitions
+
+    def partition_for_key(self, key: bytes) -> int:
+        """The partition a message with ``key`` goes to when neither it nor the producer
+        names one: ``XXH32(key) % partitions`` (``MessagesKey``)."""
+        if self._partitions < 1:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+        return key_partition(key, self._partitions)
+
+    @property
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
         return self._buffered + sum(len(r) for runs, _, _ in self._inflight.values() for r in runs)

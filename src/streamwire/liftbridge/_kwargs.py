@@ -38,6 +38,7 @@ class ProducerKwargs(_api.ProducerKwargs, total=False):
     envelope: bool
     max_message_bytes: int | None
     detect_no_responders: bool
+    partition: int | None
     subject: str | None
     transport: Transport
 

@@ -108,6 +108,9 @@ class ProducerOptions:
     timeout). The server stores that reply subject in the message's ``reply`` header."""
     subject: str | None = None
     """Publish to this literal subject instead of the stream's (for wildcard streams)."""
+    partition: int | None = None
+    """Pin every message to this partition (``send``'s own ``partition=`` still wins);
+    checked against the stream's partitions when the producer starts."""
     transport: Transport = "nats"
     """``"nats"``: envelopes straight onto NATS; ``"grpc"``: through the server's gRPC API
     (a PublishAsync stream; unary Publish calls on servers without it), which needs no NATS
@@ -135,6 +138,12 @@ class ProducerOptions:
             "round_robin",
         ):
             raise ConfigurationError(f"unknown partitioner {self.partitioner!r}")
+        if self.partition is not None and (
+            isinstance(self.partition, bool)
+            or not isinstance(self.partition, int)
+            or self.partition < 0
+        ):
+            raise ConfigurationError(f"partition must be an int >= 0, got {self.partition!r}")
         if self.max_message_bytes is not None and self.max_message_bytes < 1:
             raise ConfigurationError("max_message_bytes must be >= 1")
         for name in ("ack_timeout", "confirm_timeout", "max_block"):
@@ -230,6 +239,11 @@ class Producer(AsyncStartable):
             )
         self.subject = subject
         self.partitions = max(1, info.partition_count)
+        pinned = self.options.partition
+        if pinned is not None and pinned >= self.partitions:
+            raise ConfigurationError(
+                f"stream {self.stream!r} has partitions 0..{self.partitions - 1}, not {pinned}"
+            )
         self._subjects = [partition_subject(subject, p) for p in range(self.partitions)]
         if self.options.transport != "nats" and self._grpc is None:
             publisher = GrpcPublisher(client, self.stream, request_timeout=self.options.ack_timeout)
@@ -270,8 +284,30 @@ class Producer(AsyncStartable):
 
     # --- encoding ----------------------------------------------------------------------
 
+    @property
+    def partition_count(self) -> int:
+        """The stream's partitions (known once the producer started)."""
+        return self.partitions
+
+    def partition_for_key(self, key: bytes) -> int:
+        """The partition a message with ``key`` goes to when neither it nor the producer
+        names one: the key partitioner (``"auto"`` and ``"key"``: CRC-32 of the key, as
+        go-liftbridge), or the producer's own ``f(key, count)``. A ``"round_robin"``
+        producer routes no key to a fixed partition: a ConfigurationError."""
+        count = self.partitions
+        if count < 1:
+            raise ClosedError("producer not started: use 'async with' or 'await'")
+        how = self.options.partitioner
+        if how == "round_robin":
+            raise ConfigurationError("a round_robin producer routes no key to a fixed partition")
+        if count == 1 or isinstance(how, str):
+            return partition_for_key(key, count)
+        return self._partition(key, None)
+
     def _partition(self, key: bytes | None, partition: int | None) -> int:
         count = self.partitions
+        if partition is None:
+            partition = self.options.partition
         if partition is not None:
             if isinstance(partition, bool) or not isinstance(partition, int):
                 raise ConfigurationError(f"partition must be an int, got {partition!r}")

@@ -1,7 +1,7 @@
 """Apache Spark integration: a ``foreachBatch`` sink and the ``streamwire`` data source.
 
 * :func:`foreach_batch_sink` publishes every micro-batch of a streaming query from the
-  executors (exactly-once on RabbitMQ Streams, at-least-once on Liftbridge and Iggy).
+  executors, exactly-once on RabbitMQ Streams, Liftbridge and Iggy.
 * :class:`StreamwireDataSource` (format ``"streamwire"``, PySpark >= 4.0 Python Data
   Source API) reads streams in batch and streaming queries and writes them; register it
   with :func:`register`, or let PySpark find the ``pyspark_streamwire`` module.

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message
+from streamwire.spark._resume import ROW_HEADER
 
 __all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "messages_batch")
 
@@ -225,7 +226,12 @@ class Batcher:
 
 
 def _headers(message: Message) -> dict[str, bytes] | None:
-    return {k: v.to_bytes() for k, v in message.headers.items()} or None
+    """The message's headers as the ``headers`` column has them: the sink's own row identity
+    (``_resume.ROW_HEADER``) left out, so that what a sink wrote reads back as it was."""
+    headers = message.headers
+    if not headers:
+        return None
+    return {k: v.to_bytes() for k, v in headers.items() if k != ROW_HEADER} or None
 
 
 def messages_batch(

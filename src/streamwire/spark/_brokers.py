@@ -8,8 +8,10 @@ broker name:
 * **Deduplication**: a producer named after the reference that is a
   :class:`streamwire.DeduplicatingProducer` (RabbitMQ Streams) reports the last publishing
   id stored under its name and, being a :class:`RunDeduplicatingProducer`, takes runs of
-  messages with the publishing id of the first. Other producers publish plainly
-  (at-least-once); ``name=`` is a no-op for them.
+  messages with the publishing id of the first. For other producers ``name=`` is a no-op.
+* **Routing**: a :class:`streamwire.KeyRouted` producer (Liftbridge, Iggy) says where a key
+  goes and can be pinned to one partition, which is how the sink resumes an interrupted
+  task there (``_resume``).
 * **Partitions**: a :class:`streamwire.Partitioned` client lists a stream's partitions and
   opens a consumer of one; any other stream is one partition, ``0``.
 * **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
@@ -37,9 +39,11 @@ __all__ = (
     "RunProducer",
 )
 
-#: Protocols whose producers deduplicate by (producer name, publishing id): what the driver
-#: reports before any executor has connected (executors ask the producer itself).
-_DEDUP: Final = frozenset({"rabbitmq"})
+#: Protocols on which the sink stores a replayed row once: by broker-side deduplication
+#: (RabbitMQ: producer name and publishing id) or by reading back what an earlier attempt
+#: stored (Liftbridge, Iggy: ``_resume``). What the driver reports before any executor has
+#: connected; executors ask the producer itself.
+_EXACTLY_ONCE: Final = frozenset({"rabbitmq", "liftbridge", "iggy"})
 #: The producer option bounding unconfirmed messages, where a producer has one.
 _IN_FLIGHT_OPTION: Final = "max_in_flight"
 #: Messages a read asks for per request, at most (where the broker fetches by request).
@@ -94,9 +98,9 @@ class Broker:
 
     @property
     def exactly_once(self) -> bool:
-        """Whether the sink can make replays store nothing twice (broker-side dedup), as far
-        as the driver can tell from the URL; executors decide from the producer they open."""
-        return self.protocol in _DEDUP
+        """Whether the sink can make replays store nothing twice, as far as the driver can
+        tell from the URL; executors decide from the producer they open."""
+        return self.protocol in _EXACTLY_ONCE
 
     # --- publishing ----------------------------------------------------------------------
 

@@ -20,7 +20,11 @@ which Spark guarantees for deterministic plans over replayable sources (same off
 partitioning: keep ``spark.sql.shuffle.partitions`` and any ``repartition(n)`` fixed for a
 checkpoint; sort within partitions after a shuffle).
 
-Other brokers publish plainly: at-least-once.
+Liftbridge and Iggy have no such dedup: there every message carries its row's identity and
+a task reads back, before sending, the last row an earlier attempt of it stored in each
+broker partition (``_resume``); it sends the rows after it, through producers pinned to each
+partition. Without a query id (a batch write without ``writeId``, the sink called outside a
+streaming query) every broker publishes plainly: at-least-once.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import streamwire
 from streamwire.spark._brokers import Broker, Publisher
 from streamwire.spark._messages import Run, run_values
 from streamwire.spark._options import DEFAULT_CHUNK_ROWS
+from streamwire.spark._resume import ROW_HEADER, RowTag, query_tag, stored_rows
 from streamwire.spark._runtime import ClientKey, runtime
 from streamwire.spark._schema import SinkLayout
 from streamwire.spark.errors import SparkConfigurationError
@@ -160,6 +165,135 @@ class _Partition:
         future.add_done_callback(_retrieve)
         self.published += len(values)
 
+    async def flush(self, timeout: float) -> None:
+        await self.publisher.flush(timeout)
+
+    async def close(self) -> None:
+        await self.publisher.close()
+
+
+class _Resuming:
+    """One task's rows through producers pinned to each broker partition (opened on first
+    use), skipping the rows an earlier attempt of the task stored there (``_resume``)."""
+
+    def __init__(
+        self,
+        client: streamwire.Client,
+        router: Publisher,
+        spec: PublishSpec,
+        options: dict[str, Any],
+        tag: RowTag,
+        stored: dict[int, int],
+    ) -> None:
+        self.client = client
+        self.router = router
+        self.spec = spec
+        self.options = options
+        self.tag = tag
+        self.stored = stored
+        self.count = max(1, len(stored))
+        self.keyless = tag.task % self.count
+        self.pinned: dict[int, Publisher] = {}
+        self.published = 0
+        self.skipped = 0
+
+    @classmethod
+    async def open(
+        cls,
+        broker: Broker,
+        client: streamwire.Client,
+        router: Publisher,
+        spec: PublishSpec,
+        options: dict[str, Any],
+        tag: RowTag,
+    ) -> _Resuming:
+        """Read back what earlier attempts stored; ``router`` is the task's unpinned
+        producer (a :class:`streamwire.KeyRouted` one), closed here on failure."""
+        try:
+            producer = router.producer
+            assert isinstance(producer, streamwire.KeyRouted)
+            bounds = await broker.all_bounds(client, spec.stream, timeout=spec.timeout)
+            if len(bounds) != producer.partition_count:
+                raise SparkConfigurationError(
+                    f"{spec.stream!r} has {producer.partition_count} partitions for its "
+                    f"producer and {len(bounds)} for a reader: changed meanwhile?"
+                )
+            stored = await stored_rows(
+                broker,
+                client,
+                spec.stream,
+                bounds,
+                query=tag.query,
+                batch=tag.batch,
+                task=tag.task,
+                timeout=spec.timeout,
+            )
+        except BaseException:
+            await router.close()
+            raise
+        return cls(client, router, spec, options, tag, stored)
+
+    def _route(self, value: Any) -> int:
+        key = value.key if isinstance(value, streamwire.Message) else None
+        if key is None:
+            return self.keyless
+        producer = self.router.producer
+        assert isinstance(producer, streamwire.KeyRouted)
+        return producer.partition_for_key(key)
+
+    async def _publisher(self, partition: int) -> Publisher:
+        publisher = self.pinned.get(partition)
+        if publisher is None:
+            options = {**self.options, "partition": partition}
+            publisher = await Broker.of(self.spec.url).open_publisher(
+                self.client,
+                self.spec.stream,
+                reference=None,
+                options=options,
+                max_in_flight=self.spec.max_in_flight,
+            )
+            self.pinned[partition] = publisher
+        return publisher
+
+    async def send(self, first_position: int, values: list[Any]) -> None:
+        """The rows from ``first_position`` on, each tagged, to its partition's producer
+        (in order per partition); rows stored before are skipped."""
+        by_partition: dict[int, list[streamwire.Message]] = {}
+        tag = self.tag
+        for i, value in enumerate(values):
+            row = first_position + i
+            partition = self._route(value)
+            if row <= self.stored[partition]:
+                self.skipped += 1
+                continue
+            header = RowTag(tag.query, tag.batch, tag.task, row).encode()
+            if isinstance(value, streamwire.Message):
+                message = streamwire.Message(
+                    value.value, key=value.key, headers={**value.headers, ROW_HEADER: header}
+                )
+            else:
+                message = streamwire.Message(value, headers={ROW_HEADER: header})
+            by_partition.setdefault(partition, []).append(message)
+        for partition, messages in by_partition.items():
+            publisher = await self._publisher(partition)
+            future = await publisher.send_run(list(messages), 0)
+            future.add_done_callback(_retrieve)
+            self.published += len(messages)
+
+    async def flush(self, timeout: float) -> None:
+        for publisher in self.pinned.values():
+            await publisher.flush(timeout)
+
+    async def close(self) -> None:
+        failure: BaseException | None = None
+        for publisher in (*self.pinned.values(), self.router):
+            try:
+                await publisher.close()
+            except Exception as exc:  # close them all; raise the first failure
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
 
 def publish_partition(
     spec: PublishSpec,
@@ -171,8 +305,10 @@ def publish_partition(
 ) -> PartitionResult:
     """Publish the rows of ``runs`` (record batches or sequences of rows, in order) and
     wait for every confirmation; raises on any failure so Spark fails the task.
-    Deduplicates when the broker can and ``query_id`` is known. Rows go out in runs of at
-    most ``spec.chunk_rows``, one confirmation future per run."""
+    Exactly-once when ``query_id`` is known: by the broker's dedup (RabbitMQ) or by
+    resuming after the rows an earlier attempt stored (Liftbridge, Iggy). Rows go out in
+    runs of at most ``spec.chunk_rows``, one confirmation future per run (per broker
+    partition when resuming)."""
     broker = Broker.of(spec.url)
     exactly_once = broker.exactly_once and query_id is not None
     ref = reference(spec.name, query_id, partition) if exactly_once and query_id else None
@@ -180,43 +316,54 @@ def publish_partition(
         publishing_id(batch_id, 0)  # validates the batch id before anything is sent
     rt = runtime()
     options = dict(spec.producer_options)
+    tag = RowTag(query_tag(query_id or ""), batch_id, partition, -1)
 
-    def open_with(client: streamwire.Client) -> Publisher:
-        return rt.call(
-            lambda: broker.open_publisher(
+    def open_with(client: streamwire.Client) -> _Partition | _Resuming:
+        async def start() -> _Partition | _Resuming:
+            publisher = await broker.open_publisher(
                 client,
                 spec.stream,
                 reference=ref,
                 options=options,
                 max_in_flight=spec.max_in_flight,
-            ),
-            timeout=spec.timeout,
-        )
+            )
+            if (
+                exactly_once
+                and not publisher.dedup
+                and isinstance(publisher.producer, streamwire.KeyRouted)
+            ):
+                return await _Resuming.open(broker, client, publisher, spec, options, tag)
+            return _Partition(publisher, batch_id)
+
+        return rt.call(start, timeout=spec.timeout)
 
     slices = _slices(runs, spec.chunk_rows)
     first_run = next(slices, None)
     if first_run is None:  # an empty partition opens nothing
         return PartitionResult(partition, 0, 0, 0, exactly_once)
-    publisher = rt.with_client(spec.client_key, open_with)
-    state = _Partition(publisher, batch_id)
+    state = rt.with_client(spec.client_key, open_with)
     rows_seen = 0
     try:
         for run in chain((first_run,), slices):
             first, count = rows_seen, len(run)
             rows_seen += count
+            if isinstance(state, _Resuming):
+                publishing_id(batch_id, first + count - 1)  # the same limits everywhere
+                rt.call(partial(state.send, first, run_values(spec.layout, run, first)))
+                continue
             skip = state.already_stored(first, count)
             state.skipped += skip
             if skip < count:
                 values = run_values(spec.layout, run[skip:] if skip else run, first + skip)
                 rt.call(partial(state.send, first + skip, values))
-        rt.call(lambda: publisher.flush(spec.timeout))
+        rt.call(lambda: state.flush(spec.timeout))
     except BaseException:
         try:
-            rt.call(publisher.close, timeout=spec.timeout)
+            rt.call(state.close, timeout=spec.timeout)
         except Exception as exc:  # keep the original failure
             logger.debug("closing the producer after a failure failed too: %s", exc)
         raise
-    rt.call(publisher.close, timeout=spec.timeout)
+    rt.call(state.close, timeout=spec.timeout)
     logger.debug(
         "partition %d of batch %d: %d rows, %d published, %d already stored",
         partition,
@@ -225,4 +372,5 @@ def publish_partition(
         state.published,
         state.skipped,
     )
+    exactly_once = exactly_once and (isinstance(state, _Resuming) or state.publisher.dedup)
     return PartitionResult(partition, rows_seen, state.published, state.skipped, exactly_once)

@@ -23,9 +23,10 @@ long-lived source runner on the driver side, executor tasks, a fresh writer per 
 so nothing here connects in a constructor: connections are opened on first use, through
 the per-process runtime (``_runtime``).
 
-Guarantees: the streaming writer is exactly-once on RabbitMQ Streams (task-local query and
-batch ids, the scheme of ``_publish``) and at-least-once elsewhere; the batch writer
-deduplicates task retries (and reruns, given ``writeId``) on RabbitMQ. The reader's
+Guarantees: the streaming writer is exactly-once on every broker (task-local query and
+batch ids, the schemes of ``_publish``: RabbitMQ's dedup, a read-back of what an earlier
+attempt stored on Liftbridge and Iggy); the batch writer stores task retries (and reruns,
+given ``writeId``) once the same way. The reader's
 offsets live in the Spark checkpoint; nothing is committed to the broker.
 """
 
@@ -437,7 +438,7 @@ def _summary(messages: Sequence[Any]) -> str:
 
 
 class StreamwireStreamWriter(_StreamWriterBase):
-    """``df.writeStream.format("streamwire")``: exactly-once on RabbitMQ Streams. Takes
+    """``df.writeStream.format("streamwire")``: exactly-once on every broker. Takes
     the task's rows as Arrow record batches (rows where PySpark has no Arrow writer)."""
 
     def __init__(self, spec: PublishSpec) -> None:

@@ -17,7 +17,7 @@ The function Spark calls on the driver checks the schema, reads the query id and
 Arrow record batches through the worker process's cached client (see ``_runtime``, and
 ``_messages``: no Python object per row unless it has a key or headers) and returns only
 once the broker confirmed every message, with one row of counts the driver collects.
-Exactly-once on RabbitMQ Streams, at-least-once elsewhere (see ``_publish``). Per-batch
+Exactly-once on every broker (see ``_publish``). Per-batch
 counts are logged and kept in
 :attr:`ForeachBatchSink.metrics`.
 """
@@ -268,11 +268,14 @@ def foreach_batch_sink(
     client cached per Python worker process; the call returns once the broker confirmed
     every message, and raises (failing the micro-batch) otherwise.
 
-    Guarantees: **exactly-once on RabbitMQ Streams** (a named producer per partition,
+    Guarantees: **exactly-once**. On RabbitMQ Streams by the broker's dedup (a named
+    producer per partition,
     ``<name>-<queryId>-p<partition>``, publishing id ``batch_id * 2**32 + position + 1``;
-    rows the broker already stored are skipped on a replay). **At-least-once** on
-    Liftbridge and Iggy. Without a streaming query id (the function called directly) the
-    sink is at-least-once unless ``query_id`` names a stable identity.
+    rows the broker already stored are skipped on a replay). On Liftbridge and Iggy every
+    message carries its row's identity (header ``x-streamwire-row``), and a task first
+    reads back the last row an earlier attempt of it stored in each broker partition
+    and sends the rows after it. Without a streaming query id (the function called
+    directly) the sink is at-least-once unless ``query_id`` names a stable identity.
 
     ``timeout`` (seconds) bounds connecting, opening a producer and waiting for the
     confirmations of one partition. ``max_in_flight`` bounds unconfirmed messages per

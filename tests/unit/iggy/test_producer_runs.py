@@ -247,3 +247,19 @@ async def test_closing_fails_buffered_send_batch_futures_used_or_not(double: Igg
         async with asyncio.timeout(5):
             outcomes = await asyncio.gather(waiting, *futures[1:], return_exceptions=True)
         assert all(isinstance(o, ClosedError) for o in outcomes), outcomes
+
+
+async def test_key_routing_is_what_an_unpinned_send_does_and_needs_a_started_producer() -> None:
+    import streamwire
+
+    producer = _producer(3)
+    assert isinstance(producer, streamwire.KeyRouted)
+    assert producer.partition_count == 3
+    for key in (b"a", b"b", b"order-17", bytes(range(40))):
+        route, _ = producer._prepare(Message(b"v", key=key), None, None, None)
+        assert producer.partition_for_key(key) == route
+    pinned = _producer(3, partition=2)
+    route, _ = pinned._prepare(Message(b"v", key=b"a"), None, None, None)
+    assert route == 2  # the pin wins over the key
+    with pytest.raises(ClosedError, match="not started"):
+        _producer(0).partition_for_key(b"a")

@@ -8,6 +8,7 @@ cancellation, ``max_in_flight``), over both ``publish_transport``s."""
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
@@ -15,9 +16,11 @@ import grpc
 import grpc.aio
 import pytest
 
+import streamwire
 import streamwire.liftbridge as lb
+from streamwire import Message
 from streamwire.codec.message import Confirmation
-from streamwire.errors import ConnectionClosed, StreamwireError
+from streamwire.errors import ConfigurationError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge import AckTimeout, IncorrectOffset
 from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
@@ -271,6 +274,34 @@ async def test_send_batch_over_two_partitions_confirms_each_message_with_its_off
         assert server.received[-1].correlationId  # hand-encoded, as the generated class
         assert server.received[-1].ackPolicy == pb.AckPolicy.LEADER
         assert server.received[-1].expectedOffset == -1
+    finally:
+        await client.close()
+        await server.server.stop(None)
+
+
+async def test_a_pinned_producer_sends_everything_to_its_partition_and_routes_keys_as_unpinned(
+    transport: str,
+) -> None:
+    server = ScriptedServer(by_value, partitions=2)
+    client, producer = await producer_for(server, transport, partition=1)
+    try:
+        assert isinstance(producer, streamwire.KeyRouted)
+        assert producer.partition_count == 2
+        await producer.send_batch([b"m0", b"m1", Message(b"m2", key=b"k")])
+        await producer.flush(10)
+        assert [r.partition for r in server.received] == [1, 1, 1]
+        # where a key goes when nothing is pinned: go-liftbridge's CRC-32 rule
+        assert [producer.partition_for_key(k) for k in (b"a", b"b", b"key-7")] == [
+            zlib.crc32(k) % 2 for k in (b"a", b"b", b"key-7")
+        ]
+        with pytest.raises(ConfigurationError, match="partition must be"):
+            client.producer("orders", partition=-1)
+        with pytest.raises(ConfigurationError, match="not 2"):
+            await client.producer("orders", transport="grpc", partition=2).start()
+        rr = await client.producer("orders", transport="grpc", partitioner="round_robin").start()
+        with pytest.raises(ConfigurationError, match="round_robin"):
+            rr.partition_for_key(b"a")
+        await rr.close()
     finally:
         await client.close()
         await server.server.stop(None)
