@@ -8,6 +8,8 @@ runs, the tests use the conformance double (see ``conftest.py``).
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,8 +28,40 @@ __all__ = [
     "iggy_target",
     "publish",
     "read_back",
+    "spark_session",
     "target",
 ]
+
+#: JVM flags that halve SparkSession start on a small machine (docs/spark.md).
+JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+def spark_session(app: str, master: str = "local[2]") -> Any:
+    """A SparkSession as every Spark test uses it (in the test process, or in a driver
+    process of its own): this interpreter for the workers, loopback only, small, quiet."""
+    # executors must run this interpreter (it has streamwire and pyarrow)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.driver.extraJavaOptions", JVM_FLAGS)
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
 
 #: Partitions of the Iggy topics the tests create (several, to exercise per-partition offsets).
 IGGY_PARTITIONS = 2

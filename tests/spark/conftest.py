@@ -11,9 +11,7 @@ other processes: they reach it over TCP like a real server.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,37 +22,14 @@ pytest.importorskip("pyarrow", reason="the Spark tests need the 'spark' extra (p
 
 from tests.iggy_double import ThreadedIggyDouble
 from tests.iggy_lanes import real_server_reason
-from tests.spark._support import Target, iggy_from_harness, iggy_target, target
-
-#: JVM flags that halve SparkSession start on a small machine (docs/spark.md).
-JVM_FLAGS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+from tests.spark._support import Target, iggy_from_harness, iggy_target, spark_session, target
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17+ on PATH")
-    # executors must run this interpreter (it has streamwire and pyarrow)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("streamwire-tests")
-        .config("spark.driver.extraJavaOptions", JVM_FLAGS)
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session("streamwire-tests")
     yield session
     session.stop()
 
