@@ -85,9 +85,9 @@ test: venv dist
 	  echo "make test: brokers exited $$brokers, the matrix $$matrix"; exit 1; fi
 	@echo "[test] $$(date -u +%T) the whole suite, native core"
 	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(PYTEST_ARGS)
-	@echo "[test] $$(date -u +%T) the whole suite less both_cores, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python"
+	@echo "[test] $$(date -u +%T) the whole suite less both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python"
 	STREAMWIRE_PURE=1 STREAMWIRE_TEST_RABBITMQ_LANES=rabbitmq \
-	  $(PY) -m pytest -m "not both_cores" --ignore=tests/spark $(PYTEST_ARGS)
+	  $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark $(PYTEST_ARGS)
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.

@@ -159,6 +159,7 @@ def test_every_example_is_listed_in_the_examples_readme() -> None:
         assert f"[{example.name}]({example.name})" in listed, example.name
 
 
+@pytest.mark.one_core  # Spark runs once, with the native core (docs/development.md)
 def test_spark_job() -> None:
     pytest.importorskip("pyspark")
     url = require("rabbitmq").url

@@ -19,7 +19,7 @@ from tests.integration.liftbridge.cluster import (
 )
 from tests.integration.liftbridge.conftest import unique
 
-pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
+pytestmark = [pytest.mark.integration, pytest.mark.liftbridge, pytest.mark.one_core]
 
 
 @pytest.fixture

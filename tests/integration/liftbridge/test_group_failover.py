@@ -25,7 +25,7 @@ from tests.integration.liftbridge.cluster import (
 from tests.integration.liftbridge.conftest import unique
 from tests.proxy import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
+pytestmark = [pytest.mark.integration, pytest.mark.liftbridge, pytest.mark.one_core]
 
 CONSUMER_TIMEOUT = 6
 COORDINATOR_TIMEOUT = 3

@@ -117,6 +117,7 @@ async def test_members_split_partitions_and_one_takes_over_after_the_other_leave
     await wait_until(lambda: not reader_threads(), 5, "reading threads end")
 
 
+@pytest.mark.one_core  # membership timing, not the codec: docs/development.md, "CI"
 async def test_a_member_that_stops_heartbeating_is_expired(
     client: lb.Client, new_stream: NewStream
 ) -> None:
@@ -260,6 +261,7 @@ async def test_errors(client: lb.Client, new_stream: NewStream) -> None:
         await client.group_consumer(group, stream).next_batch()
 
 
+@pytest.mark.one_core  # membership timing, not the codec: docs/development.md, "CI"
 async def test_a_member_removed_while_stalled_joins_again_and_resumes_after_the_checkpoint(
     client: lb.Client, new_stream: NewStream
 ) -> None:

@@ -25,7 +25,12 @@ from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from tests import brokers
 from tests.brokers import BrokerInfo, HarnessError, require
 
-pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.rabbitmq,
+    pytest.mark.one_core,
+    pytest.mark.timeout(420),
+]
 
 NAME = "rabbitmq-cluster"
 SLACK = 90.0

@@ -33,7 +33,12 @@ from tests.integration.rabbitmq.test_cluster import (
     read_all,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.rabbitmq,
+    pytest.mark.one_core,
+    pytest.mark.timeout(420),
+]
 
 __all__ = ("cluster",)  # the fixture, imported for this module's tests
 

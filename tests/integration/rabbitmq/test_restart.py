@@ -28,7 +28,7 @@ from tests import brokers
 from tests.brokers import BrokerInfo, require
 from tests.proxy import LeakCheck, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
+pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq, pytest.mark.one_core]
 
 #: Long enough for a broker restart (about 15 s for 3.10 on two busy cores) several times.
 RECOVERY = rmq.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=120.0)
