@@ -65,6 +65,8 @@ brokers: venv
 	-integration/brokers.sh up rabbitmq40   # optional: the 4.0 compatibility matrix
 	-integration/brokers.sh up rabbitmq310  # optional: the 3.10 compatibility matrix
 	-integration/brokers.sh up rabbitmq-cluster  # optional: three 4.3 nodes, the failover tests
+	-integration/brokers.sh up spark          # optional: a standalone Spark master and two workers
+	-integration/brokers.sh up spark-connect  # optional: a Spark Connect server
 
 brokers-down:
 	integration/brokers.sh down all

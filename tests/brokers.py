@@ -42,7 +42,17 @@ HARNESS = REPO_ROOT / "integration" / "brokers.sh"
 
 #: Names accepted by ``integration/brokers.sh`` (besides ``all``).
 KNOWN_BROKERS = frozenset(
-    {"rabbitmq", "rabbitmq40", "rabbitmq310", "rabbitmq-cluster", "nats", "liftbridge", "iggy"}
+    {
+        "rabbitmq",
+        "rabbitmq40",
+        "rabbitmq310",
+        "rabbitmq-cluster",
+        "nats",
+        "liftbridge",
+        "iggy",
+        "spark",
+        "spark-connect",
+    }
 )
 
 #: Keys of the env file that become dedicated fields rather than ``extra`` entries.

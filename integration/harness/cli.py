@@ -10,14 +10,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import cluster, config, docker, lanes, rabbit, rabbit310
+from . import cluster, config, docker, lanes, rabbit, rabbit310, spark
 from .envfile import read_env, say
 from .readiness import port_open
 
 __all__ = ["REPO", "main"]
 
 REPO = Path(__file__).resolve().parents[2]
-_NAMES = "rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|all"
+_NAMES = (
+    "rabbitmq|rabbitmq40|rabbitmq310|rabbitmq-cluster|nats|liftbridge|iggy|spark|spark-connect|all"
+)
 LOCK_WAIT = 900.0
 
 USAGE = f"""\
@@ -35,6 +37,8 @@ PYTHON_UP: Mapping[str, Callable[[lanes.Context], bool]] = {
     "nats": lanes.up_nats,
     "liftbridge": lanes.up_liftbridge,
     "iggy": lanes.up_iggy,
+    "spark": spark.up_spark,
+    "spark-connect": spark.up_spark_connect,
 }
 PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
     "rabbitmq": lambda ctx: rabbit.down(ctx, "rabbitmq"),
@@ -44,7 +48,11 @@ PYTHON_DOWN: Mapping[str, Callable[[lanes.Context], None]] = {
     "nats": lanes.down_nats,
     "liftbridge": lanes.down_liftbridge,
     "iggy": lanes.down_iggy,
+    "spark": spark.down_spark,
+    "spark-connect": spark.down_spark_connect,
 }
+#: Targets that run natively whatever the backend (pyspark is a package of the venv).
+NATIVE_ONLY = frozenset({"spark", "spark-connect"})
 
 
 class UsageError(Exception):
@@ -163,7 +171,9 @@ def status_line(state: Path, name: str, probe: Callable[[str, int], bool] = port
 def _up_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bool:
     (ctx.state / f"{name}.unavailable").unlink(missing_ok=True)
     try:
-        return docker.up(ctx, compose, name) if compose else PYTHON_UP[name](ctx)
+        if compose and name not in NATIVE_ONLY:
+            return docker.up(ctx, compose, name)
+        return PYTHON_UP[name](ctx)
     except Exception as exc:  # recorded like any other reason the broker is not up
         return ctx.unavailable(name, f"harness error in integration/harness: {exc!r}")
 
@@ -171,7 +181,7 @@ def _up_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bo
 def _down_one(name: str, ctx: lanes.Context, compose: docker.Compose | None) -> bool:
     """Stops ``name``; a failure is reported and does not keep the others running."""
     try:
-        if compose:
+        if compose and name not in NATIVE_ONLY:
             docker.down(ctx, compose, name)
         else:
             PYTHON_DOWN[name](ctx)
@@ -225,7 +235,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if cmd == "restart" and target == "all":
         return _usage("restart needs one broker name")
     if cmd == "down" and target == "all":
-        targets += ["rabbitmq40", "rabbitmq310", "rabbitmq-cluster"]
+        targets += ["rabbitmq40", "rabbitmq310", "rabbitmq-cluster", "spark", "spark-connect"]
     paths.state.mkdir(parents=True, exist_ok=True)
     lock = acquire_lock(paths.state) if cmd != "status" else None
     try:

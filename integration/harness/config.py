@@ -39,9 +39,13 @@ KNOWN_TARGETS = (
     "nats",
     "liftbridge",
     "iggy",
+    "spark",
+    "spark-connect",
 )
 #: ``down`` stops dependants first (Liftbridge before its NATS).
 DOWN_ORDER = (
+    "spark-connect",
+    "spark",
     "liftbridge",
     "iggy",
     "rabbitmq-cluster",
@@ -89,6 +93,8 @@ DEFAULTS: Mapping[str, Mapping[str, str]] = {
     "nats": {"PORT": "4222", "TLS_PORT": "4443"},
     "liftbridge": {"PORT": "9292", "TLS_PORT": "9293", "MTLS_PORT": "9294"},
     "iggy": {"PORT": "8090"},
+    "spark": {"PORT": "7077", "UI_PORT": "18080"},
+    "spark-connect": {"PORT": "15002"},
 }
 
 

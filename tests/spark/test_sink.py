@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 import sys
 from pathlib import Path
@@ -11,9 +10,10 @@ from typing import Any
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 from streamwire.spark import SinkSchemaError, foreach_batch_sink
+from tests.spark._replay import check_metrics, run_replay
 from tests.spark._support import Target, read_back
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -136,67 +136,6 @@ def test_sink_pickles_without_live_resources_after_use(spark: Any, rabbitmq: Tar
 
 # --- exactly-once through a failure and a restart ----------------------------------------
 
-ROWS_PER_FILE = 1500
-FAIL_AT = 2800  # an id near the end of the second file
-
-
-def write_ids(directory: Path, name: str, ids: range) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
-    (directory / name).write_text(lines)
-
-
-def failing_once(marker: str, fail_at: int, failure: str) -> Any:
-    """A UDF passing ids through, except once, for ``fail_at``, the first time only (the
-    marker file remembers it across processes): ``failure="udf"`` raises there (the plan
-    upstream of the sink fails); ``failure="sink"`` returns null, a ``value`` the sink's
-    task refuses after publishing the rows before it (the sink itself fails)."""
-
-    def check(i: int) -> int | None:
-        import os
-
-        if i == fail_at and not os.path.exists(marker):
-            with open(marker, "w"):
-                pass
-            if failure == "udf":
-                raise RuntimeError(f"injected failure at id {i}")
-            return None
-        return i
-
-    return F.udf(check, LongType(), useArrow=False)
-
-
-def start_query(
-    spark: Any,
-    how: str,
-    failure: str,
-    tmp_path: Path,
-    t: Target,
-    stream: str,
-) -> tuple[Any, Any]:
-    # Two small files per micro-batch: one Spark partition each, rows in file order, the
-    # same on every run. The UDF runs while the sink consumes its partition, so the failure
-    # hits the second partition part-way through.
-    ids = spark.readStream.schema("id long").option("maxFilesPerTrigger", 2)
-    udf = failing_once(str(tmp_path / "failed"), FAIL_AT, failure)
-    out = ids.json(str(tmp_path / "in")).select(
-        udf("id").cast("string").cast("binary").alias("value"),
-        F.col("id").cast("string").cast("binary").alias("key"),
-    )
-    writer = out.writeStream.option("checkpointLocation", str(tmp_path / "ckpt")).trigger(
-        availableNow=True
-    )
-    sink = None
-    if how == "foreachBatch":
-        sink = foreach_batch_sink(t.url, stream, name="eo", chunk_rows=100)
-        writer = writer.foreachBatch(sink)
-    else:
-        writer = writer.format("streamwire").option("url", t.url).option("stream", stream)
-        # Small chunks: rows before the failing one are handed to the producer (and stored)
-        # before Spark kills the task, whatever the lag between the UDF and the writer.
-        writer = writer.option("name", "eo").option("chunkRows", "100")
-    return writer.start(), sink
-
 
 @pytest.mark.parametrize("failure", ["udf", "sink"])
 @pytest.mark.parametrize("how", ["foreachBatch", "datasource"])
@@ -204,58 +143,10 @@ def test_a_replayed_batch_stores_every_row_exactly_once(
     spark: Any, any_broker: Target, tmp_path: Path, how: str, failure: str
 ) -> None:
     """On every broker: RabbitMQ by its deduplication, Liftbridge and Iggy (two partitions
-    each, keyed rows) by reading back what the failed attempt stored."""
-    rabbitmq = any_broker
-    stream = rabbitmq.new_stream("eo")
-    source, marker = tmp_path / "in", tmp_path / "failed"
-    write_ids(source, "0a.json", range(ROWS_PER_FILE))
-    write_ids(source, "0b.json", range(ROWS_PER_FILE, 2 * ROWS_PER_FILE))
-    # The data source writer gets its rows in Arrow batches (10 000 rows by default): make
-    # them small so that rows before the failing one reach the writer, as they would in a
-    # partition of realistic size.
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
-    try:
-        # 1. batch 0 fails part-way through one partition
-        query, _ = start_query(spark, how, failure, tmp_path, rabbitmq, stream)
-        problem = "injected failure" if failure == "udf" else "null 'value'"
-        with pytest.raises(Exception, match=problem):
-            query.awaitTermination()
-        assert marker.exists()
-        # until it stays put; with a failing UDF, Spark may feed the writer its input in
-        # size-bounded Arrow batches, so the task can die before any row reached the writer
-        # (nothing was confirmed for those rows: not a loss). The failing sink publishes in
-        # runs of at most 100 rows (chunk_rows / chunkRows), so runs of the failing partition
-        # before the null went out.
-        partial = read_back(rabbitmq, stream, expect=1 if failure == "sink" else 0, settle=2.0)
-        assert len(partial) < 2 * ROWS_PER_FILE, "the failure should stop batch 0"
-        if failure == "sink":
-            assert any(ROWS_PER_FILE <= int(m.value) < FAIL_AT for m in partial)
-
-        # 2. restart from the checkpoint: batch 0 runs again, then batch 1 (a new file)
-        write_ids(source, "1.json", range(2 * ROWS_PER_FILE, 2 * ROWS_PER_FILE + 500))
-        query, sink = start_query(spark, how, failure, tmp_path, rabbitmq, stream)
-        query.awaitTermination()
-        assert query.exception() is None
-
-        total = 2 * ROWS_PER_FILE + 500
-        stored = read_back(rabbitmq, stream, expect=total)
-        values = [int(m.value) for m in stored]
-        assert len(values) == total, f"{len(values) - len(set(values))} duplicates"
-        assert sorted(values) == list(range(total))
-        assert all(m.key == m.value for m in stored)
-        if sink is not None:
-            replay, fresh = sink.metrics.batches
-            assert (replay.batch_id, fresh.batch_id) == (0, 1)
-            # at least what the failed run had stored when read back (more if the broker stored
-            # some of its in-flight rows later); every row of batch 0 either way
-            assert replay.skipped >= len(partial)
-            assert replay.published + replay.skipped == 2 * ROWS_PER_FILE
-            assert (fresh.published, fresh.skipped) == (500, 0)
-            assert replay.exactly_once
-            assert fresh.exactly_once
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-        rabbitmq.delete_stream(stream)
+    each, keyed rows) by reading back what the failed attempt stored (``_replay``)."""
+    sink, partial = run_replay(spark, any_broker, tmp_path, how, failure)
+    if sink is not None:
+        check_metrics(sink, partial)
 
 
 def test_deduplication_is_scoped_by_query_identity(spark: Any, rabbitmq: Target) -> None:

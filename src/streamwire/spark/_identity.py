@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("BATCH_ID_PROPERTY", "QUERY_ID_PROPERTY", "TaskIdentity", "driver_query_id", "task")
+__all__ = (
+    "BATCH_ID_PROPERTY",
+    "QUERY_ID_PROPERTY",
+    "TaskIdentity",
+    "driver_query_id",
+    "is_connect",
+    "task",
+)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -35,6 +42,12 @@ def driver_query_id(df: Any) -> str | None:
     except Exception:  # Spark Connect has no SparkContext
         return None
     return str(value) if value else None
+
+
+def is_connect(df: Any) -> bool:
+    """Whether ``df`` belongs to a Spark Connect session (where a foreachBatch function runs
+    in a Python process of the server, which Spark tells nothing of the query)."""
+    return type(df).__module__.startswith("pyspark.sql.connect.")
 
 
 def task() -> TaskIdentity:

@@ -213,6 +213,13 @@ class ForeachBatchSink:
         partition failed, which fails the micro-batch: Spark runs it again on restart."""
         layout = self.check(batch_df)  # on the driver, before any Spark job
         query_id = self.query_id or _identity.driver_query_id(batch_df)
+        if query_id is None and _identity.is_connect(batch_df):
+            raise SparkConfigurationError(
+                f"sink {self.name}: Spark Connect does not tell a foreachBatch function which "
+                "query it runs, and exactly-once needs that identity: pass "
+                "foreach_batch_sink(..., query_id=...), a name stable across restarts of this "
+                "checkpoint and new for a new one (the checkpoint location will do)"
+            )
         if query_id is None and self.broker.exactly_once:
             logger.warning(
                 "sink %s: no streaming query id (called outside a streaming query?) and no "
@@ -275,7 +282,11 @@ def foreach_batch_sink(
     message carries its row's identity (header ``x-streamwire-row``), and a task first
     reads back the last row an earlier attempt of it stored in each broker partition
     and sends the rows after it. Without a streaming query id (the function called
-    directly) the sink is at-least-once unless ``query_id`` names a stable identity.
+    directly) the sink is at-least-once unless ``query_id`` names a stable identity. In
+    Spark Connect the function cannot see the query, so ``query_id`` is required there (a
+    name stable across restarts of one checkpoint and new for a new checkpoint: the
+    checkpoint location will do); without it every batch fails with a
+    :class:`~streamwire.spark.SparkConfigurationError` saying so.
 
     ``timeout`` (seconds) bounds connecting, opening a producer and waiting for the
     confirmations of one partition. ``max_in_flight`` bounds unconfirmed messages per
