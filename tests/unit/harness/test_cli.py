@@ -55,8 +55,10 @@ def test_status_lists_every_broker(tmp_path: Path, capsys: pytest.CaptureFixture
     assert out[0].split() == ["BROKER", "STATE", "VERSION", "DETAIL"]
     assert [line.split()[0] for line in out[1:-1]] == [
         "rabbitmq", "rabbitmq40", "rabbitmq310", "rabbitmq-cluster", "nats", "liftbridge", "iggy",
+        "spark", "spark-connect",
     ]  # fmt: skip
-    assert out[-2] == f"{'iggy':<16} {'unavailable':<12} {'-':<14} (no server)"
+    assert out[-4] == f"{'iggy':<16} {'unavailable':<12} {'-':<14} (no server)"
+    assert out[-3] == f"{'spark':<16} {'down':<12} {'-':<14} "
     assert out[-1] == "(backend: native)"
 
 
