@@ -71,3 +71,19 @@ def any_broker(request: pytest.FixtureRequest) -> Target:
 @pytest.fixture
 def rabbitmq() -> Target:
     return target("rabbitmq")
+
+
+@pytest.fixture
+def every_broker(request: pytest.FixtureRequest) -> dict[str, Target]:
+    """Every broker lane at once, for the tests that run one Spark job for all of them
+    (jobs of their own are slow to start): RabbitMQ, Liftbridge, the Iggy double, and the
+    real Iggy server when the harness has one. Skips when a broker is missing."""
+    lanes = {
+        "rabbitmq": target("rabbitmq"),
+        "liftbridge": target("liftbridge"),
+        "iggy": iggy_target(request.getfixturevalue("iggy_double_url")),
+    }
+    real = iggy_from_harness()
+    if real is not None:
+        lanes["iggy-server"] = iggy_target(real.url)
+    return lanes

@@ -5,8 +5,9 @@ with the classic session)::
     python -m tests.spark.connect_job REMOTE WORKDIR BROKER=URL@PARTITIONS...
 
 For each broker it runs the replay scenario (``_replay``) with the foreachBatch sink (given
-``query_id``) and with the data source writer, reads a stream back through the data source,
-and checks that the sink without ``query_id`` refuses to run. Prints ``ok <check>`` per
+``query_id``), reads a stream back through the data source, and checks that the sink without
+``query_id`` refuses to run; on RabbitMQ also the replay scenario with the data source
+writer. Prints ``ok <check>`` per
 check that passed; a failed check prints its traceback and the process exits with 1.
 """
 
@@ -78,7 +79,10 @@ def main(argv: list[str]) -> int:
                 t.delete_stream(stream)
 
         check(f"{broker} foreachBatch exactly-once", sink_replay)
-        check(f"{broker} data source writer exactly-once", source_replay)
+        if broker == "rabbitmq":
+            # what Connect changes for the writer (the query id its tasks see) is the same
+            # for every broker; each broker's resume runs in classic mode (test_sink.py)
+            check(f"{broker} data source writer exactly-once", source_replay)
         check(f"{broker} data source read", read)
         check(f"{broker} sink without query_id refused", needs_query_id)
     spark.stop()

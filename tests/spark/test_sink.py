@@ -144,6 +144,11 @@ def test_a_replayed_batch_stores_every_row_exactly_once(
 ) -> None:
     """On every broker: RabbitMQ by its deduplication, Liftbridge and Iggy (two partitions
     each, keyed rows) by reading back what the failed attempt stored (``_replay``)."""
+    if failure == "udf" and any_broker.broker != "rabbitmq":
+        # CI time: an upstream failure leaves the same kind of prefix as the sink's own, and
+        # the read-back that resumes after it is the same code; test_kill.py kills these
+        # brokers' tasks mid-batch besides
+        pytest.skip("the upstream failure runs on RabbitMQ; the sink's failure here")
     sink, partial = run_replay(spark, any_broker, tmp_path, how, failure)
     if sink is not None:
         check_metrics(sink, partial)

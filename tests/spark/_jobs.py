@@ -1,0 +1,126 @@
+"""A streaming job in a driver process of its own (``kill_driver.py``), for the tests that
+kill part of Spark while a micro-batch is being published (``test_kill.py``,
+``test_cluster.py``): its input files, starting it, and waiting until a batch is part-way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import streamwire
+from tests.spark._support import Target, read_back
+
+__all__ = [
+    "ROWS_PER_BATCH",
+    "TOTAL",
+    "batches",
+    "check_stored",
+    "finish",
+    "part_way",
+    "start_job",
+    "stored",
+    "write_input",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES, ROWS_PER_FILE = 6, 2000
+ROWS_PER_BATCH = 2 * ROWS_PER_FILE  # two files per micro-batch, one Spark partition each
+TOTAL = FILES * ROWS_PER_FILE
+PACE = 0.001  # seconds per row in the UDF: a task takes ~2 s to publish its partition
+
+
+def write_input(tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(FILES):
+        ids = range(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)
+        (source / f"{f}.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+
+
+def stored(t: Target, stream: str) -> int:
+    """Messages in ``stream`` now (its offsets: a fresh stream has one message per offset)."""
+
+    async def count() -> int:
+        async with streamwire.connect(t.url, timeout=10.0) as client:
+            assert isinstance(client, streamwire.Bounded)
+            bounds = await client.offset_bounds(stream)
+        return sum(b.next - b.first for b in bounds.values())
+
+    return asyncio.run(count())
+
+
+def start_job(
+    jobs: list[tuple[Target, str]], tmp_path: Path, log: Path, *extra: str
+) -> subprocess.Popen[bytes]:
+    """One driver process running a query per ``(target, stream)``, in a process group of its
+    own (the driver's JVM and, in local mode, the Python workers too), its output in
+    ``log``."""
+    args = [str(tmp_path / "in"), str(tmp_path / "ckpt")]
+    args += [f"{t.url}={stream}" for t, stream in jobs]
+    args += ["--pace", str(PACE), *extra]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.kill_driver", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def part_way(jobs: list[tuple[Target, str]], job: subprocess.Popen[bytes], log: Path) -> list[int]:
+    """Wait until a micro-batch after the first is partly stored (not at a batch boundary) in
+    one of the streams; the counts of every stream seen then. Fails the test (killing the
+    job) when none is caught."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if job.poll() is not None:
+            out = log.read_text(errors="replace")[-3000:]
+            pytest.fail(f"the job ended before a batch was caught part-way:\n{out}")
+        seen = [stored(t, stream) for t, stream in jobs]
+        for count in seen:
+            into = count % ROWS_PER_BATCH
+            middle = ROWS_PER_BATCH // 20 <= into <= ROWS_PER_BATCH * 3 // 4
+            if ROWS_PER_BATCH <= count < TOTAL and middle:
+                return seen
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGKILL)
+    pytest.fail("no micro-batch was caught part-way through in 240 s")
+
+
+def finish(job: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> str:
+    """Wait for the job (killing it after ``timeout`` s); its output, checked to succeed."""
+    try:
+        job.wait(timeout)
+    finally:
+        if job.returncode is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    out = log.read_text(errors="replace")
+    assert job.returncode == 0, out[-3000:]
+    return out
+
+
+def batches(out: str, n: int) -> list[tuple[int, int, int, int]]:
+    """``(batch id, rows, published, skipped)`` per micro-batch the sink of the job's query
+    ``n`` finished."""
+    lines = (line.split() for line in out.splitlines() if line.startswith(f"batch {n} "))
+    return [(int(b[2]), int(b[3]), int(b[4]), int(b[5])) for b in lines]
+
+
+def check_stored(t: Target, stream: str) -> None:
+    """Every id once in ``stream``, with its key."""
+    back = read_back(t, stream, expect=TOTAL)
+    values = [int(m.value) for m in back]
+    assert len(values) == TOTAL, f"{t.broker}: {len(values) - len(set(values))} duplicates"
+    assert sorted(values) == list(range(TOTAL)), t.broker
+    assert all(m.key == m.value for m in back), t.broker
