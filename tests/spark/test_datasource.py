@@ -8,6 +8,7 @@ import asyncio
 import json
 import pickle
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
-from streamwire.spark import StreamwireDataSource, register
+from streamwire.spark import DataLossError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
 from tests.spark._support import Target, publish, read_back
@@ -296,6 +297,85 @@ def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None
             ]
         finally:
             reader.stop()
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+def _truncated_stream(t: Target) -> tuple[str, int, int]:
+    """A RabbitMQ stream whose retention (200 kB in 50 kB segments) already deleted its first
+    messages: ``(name, first offset still there, tail)``."""
+    stream = f"spark-loss-{uuid.uuid4().hex[:10]}"
+
+    async def run() -> tuple[int, int]:
+        async with streamwire.connect(t.url, timeout=10.0) as client:
+            rmq: Any = client  # max_length_bytes and segment sizes are RabbitMQ's options
+            await rmq.create_stream(stream, max_length_bytes=200_000, max_segment_size_bytes=50_000)
+            async with client.producer(stream) as producer:
+                for i in range(20):
+                    await producer.send_batch(
+                        [b"%05d" % (i * 100 + j) + b"x" * 995 for j in range(100)]
+                    )
+                    await producer.flush(10.0)
+            assert isinstance(client, streamwire.Bounded)
+            # the broker truncates in the background: wait until the first offset stays put
+            seen = None
+            for _ in range(50):
+                (bounds,) = (await client.offset_bounds(stream)).values()
+                if bounds == seen:
+                    break
+                seen = bounds
+                await asyncio.sleep(0.5)
+        return bounds.first, bounds.next
+
+    first, tail = asyncio.run(run())
+    assert 0 < first < tail == 2000, (first, tail)
+    return stream, first, tail
+
+
+def test_offsets_retention_deleted_fail_the_read_unless_it_may_skip_them(
+    spark: Any, rabbitmq: Target, caplog: pytest.LogCaptureFixture
+) -> None:
+    """failOnDataLoss, as Kafka's source has it: a checkpoint (or startingOffsets) pointing at
+    offsets retention deleted fails the read, naming them; with failOnDataLoss=false the
+    read starts at the first offset still there and says what it skipped."""
+    stream, first, tail = _truncated_stream(rabbitmq)
+    try:
+        options = {"url": rabbitmq.url, "stream": stream}
+        from_zero = {stream: {"0": 0}}  # what a checkpoint written before the deletion holds
+        reader = StreamwireDataSource(options).streamReader(None)
+        try:
+            end = reader.latestOffset(from_zero, ReadAllAvailable())
+            assert end == {stream: {"0": tail}}
+            with pytest.raises(DataLossError, match="failOnDataLoss=false") as lost:
+                reader.partitions(from_zero, end)
+            assert lost.value.lost == {0: (0, first)}
+            assert f"partition 0: 0..{first - 1}" in str(lost.value)
+        finally:
+            reader.stop()
+
+        skipping = StreamwireDataSource({**options, "failOnDataLoss": "false"}).streamReader(None)
+        try:
+            with caplog.at_level("WARNING", logger="streamwire.spark.datasource"):
+                (part,) = skipping.partitions(from_zero, end)
+            assert (part.start, part.end) == (first, tail)
+            assert f"skipping {first} offsets" in caplog.text
+            offsets = [r[5] for r in rows_of(skipping.read(part))]
+            assert offsets == list(range(first, tail))
+        finally:
+            skipping.stop()
+
+        # through Spark: a batch read from offset 0 fails on the driver, saying why
+        read = spark.read.format("streamwire").options(**options)
+        with pytest.raises(Exception, match="failOnDataLoss"):
+            read.option("startingOffsets", json.dumps({"0": 0})).load().collect()
+        rows = (
+            read.option("startingOffsets", json.dumps({"0": 0}))
+            .option("failOnDataLoss", "false")
+            .load()
+            .select("offset")
+            .collect()
+        )
+        assert sorted(r.offset for r in rows) == list(range(first, tail))
     finally:
         rabbitmq.delete_stream(stream)
 

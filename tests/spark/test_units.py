@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 
 import streamwire
 from streamwire.spark import SinkSchemaError, SparkConfigurationError, foreach_batch_sink
-from streamwire.spark._offsets import cap, decode, encode, parse_spec, resolve
+from streamwire.spark._offsets import cap, decode, encode, lost, parse_spec, resolve
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
 from streamwire.spark._schema import SinkLayout, sink_layout
@@ -29,6 +29,19 @@ URL = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
 
 
 # --- offsets -----------------------------------------------------------------------------
+
+
+def test_lost_offsets_are_the_part_of_a_range_below_the_earliest_or_in_a_gone_partition() -> None:
+    bounds = {0: (100, 500), 1: (0, 40), 2: (30, 30)}
+    start = {0: 50, 1: 10, 2: 30, 3: 7}
+    end = {0: 400, 1: 40, 2: 30, 3: 9}
+    # partition 0 lost 50..99; 1 is whole; 2 has no range; 3 is gone
+    assert lost(start, end, bounds) == {0: (50, 100), 3: (7, 9)}
+    # a range entirely below the earliest is lost entirely
+    assert lost({0: 10}, {0: 60}, bounds) == {0: (10, 60)}
+    assert lost({0: 100}, {0: 400}, bounds) == {}
+    # a partition new since the start offsets begins at 0
+    assert lost({}, {0: 200}, bounds) == {0: (0, 100)}
 
 
 def test_offsets_are_string_keyed_sorted_json_that_round_trips() -> None:

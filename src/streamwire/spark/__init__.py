@@ -18,7 +18,12 @@ from streamwire._extras import require
 
 require("streamwire.spark", "spark", "pyspark", "pyarrow")
 
-from streamwire.spark.errors import SinkSchemaError, SourceSchemaError, SparkConfigurationError
+from streamwire.spark.errors import (
+    DataLossError,
+    SinkSchemaError,
+    SourceSchemaError,
+    SparkConfigurationError,
+)
 from streamwire.spark.sink import BatchMetrics, ForeachBatchSink, SinkMetrics, foreach_batch_sink
 
 if TYPE_CHECKING:
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "BatchMetrics",
+    "DataLossError",
     "ForeachBatchSink",
     "SinkMetrics",
     "SinkSchemaError",

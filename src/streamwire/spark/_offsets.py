@@ -23,6 +23,7 @@ __all__ = (
     "cap",
     "decode",
     "encode",
+    "lost",
     "parse_spec",
     "resolve",
 )
@@ -124,3 +125,23 @@ def cap(start: Mapping[int, int], tails: Mapping[int, int], max_rows: int | None
             share[p] += 1
             left -= 1
     return {p: start.get(p, 0) + share[p] for p in sorted(end)}
+
+
+def lost(
+    start: Mapping[int, int], end: Mapping[int, int], bounds: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
+    """The offsets of ``[start, end)`` each partition no longer has: ``(first, stop)`` where
+    a range starts below the partition's earliest offset (retention deleted them), or where
+    a partition the offsets name is gone. Partitions without a range are left out."""
+    out: dict[int, tuple[int, int]] = {}
+    for p, stop in end.items():
+        first = start.get(p, 0)
+        if stop <= first:
+            continue
+        if p not in bounds:
+            out[p] = (first, stop)
+            continue
+        earliest = bounds[p][0]
+        if first < earliest:
+            out[p] = (first, min(earliest, stop))
+    return dict(sorted(out.items()))

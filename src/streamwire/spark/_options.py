@@ -83,8 +83,8 @@ def _int(options: dict[str, str], name: str) -> int | None:
     return value
 
 
-def _bool(options: dict[str, str], name: str) -> bool:
-    text = options.get(name.lower(), "false").strip().lower()
+def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
+    text = options.get(name.lower(), str(default)).strip().lower()
     if text not in ("true", "false"):
         raise SparkConfigurationError(f"option {name!r} must be true or false, got {text!r}")
     return text == "true"
@@ -108,6 +108,7 @@ class SourceOptions:
     starting: StartSpec
     ending: StartSpec
     max_records: int | None
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -133,6 +134,7 @@ class SourceOptions:
             ),
             ending=ending,
             max_records=_int(opts, "maxRecordsPerTrigger"),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
         )
 
     @property

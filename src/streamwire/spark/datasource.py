@@ -36,7 +36,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -69,7 +69,7 @@ from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout, source_projection
-from streamwire.spark.errors import SparkConfigurationError
+from streamwire.spark.errors import DataLossError, SparkConfigurationError
 
 try:  # admission control and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -189,6 +189,52 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
         )
 
     return rt.with_client(opts.client_key, fetch)
+
+
+class _Losses:
+    """What a reader does with offsets the broker no longer has (``failOnDataLoss``): fail
+    the read with :class:`DataLossError` (the default, as Kafka's source), or plan from the
+    earliest offset still there, logging what it skipped and counting it."""
+
+    def __init__(self) -> None:
+        self.skipped = 0
+
+    def check(
+        self,
+        opts: SourceOptions,
+        start: _offsets.Offsets,
+        end: _offsets.Offsets,
+        bounds: Mapping[int, tuple[int, int]],
+    ) -> tuple[_offsets.Offsets, _offsets.Offsets]:
+        """``(start, end)`` with the lost offsets left out, or a DataLossError."""
+        gone = _offsets.lost(start, end, bounds)
+        if not gone:
+            return start, end
+        count = sum(stop - first for first, stop in gone.values())
+        where = "; ".join(
+            f"partition {p}: {first}..{stop - 1}"
+            + ("" if p in bounds else " (the partition is gone)")
+            for p, (first, stop) in gone.items()
+        )
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{count} offsets of {opts.stream!r} that this read covers are no longer in the "
+                f"broker ({where}): retention deleted them, or the stream was recreated. Set "
+                "the option failOnDataLoss=false to skip them (logged and counted)",
+                gone,
+            )
+        self.skipped += count
+        logger.warning(
+            "%s: skipping %d offsets no longer in the broker (%s); %d skipped by this reader "
+            "so far (failOnDataLoss=false)",
+            opts.stream,
+            count,
+            where,
+            self.skipped,
+        )
+        start = {**start, **{p: bounds[p][0] for p in gone if p in bounds}}
+        end = {p: e for p, e in end.items() if p in bounds}
+        return start, end
 
 
 def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -> list[Any]:
@@ -349,7 +395,7 @@ class StreamwireBatchReader(DataSourceReader):
         bounds = _bounds(opts)
         start = _offsets.resolve(opts.starting, bounds)
         end = _offsets.resolve(opts.ending, bounds)
-        return _plan(opts, start, end)
+        return _plan(opts, *_Losses().check(opts, start, end, bounds))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition, self.schema)
@@ -365,9 +411,12 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.schema = schema
         self._target: _offsets.Offsets | None = None  # AvailableNow: never read past this
         self._latest: _offsets.Offsets | None = None  # last tails seen, for the progress
+        self._bounds: dict[int, tuple[int, int]] | None = None  # as latestOffset found them
+        self._losses = _Losses()
 
     def _tails(self) -> _offsets.Offsets:
-        tails = {p: tail for p, (_, tail) in _bounds(self.options).items()}
+        self._bounds = bounds = _bounds(self.options)
+        tails = {p: tail for p, (_, tail) in bounds.items()}
         self._latest = tails
         if self._target is not None:
             tails = {p: min(t, self._target.get(p, t)) for p, t in tails.items()}
@@ -401,8 +450,15 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._target = self._tails()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[Any]:
-        stream = self.options.stream
-        return _plan(self.options, _offsets.decode(stream, start), _offsets.decode(stream, end))
+        """The batch's ranges, checked against what the broker still has (``failOnDataLoss``):
+        the bounds ``latestOffset`` found for it, or fresh ones (a batch replayed after a
+        restart is planned without a ``latestOffset`` first)."""
+        opts, bounds = self.options, self._bounds
+        self._bounds = None
+        if bounds is None:
+            bounds = _bounds(opts)
+        begin, until = _offsets.decode(opts.stream, start), _offsets.decode(opts.stream, end)
+        return _plan(opts, *self._losses.check(opts, begin, until, bounds))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition, self.schema)

@@ -1,10 +1,11 @@
-"""Errors raised by the Spark integration (all :class:`streamwire.ConfigurationError`)."""
+"""Errors raised by the Spark integration: :class:`streamwire.ConfigurationError`s, and
+:class:`DataLossError` (a :class:`streamwire.StreamwireError`)."""
 
 from __future__ import annotations
 
-from streamwire import ConfigurationError
+from streamwire import ConfigurationError, StreamwireError
 
-__all__ = ("SinkSchemaError", "SourceSchemaError", "SparkConfigurationError")
+__all__ = ("DataLossError", "SinkSchemaError", "SourceSchemaError", "SparkConfigurationError")
 
 
 class SparkConfigurationError(ConfigurationError):
@@ -22,3 +23,13 @@ class SourceSchemaError(SparkConfigurationError):
     choice of its columns: a name it does not have, another type, a column twice, or
     ``NOT NULL`` on a column that can be null. Raised on the driver when the query is
     planned."""
+
+
+class DataLossError(StreamwireError):
+    """Offsets a read should include are no longer in the broker (retention deleted them, or
+    the stream was recreated): raised when the read is planned, with ``failOnDataLoss`` on
+    (the default). ``lost`` maps each partition to its ``(first, end)`` missing offsets."""
+
+    def __init__(self, message: str, lost: dict[int, tuple[int, int]]) -> None:
+        super().__init__(message)
+        self.lost = lost
