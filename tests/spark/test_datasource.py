@@ -380,6 +380,30 @@ def test_offsets_retention_deleted_fail_the_read_unless_it_may_skip_them(
         rabbitmq.delete_stream(stream)
 
 
+def test_min_partitions_reads_one_partition_in_several_tasks(spark: Any, rabbitmq: Target) -> None:
+    """``minPartitions``: a RabbitMQ stream (one partition) read by four tasks, each a
+    quarter of its offsets, every message once; the streaming reader plans the same."""
+    stream = rabbitmq.new_stream("minp")
+    try:
+        publish(rabbitmq, stream, messages(40))
+        options = {"url": rabbitmq.url, "stream": stream, "minPartitions": "4"}
+        df = spark.read.format("streamwire").options(**options).load().select("offset", "value")
+        assert df.rdd.getNumPartitions() == 4
+        tasks = df.rdd.glom().map(lambda rows: [r.offset for r in rows]).collect()
+        assert tasks == [list(range(i, i + 10)) for i in range(0, 40, 10)]
+        assert [r.value for r in df.orderBy("offset").collect()] == [m.value for m in messages(40)]
+        reader = StreamwireDataSource({**options, "startingOffsets": "earliest"}).streamReader(None)
+        try:
+            start = reader.initialOffset()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            planned = [(p.start, p.end) for p in reader.partitions(start, end)]
+            assert planned == [(0, 10), (10, 20), (20, 30), (30, 40)]
+        finally:
+            reader.stop()
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
 def publish_to(t: Target, stream: str, partition: int, values: list[bytes]) -> None:
     """Publish to one Iggy partition (``send`` with ``partition=`` is Iggy's)."""
 

@@ -3,10 +3,13 @@ the sink's column contract and pickling. No SparkSession, no broker."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -18,7 +21,7 @@ from pyspark.sql.types import (
 
 import streamwire
 from streamwire.spark import SinkSchemaError, SparkConfigurationError, foreach_batch_sink
-from streamwire.spark._offsets import cap, decode, encode, lost, parse_spec, resolve
+from streamwire.spark._offsets import cap, decode, encode, lost, parse_spec, resolve, split
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
 from streamwire.spark._schema import SinkLayout, sink_layout
@@ -42,6 +45,45 @@ def test_lost_offsets_are_the_part_of_a_range_below_the_earliest_or_in_a_gone_pa
     assert lost({0: 100}, {0: 400}, bounds) == {}
     # a partition new since the start offsets begins at 0
     assert lost({}, {0: 200}, bounds) == {0: (0, 100)}
+
+
+def test_min_partitions_cuts_large_ranges_as_kafka_does() -> None:
+    ranges = [(0, 0, 900), (1, 50, 150), (2, 7, 7)]
+    assert split(ranges, None) == [(0, 0, 900), (1, 50, 150)]
+    assert split(ranges, 2) == [(0, 0, 900), (1, 50, 150)]  # already as many ranges
+    assert split(ranges, 10) == [
+        (0, 0, 100), (0, 100, 200), (0, 200, 300), (0, 300, 400), (0, 400, 500),
+        (0, 500, 600), (0, 600, 700), (0, 700, 800), (0, 800, 900), (1, 50, 150),
+    ]  # fmt: skip
+    assert split([(0, 0, 10)], 3) == [(0, 0, 4), (0, 4, 7), (0, 7, 10)]
+    assert split([(0, 0, 2)], 5) == [(0, 0, 1), (0, 1, 2)]  # never an empty piece
+
+
+@given(
+    sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=6),
+    want=st.one_of(st.none(), st.integers(1, 40)),
+)
+def test_min_partitions_pieces_cover_each_range_once_in_order(
+    sizes: list[int], want: int | None
+) -> None:
+    ranges = [(p, 1000 * p, 1000 * p + n) for p, n in enumerate(sizes)]
+    pieces = split(ranges, want)
+    for p, start, end in ranges:
+        mine = [(s, e) for q, s, e in pieces if q == p]
+        if end == start:
+            assert mine == []
+            continue
+        assert mine[0][0] == start
+        assert mine[-1][1] == end
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
+        assert all(e > s for s, e in mine)
+        assert max(e - s for s, e in mine) - min(e - s for s, e in mine) <= 1
+    assert pieces == sorted(pieces)
+    non_empty = sum(1 for n in sizes if n)
+    if want is None or non_empty >= want:
+        assert len(pieces) == non_empty
+    else:  # about want: each range's share rounds by at most one piece
+        assert min(want, sum(sizes)) - non_empty <= len(pieces) <= want + non_empty
 
 
 def test_offsets_are_string_keyed_sorted_json_that_round_trips() -> None:

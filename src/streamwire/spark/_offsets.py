@@ -26,6 +26,7 @@ __all__ = (
     "lost",
     "parse_spec",
     "resolve",
+    "split",
 )
 
 #: Partition number -> next offset.
@@ -145,3 +146,27 @@ def lost(
         if first < earliest:
             out[p] = (first, min(earliest, stop))
     return dict(sorted(out.items()))
+
+
+def split(
+    ranges: list[tuple[int, int, int]], min_partitions: int | None
+) -> list[tuple[int, int, int]]:
+    """``(partition, start, end)`` ranges cut into at least about ``min_partitions`` pieces,
+    as Kafka's source does with ``minPartitions``: when there are fewer ranges than that,
+    each is cut into ``max(1, round(size / total * min_partitions))`` nearly equal pieces (the
+    larger first), in partition and offset order. Empty ranges are left out."""
+    ranges = [r for r in ranges if r[2] > r[1]]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(end - start for _, start, end in ranges)
+    out: list[tuple[int, int, int]] = []
+    for p, start, end in ranges:
+        size = end - start
+        pieces = min(size, max(1, round(size / total * min_partitions)))
+        base, extra = divmod(size, pieces)
+        at = start
+        for i in range(pieces):
+            step = base + (1 if i < extra else 0)
+            out.append((p, at, at + step))
+            at += step
+    return out

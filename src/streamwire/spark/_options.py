@@ -109,6 +109,7 @@ class SourceOptions:
     ending: StartSpec
     max_records: int | None
     fail_on_data_loss: bool = True
+    min_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -135,6 +136,7 @@ class SourceOptions:
             ending=ending,
             max_records=_int(opts, "maxRecordsPerTrigger"),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
+            min_partitions=_int(opts, "minPartitions"),
         )
 
     @property

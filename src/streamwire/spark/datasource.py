@@ -238,10 +238,12 @@ class _Losses:
 
 
 def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -> list[Any]:
+    """One Spark partition per broker partition with offsets to read, or several per broker
+    partition to reach ``minPartitions`` (every broker reads from any offset)."""
+    ranges = [(p, start.get(p, 0), e) for p, e in sorted(end.items())]
     return [
-        StreamwirePartition(opts.stream, p, start.get(p, 0), e)
-        for p, e in sorted(end.items())
-        if e > start.get(p, 0)
+        StreamwirePartition(opts.stream, p, s, e)
+        for p, s, e in _offsets.split(ranges, opts.min_partitions)
     ]
 
 
