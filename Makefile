@@ -9,7 +9,7 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv native dist matrix brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
+.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
@@ -19,6 +19,7 @@ help:
 	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
 	@echo "make dist    the sdist, native wheels for CPython 3.11-3.13 (manylinux) and a pure wheel"
 	@echo "make matrix  unit + property tests on every other CPython, from its wheel, both cores"
+	@echo "make spark-matrix  the Spark suite on pyspark 4.0 beside the pinned 4.x (brokers up)"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
@@ -59,6 +60,11 @@ dist: venv
 MATRIX_PYTHONS ?= 3.12 3.13
 matrix: dist
 	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- -p no:cacheprovider
+
+# The Spark suite on pyspark 4.0 beside the pinned 4.x (release/spark_matrix.py); needs the
+# brokers up. Not part of `make test`: about 4 minutes per version.
+spark-matrix: venv
+	$(PY) -m release.spark_matrix
 
 brokers: venv
 	integration/brokers.sh up $(BROKERS)

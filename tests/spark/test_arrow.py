@@ -33,7 +33,7 @@ from streamwire.codec.amqp import encode_data_body
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
 from streamwire.spark import SourceSchemaError, _arrow
-from streamwire.spark._schema import source_projection
+from streamwire.spark._schema import _utc_arrow_schema, source_projection
 from streamwire.spark.datasource import StreamwireDataSource, _messages_in_range
 from tests.property.test_native_core import chunk_bytes
 from tests.property.test_rabbitmq_decode_chunk import simple
@@ -78,7 +78,7 @@ def spark_batch(rows: list[tuple[Any, ...]]) -> pa.Table:
 
 
 def test_the_schema_is_the_one_pyspark_expects() -> None:
-    assert to_arrow_schema(SPARK_SCHEMA, timezone="UTC").equals(_arrow.SCHEMA)
+    assert _utc_arrow_schema(to_arrow_schema, SPARK_SCHEMA).equals(_arrow.SCHEMA)
     assert StreamwireDataSource({}).schema().replace(" ", "") == (
         "value binary, key binary, headers map<string,binary>, stream string, "
         "partition int, offset long, timestamp timestamp"
@@ -192,7 +192,7 @@ def test_a_user_schema_gives_the_batch_pyspark_builds_from_its_columns(
     """The batch for a user schema is what pyspark's worker builds from the rows' values in
     those columns, in that order, and its schema is the one the worker checks against."""
     schema = source_projection(user)
-    assert schema.equals(to_arrow_schema(user, timezone="UTC"))
+    assert schema.equals(_utc_arrow_schema(to_arrow_schema, user))
     got = _arrow.messages_batch(messages, "s", 3, schema)
     assert got.schema.equals(schema)
     at = {f.name: i for i, f in enumerate(SPARK_SCHEMA.fields)}

@@ -18,14 +18,19 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
 from streamwire.spark import DataLossError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
+from streamwire.spark.datasource import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
 from tests.spark._support import Target, publish, read_back
+
+#: Admission control and Trigger.AvailableNow for Python sources came with pyspark 4.2.
+needs_admission_control = pytest.mark.skipif(
+    not ADMISSION_CONTROL, reason="maxRecordsPerTrigger and AvailableNow need pyspark >= 4.2"
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -198,6 +203,7 @@ def run_available_now(
     return batches
 
 
+@needs_admission_control
 def test_streaming_read_with_admission_control_and_available_now(
     spark: Any, any_broker: Target, tmp_path: Path
 ) -> None:
@@ -236,6 +242,7 @@ def test_streaming_read_with_admission_control_and_available_now(
         any_broker.delete_stream(stream)
 
 
+@needs_admission_control
 def test_a_streaming_read_with_a_user_schema(spark: Any, rabbitmq: Target, tmp_path: Path) -> None:
     stream = rabbitmq.new_stream("dsprojstream")
     try:
@@ -261,6 +268,7 @@ def rows_of(batches: Iterator[Any]) -> list[tuple[Any, ...]]:
     return rows
 
 
+@needs_admission_control
 def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None:
     """The stream reader's methods as the source runner calls them (in this process)."""
     stream = rabbitmq.new_stream("offsets")

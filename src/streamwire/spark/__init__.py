@@ -48,7 +48,13 @@ def register(spark: Any) -> None:
     ``pyspark_streamwire`` module is importable: PySpark then registers it by itself)."""
     from streamwire.spark.datasource import StreamwireDataSource
 
-    spark.dataSource.register(StreamwireDataSource)
+    try:
+        spark.dataSource.register(StreamwireDataSource)
+    except Exception as exc:
+        # pyspark 4.0 refuses a name its lookup of pyspark_* modules registered already
+        condition = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+        if condition is None or condition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
 
 
 def __getattr__(name: str) -> Any:

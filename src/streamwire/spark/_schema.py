@@ -19,6 +19,7 @@ column a read carries costs Spark per row.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -174,4 +175,13 @@ def source_projection(schema: Any) -> Any:
             "the schema given to the streamwire source picks from its columns "
             f"({SOURCE_SCHEMA_DDL}): " + "; ".join(problems)
         )
-    return to_arrow_schema(schema, timezone="UTC")
+    return _utc_arrow_schema(to_arrow_schema, schema)
+
+
+def _utc_arrow_schema(to_arrow_schema: Any, schema: Any) -> Any:
+    """``to_arrow_schema`` with timestamps in UTC, as the worker of this pyspark derives it:
+    ``timezone="UTC"`` since pyspark 4.1; 4.0 takes no timezone and makes them UTC by
+    default (``timestamp_utc=True``)."""
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)

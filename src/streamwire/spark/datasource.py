@@ -78,7 +78,10 @@ try:  # admission control and Trigger.AvailableNow for Python sources: pyspark >
         ReadMaxRows,
         SupportsTriggerAvailableNow,
     )
+
+    ADMISSION_CONTROL = True
 except ImportError:  # pragma: no cover - pyspark 4.0/4.1
+    ADMISSION_CONTROL = False  # pyspark calls latestOffset() alone: all available per batch
 
     class ReadLimit:  # type: ignore[no-redef]
         pass
@@ -95,6 +98,9 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
 
 
 __all__ = (
+    "ADMISSION_CONTROL",
+    "ReadAllAvailable",
+    "ReadMaxRows",
     "StreamwireBatchReader",
     "StreamwireBatchWriter",
     "StreamwireCommitMessage",
