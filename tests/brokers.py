@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from integration.harness.config import KNOWN_TARGETS
 from integration.harness.envfile import read_env  # the harness writes what tests read
 
 __all__ = [
@@ -41,19 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HARNESS = REPO_ROOT / "integration" / "brokers.sh"
 
 #: Names accepted by ``integration/brokers.sh`` (besides ``all``).
-KNOWN_BROKERS = frozenset(
-    {
-        "rabbitmq",
-        "rabbitmq40",
-        "rabbitmq310",
-        "rabbitmq-cluster",
-        "nats",
-        "liftbridge",
-        "iggy",
-        "spark",
-        "spark-connect",
-    }
-)
+KNOWN_BROKERS = frozenset(KNOWN_TARGETS)
 
 #: Keys of the env file that become dedicated fields rather than ``extra`` entries.
 _FIELD_KEYS = frozenset({"NAME", "HOST", "PORT", "URL", "VERSION"})

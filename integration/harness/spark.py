@@ -83,6 +83,23 @@ def _env(ctx: Context, home: Path, logs: Path) -> dict[str, str]:
     }
 
 
+def _record(
+    ctx: Context,
+    name: str,
+    url: str,
+    port: int,
+    version: str,
+    home: Path,
+    pidfile: Path,
+    log: Path,
+    **extra: str,
+) -> None:
+    """The env file of a target that is up (what ``status`` and the tests read)."""
+    facts = {"HOST": LOOPBACK, "PORT": str(port), "URL": url, **extra, "VERSION": version}
+    facts |= {"BACKEND": "native", "SPARK_HOME": str(home), "PID_FILE": str(pidfile)}
+    write_env(ctx.state, name, {**facts, "LOG": str(log)})
+
+
 def _alive_workers(ui_port: int) -> int:
     """How many workers the master's status page counts as alive (-1: no answer)."""
     try:
@@ -97,15 +114,27 @@ def _pids(directory: Path) -> list[Path]:
     return [directory / "master.pid", *(directory / f"worker{i}.pid" for i in range(1, 3))]
 
 
-def up_spark(ctx: Context) -> bool:
+def _needs(ctx: Context, name: str) -> tuple[Path, str, Path, Path] | None:
+    """``(pyspark home, its version, java, the target's folder)``, or ``None`` with the
+    target recorded as unavailable, saying why."""
     home, version = spark_home(ctx)
     if home is None:
-        return ctx.unavailable("spark", version)
+        ctx.unavailable(name, version)
+        return None
     java = _java()
     if java is None:
-        return ctx.unavailable("spark", "java not found on PATH (Spark needs Java 17+)")
-    directory = ctx.state / "spark"
+        ctx.unavailable(name, "java not found on PATH (Spark needs Java 17+)")
+        return None
+    directory = ctx.state / name
     directory.mkdir(parents=True, exist_ok=True)
+    return home, version, java, directory
+
+
+def up_spark(ctx: Context) -> bool:
+    needs = _needs(ctx, "spark")
+    if needs is None:
+        return False
+    home, version, java, directory = needs
     port, ui = ctx.port("spark"), ctx.port("spark", "UI_PORT")
     env = _env(ctx, home, directory)
     spark_class = str(home / "bin" / "spark-class")
@@ -152,22 +181,10 @@ def up_spark(ctx: Context) -> bool:
     if outcome is not Outcome.READY:
         down_spark(ctx)
         return ctx.unavailable("spark", f"{WORKERS} workers did not register with {url}", *logs)
-    write_env(
-        ctx.state,
-        "spark",
-        {
-            "HOST": LOOPBACK,
-            "PORT": str(port),
-            "URL": url,
-            "UI_PORT": str(ui),
-            "WORKERS": str(WORKERS),
-            "VERSION": version,
-            "BACKEND": "native",
-            "SPARK_HOME": str(home),
-            "PID_FILE": str(master_pid),
-            "LOG": str(master_log),
-        },
-    )
+    _record(
+        ctx, "spark", url, port, version, home, master_pid, master_log,
+        UI_PORT=str(ui), WORKERS=str(WORKERS),
+    )  # fmt: skip
     say(f"spark: up, pyspark {version}, master {url} with {WORKERS} workers")
     return True
 
@@ -185,14 +202,10 @@ def down_spark(ctx: Context) -> None:
 
 
 def up_spark_connect(ctx: Context) -> bool:
-    home, version = spark_home(ctx)
-    if home is None:
-        return ctx.unavailable("spark-connect", version)
-    java = _java()
-    if java is None:
-        return ctx.unavailable("spark-connect", "java not found on PATH (Spark needs Java 17+)")
-    directory = ctx.state / "spark-connect"
-    directory.mkdir(parents=True, exist_ok=True)
+    needs = _needs(ctx, "spark-connect")
+    if needs is None:
+        return False
+    home, version, java, directory = needs
     port = ctx.port("spark-connect")
     pidfile, log = directory / "connect.pid", directory / "connect.log"
     url = f"sc://{LOOPBACK}:{port}"
@@ -233,20 +246,7 @@ def up_spark_connect(ctx: Context) -> bool:
         if outcome is not Outcome.READY:
             stop_pid("spark-connect", pidfile, java)
             return ctx.unavailable("spark-connect", f"the server did not answer on {url}", log)
-    write_env(
-        ctx.state,
-        "spark-connect",
-        {
-            "HOST": LOOPBACK,
-            "PORT": str(port),
-            "URL": url,
-            "VERSION": version,
-            "BACKEND": "native",
-            "SPARK_HOME": str(home),
-            "PID_FILE": str(pidfile),
-            "LOG": str(log),
-        },
-    )
+    _record(ctx, "spark-connect", url, port, version, home, pidfile, log)
     say(f"spark-connect: up, pyspark {version}, {url}")
     return True
 
