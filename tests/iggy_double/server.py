@@ -100,8 +100,11 @@ class IggyDouble:
         ssl: Any = None,
         max_frame_size: int = 64 * 1024 * 1024,
         habits: Habits | None = None,
+        protocol_version: int = PROTOCOL_VERSION,
     ) -> None:
         self.habits: Habits = default_habits() if habits is None else habits
+        self.protocol_version = protocol_version
+        """The binary protocol it speaks (packed): logins it does not accept are evicted."""
         self.state = State(username, password)
         self.host = "127.0.0.1"
         self.port = 0
@@ -358,11 +361,12 @@ class IggyDouble:
             self._evict(conn, req, EvictionReason.MALFORMED_LOGIN)
             return None
         (version,) = _U32.unpack_from(body)
-        low = PROTOCOL_VERSION & ~0x3FF
-        if version < low or (version >> 10) > (PROTOCOL_VERSION >> 10):
+        speaks = self.protocol_version
+        low = speaks & ~0x3FF
+        if version < low or (version >> 10) > (speaks >> 10):
             self._evict(
                 conn, req, EvictionReason.INCOMPATIBLE_PROTOCOL,
-                server_version=PROTOCOL_VERSION, server_version_min=low,
+                server_version=speaks, server_version_min=low,
             )  # fmt: skip
             return None
         user = None
@@ -393,7 +397,7 @@ class IggyDouble:
         reply = LoginReply(
             user_id=user.id,
             session=info.session,
-            server_protocol_version=PROTOCOL_VERSION,
+            server_protocol_version=self.protocol_version,
             server_version=SERVER_VERSION,
         )
         return self._reply(req, encode_result_section() + reply.encode())

@@ -24,6 +24,7 @@ from streamwire.iggy.protocol.errors import (
     ERRORS,
     EvictionReason,
     IggyServerError,
+    IncompatibleServer,
     UnknownIggyServerError,
     error_class,
 )
@@ -57,6 +58,7 @@ __all__ = (
     "EvictionReason",
     "GlobalPermissions",
     "IggyServerError",
+    "IncompatibleServer",
     "MachineSettings",
     "PartitionOffsets",
     "Permissions",

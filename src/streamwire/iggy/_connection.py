@@ -32,6 +32,7 @@ from streamwire.errors import (
 from streamwire.iggy.protocol import events as ev
 from streamwire.iggy.protocol._wire import RequestPayload
 from streamwire.iggy.protocol.constants import COMMANDS, Operation
+from streamwire.iggy.protocol.errors import IncompatibleProtocolVersion, incompatible_server
 from streamwire.iggy.protocol.machine import (
     IggyConnection,
     MachineSettings,
@@ -146,9 +147,13 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         self = cls(stream, IggyConnection(settings, stats=stats), address)
         self._start_tasks()
         deadline = deadline or Deadline(None)
+        payload = credentials.login_payload()
         try:
             async with deadline.scope(ConnectTimeout, what=f"logging in to {address}"):
-                self.login = await self._call_alone(credentials.login_payload(), None, login=True)
+                self.login = await self._call_alone(payload, None, login=True)
+        except IncompatibleProtocolVersion as exc:
+            await self._shutdown(ClosedError("login failed"))
+            raise incompatible_server(address, payload.protocol_version, exc) from exc
         except BaseException:
             await self._shutdown(ClosedError("login failed"))
             raise

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import ssl
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -24,10 +25,13 @@ from streamwire.errors import (
     StreamAlreadyExistsError,
     StreamNotFoundError,
 )
+from streamwire.iggy._connection import Credentials
 from streamwire.iggy.protocol import messaging as ms
 from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch
+from streamwire.iggy.protocol.constants import pack_version
 from streamwire.iggy.protocol.errors import (
     EvictionReason,
+    IncompatibleProtocolVersion,
     InvalidCredentials,
     StaleClient,
     TopicNameAlreadyExists,
@@ -36,6 +40,7 @@ from streamwire.iggy.protocol.errors import (
 from streamwire.iggy.protocol.identifiers import Identifier, Partitioning
 from streamwire.transport.tls import TLSOptions
 from tests.iggy_double import IggyDouble
+from tests.iggy_lanes import Lane
 
 ADDRESS = "orders/eu"
 
@@ -147,6 +152,51 @@ async def test_bad_credentials_raise_authentication_errors(double: IggyDouble) -
         await iggy.connect(double.url.replace("iggy:iggy", "iggy:nope"), timeout=5)
     assert isinstance(info.value, AuthenticationError)
     assert info.value.eviction_reason is EvictionReason.INVALID_CREDENTIALS  # type: ignore[attr-defined]
+
+
+async def test_a_protocol_the_server_does_not_speak_is_a_connect_error_naming_both(
+    server: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every lane (the real server too): a client announcing protocol 0.12.0 (server 0.10)
+    is evicted at login (reason 14); connecting raises IncompatibleServer, a ConnectError
+    naming both versions and what to upgrade, caused by the server's error 14003."""
+    announce = pack_version(0, 12, 0)
+    login_payload = Credentials.login_payload
+
+    def newer(self: Credentials) -> Any:
+        return dataclasses.replace(login_payload(self), protocol_version=announce)
+
+    monkeypatch.setattr(Credentials, "login_payload", newer)
+    with pytest.raises(iggy.IncompatibleServer) as info:
+        await iggy.connect(server.url, timeout=5, reconnect=None)
+    error = info.value
+    assert isinstance(error, streamwire.ConnectError)
+    assert isinstance(error.__cause__, IncompatibleProtocolVersion)
+    assert error.client_protocol == announce
+    assert error.server_protocols[1] >> 10 == iggy.PROTOCOL_VERSION >> 10  # it speaks 0.11.x
+    text = str(error)
+    assert (
+        f"at {server.address} refused streamwire's binary protocol 0.12.0 (Iggy server 0.10)"
+        in text
+    )
+    assert "(Iggy server 0.9)" in text
+    assert "upgrade the server to Iggy server 0.10" in text
+
+
+async def test_a_server_of_a_newer_protocol_says_which_streamwire_to_use() -> None:
+    """The double made to speak protocol 0.12.0 (as an Iggy 0.10 server) refuses this
+    streamwire's 0.11.0."""
+    async with IggyDouble(protocol_version=pack_version(0, 12, 0)) as double:
+        with pytest.raises(iggy.IncompatibleServer) as info:
+            await iggy.connect(double.url, timeout=5, reconnect=None)
+    error = info.value
+    assert error.client_protocol == iggy.PROTOCOL_VERSION
+    assert error.server_protocols == (pack_version(0, 12, 0), pack_version(0, 12, 0))
+    assert str(error).endswith(
+        "refused streamwire's binary protocol 0.11.0 (Iggy server 0.9): it speaks protocol "
+        "0.12.0 to 0.12.0 (Iggy server 0.10); use a streamwire release made for Iggy server "
+        "0.10, or connect to Iggy server 0.9"
+    )
 
 
 async def test_key_routing_matches_the_server_rule(client: iggy.Client, double: IggyDouble) -> None:

@@ -19,6 +19,7 @@ from typing import Final
 from streamwire.codec.registry import ErrorRegistry
 from streamwire.errors import (
     AuthenticationError,
+    ConnectError,
     ServerError,
     StreamAlreadyExistsError,
     StreamNotFoundError,
@@ -40,6 +41,7 @@ __all__ = (
     "FeatureUnavailable",
     "IggyServerError",
     "IncompatibleProtocolVersion",
+    "IncompatibleServer",
     "InvalidCommand",
     "InvalidCredentials",
     "InvalidFormat",
@@ -61,6 +63,7 @@ __all__ = (
     "UserAlreadyExists",
     "error_class",
     "eviction_error",
+    "incompatible_server",
 )
 
 
@@ -218,5 +221,57 @@ def eviction_error(
         low = ".".join(map(str, unpack_version(server_version_min)))
         detail += f" (the server accepts protocol {low} to {high})"
     error = ERRORS.from_code(code, detail)
+    if known is EvictionReason.INCOMPATIBLE_PROTOCOL:
+        error.server_protocols = (server_version_min, server_version)  # type: ignore[attr-defined]
     error.eviction_reason = known  # type: ignore[attr-defined]
     return error
+
+
+#: The Iggy server release that speaks each binary protocol (major, minor): docs/protocol/iggy.md
+#: §1. streamwire speaks 0.11 (server 0.9).
+SERVER_RELEASES: Final = {(0, 10): "0.8", (0, 11): "0.9", (0, 12): "0.10"}
+
+
+class IncompatibleServer(ConnectError):
+    """The Iggy server refused the binary protocol streamwire speaks at login (eviction 14,
+    error 14003): no connection can be made; ``client_protocol`` and ``server_protocols``
+    (lowest, highest) are packed versions (``major << 20 | minor << 10 | patch``)."""
+
+    def __init__(self, message: str, client_protocol: int, server_protocols: tuple[int, int]):
+        super().__init__(message)
+        self.client_protocol = client_protocol
+        self.server_protocols = server_protocols
+
+
+def _release(packed: int) -> str:
+    major, minor, _ = unpack_version(packed)
+    server = SERVER_RELEASES.get((major, minor))
+    return f"Iggy server {server}" if server else f"an Iggy server of protocol {major}.{minor}"
+
+
+def incompatible_server(
+    address: str, client_protocol: int, refused: ServerError
+) -> IncompatibleServer:
+    """What a login refused for its protocol version (``refused``, from
+    :func:`eviction_error`) raises: both versions, and what to upgrade."""
+    low, high = getattr(refused, "server_protocols", (0, 0))
+    ours = ".".join(map(str, unpack_version(client_protocol)))
+    theirs = ".".join(map(str, unpack_version(high)))
+    lowest = ".".join(map(str, unpack_version(low)))
+    if high:
+        server = f"it speaks protocol {lowest} to {theirs} ({_release(high)})"
+        newer = high >> 10 > client_protocol >> 10
+        advice = (
+            f"use a streamwire release made for {_release(high)}, or connect to "
+            f"{_release(client_protocol)}"
+            if newer
+            else f"upgrade the server to {_release(client_protocol)}"
+        )
+    else:
+        server, advice = "it did not say which it speaks", f"use {_release(client_protocol)}"
+    return IncompatibleServer(
+        f"the Iggy server at {address} refused streamwire's binary protocol {ours} "
+        f"({_release(client_protocol)}): {server}; {advice}",
+        client_protocol,
+        (low, high),
+    )
