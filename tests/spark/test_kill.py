@@ -35,6 +35,7 @@ def test_a_driver_killed_mid_batch_restarts_and_stores_every_row_once(
 ) -> None:
     jobs = [(t, t.new_stream("kill")) for t in every_broker.values()]
     write_input(tmp_path)
+    job = None
     try:
         killed, restarted = tmp_path / "killed.log", tmp_path / "restarted.log"
         job = start_job(jobs, tmp_path, killed)
@@ -45,7 +46,8 @@ def test_a_driver_killed_mid_batch_restarts_and_stores_every_row_once(
         before = [stored(t, stream) for t, stream in jobs]
         assert all(s <= b < TOTAL for s, b in zip(seen, before, strict=True)), (seen, before)
 
-        out = finish(start_job(jobs, tmp_path, restarted), restarted)
+        job = start_job(jobs, tmp_path, restarted)
+        out = finish(job, restarted)
         for n, (t, stream) in enumerate(jobs):
             check_stored(t, stream)
             done = batches(out, n)
@@ -55,5 +57,8 @@ def test_a_driver_killed_mid_batch_restarts_and_stores_every_row_once(
             assert sum(b[3] for b in done) == before[n] % ROWS_PER_BATCH, t.broker
         assert any(b % ROWS_PER_BATCH for b in before), "no batch was killed part-way"
     finally:
+        if job is not None and job.poll() is None:  # the test failed while it ran
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
         for t, stream in jobs:
             t.delete_stream(stream)
