@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tests.brokers import BrokerInfo
 
-__all__ = ["issue_token", "oauth2_reason"]
+__all__ = ["issue_token", "oauth2_reason", "token_expiry"]
 
 
 def _b64(data: bytes) -> str:
@@ -50,3 +50,11 @@ def issue_token(broker: BrokerInfo, *, lifetime: float, subject: str = "streamwi
     signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
     signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
     return f"{signing_input}.{_b64(signature)}"
+
+
+def token_expiry(token: str) -> float:
+    """The ``exp`` claim of a token :func:`issue_token` made: whole seconds, so up to a second
+    before ``now + lifetime``."""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return float(claims["exp"])

@@ -34,7 +34,7 @@ from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
-from streamwire.rabbitmq.credentials import Token, TokenProvider
+from streamwire.rabbitmq.credentials import Token, TokenProvider, refresh_delay
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
 from streamwire.rabbitmq.protocol.connection import (
     SaslAuthenticateRequest,
@@ -632,11 +632,11 @@ class Client(AsyncClosing):
         )
 
     async def _refresh_tokens(self, provider: TokenProvider, token: Token) -> None:
-        """Ask ``provider`` for a new token before the current one expires (at 80 % of its
-        remaining life, at least 1 s apart) and hand it to every connection."""
+        """Ask ``provider`` for a new token before the current one expires
+        (:func:`~streamwire.rabbitmq.credentials.refresh_delay`) and hand it to every
+        connection."""
         while token.expires_at is not None:
-            remaining = token.expires_at - time.time()
-            await asyncio.sleep(max(1.0, 0.8 * remaining))
+            await asyncio.sleep(refresh_delay(token.expires_at - time.time()))
             try:
                 token = await provider()
                 await self.update_secret(token.value)

@@ -13,7 +13,7 @@ import streamwire.rabbitmq as rmq
 from streamwire.errors import ConnectionClosed
 from streamwire.rabbitmq.protocol.errors import AuthenticationFailure
 from tests.brokers import BrokerInfo
-from tests.oauth2_tokens import issue_token, oauth2_reason
+from tests.oauth2_tokens import issue_token, oauth2_reason, token_expiry
 
 pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
 
@@ -79,17 +79,18 @@ async def test_a_token_provider_keeps_the_connection_past_its_first_token(
     issued: list[float] = []
 
     async def provider() -> rmq.Token:
-        issued.append(time.time())
-        lifetime = 4.0
-        return rmq.Token(issue_token(oauth2_broker, lifetime=lifetime), time.time() + lifetime)
+        token = issue_token(oauth2_broker, lifetime=5)
+        # the token's own exp claim, as a provider reads it from the token endpoint's
+        # expires_in: whole seconds, so up to a second short of the 5 asked for
+        issued.append(token_expiry(token))
+        return rmq.Token(token, issued[-1])
 
     client = await rmq.connect(
         token_url(oauth2_broker), timeout=10, reconnect=None, token_provider=provider
     )
     try:
-        first_expires = issued[0] + 4.0
         async with asyncio.timeout(60):
-            while time.time() < first_expires + 4.0:  # well past the first token's expiry
+            while time.time() < issued[0] + 4.0:  # well past the first token's expiry
                 assert await client.stream_exists("sw-no-such-stream") is False
                 await asyncio.sleep(0.5)
         assert len(issued) >= 3  # refreshed before each token expired

@@ -11,6 +11,7 @@ import pytest
 
 import streamwire.rabbitmq as rmq
 from streamwire.errors import UnsupportedByBroker
+from streamwire.rabbitmq.credentials import refresh_delay
 from streamwire.rabbitmq.protocol import frames as f
 from streamwire.rabbitmq.protocol.errors import AuthenticationFailure
 from tests.rabbitmq_double import RabbitMQDouble
@@ -70,7 +71,7 @@ async def test_a_token_provider_is_asked_again_before_the_token_expires(
         if not issued:
             issued.append("token-1")
             broker.password = "token-1"
-            return rmq.Token("token-1", time.time() + 1.5)  # refreshed after ~1.2 s
+            return rmq.Token("token-1", time.time() + 1.5)  # refreshed after ~0.5 s
         issued.append("token-2")
         broker.password = "token-2"  # what the authorization server now accepts
         refreshed.set()
@@ -96,3 +97,20 @@ async def test_a_token_provider_is_asked_again_before_the_token_expires(
     assert issued == ["token-1", "token-2"]
     assert client._refresh is not None
     assert client._refresh.done()
+
+
+@pytest.mark.parametrize(
+    ("remaining", "delay"),
+    [
+        (3600.0, 2880.0),  # an hour's token: at 80 %, 12 minutes to spare
+        (10.0, 8.0),
+        (5.0, 4.0),  # where a second to spare and 80 % meet
+        (4.0, 3.0),  # a short token: a second to spare, not 0.8 s
+        (1.2, 0.5),  # about to expire: soon, but not in a busy loop
+        (-3.0, 0.5),  # already expired (a provider that hands out stale tokens)
+    ],
+)
+def test_a_token_is_refreshed_at_80_percent_or_a_second_before_it_ends(
+    remaining: float, delay: float
+) -> None:
+    assert refresh_delay(remaining) == pytest.approx(delay)
