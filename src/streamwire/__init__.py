@@ -25,6 +25,7 @@ from streamwire._url import BrokerURL, parse_url
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import Offset, OffsetKind
+from streamwire.codec.properties import MessageProperties
 from streamwire.errors import (
     AuthenticationError,
     BackpressureError,
@@ -74,6 +75,7 @@ __all__ = (
     "HeaderKind",
     "HeaderValue",
     "Message",
+    "MessageProperties",
     "Offset",
     "OffsetKind",
     "Producer",

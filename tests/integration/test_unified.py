@@ -11,6 +11,7 @@ import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
@@ -92,6 +93,47 @@ async def test_round_trip_with_keys_and_typed_headers(
     assert None not in offsets
     assert offsets == sorted(o for o in offsets if o is not None)
     assert all(m.timestamp is not None for m in got)
+
+
+async def test_properties_and_annotations_round_trip(
+    client: streamwire.Client, stream: str
+) -> None:
+    """The AMQP properties section and message annotations (RabbitMQ's own; reserved typed
+    headers elsewhere) written and read by the same code on every broker."""
+    props = streamwire.MessageProperties(
+        message_id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        user_id=b"guest",  # RabbitMQ checks it against the connection's user
+        to="orders",
+        subject="created",
+        reply_to="replies",
+        correlation_id=2**64 - 1,
+        content_type="application/json",
+        content_encoding="gzip",
+        absolute_expiry_time=datetime(2030, 1, 1, tzinfo=UTC),
+        creation_time=datetime(2026, 11, 28, 10, 0, 0, 123_000, tzinfo=UTC),
+        group_id="g-1",
+        group_sequence=7,
+        reply_to_group_id="g-0",
+    )
+    annotations: dict[str, HeaderInput] = {"x-opt-source": "checkout", "x-opt-n": 3}
+    async with client.producer(stream) as producer:
+        await producer.send_and_wait(
+            Message(b"{}", key=b"k", headers=HEADERS, properties=props, annotations=annotations)
+        )
+        await producer.send_and_wait(
+            Message(b"bare", properties=streamwire.MessageProperties(message_id="only-an-id"))
+        )
+    async with client.consumer(stream, offset="first") as consumer:
+        first, second = await take(consumer, 2)
+    assert first.properties == props
+    assert first.annotations == {k: HeaderValue.of(v) for k, v in annotations.items()}
+    assert first.key == b"k"
+    assert {k: v for k, v in first.headers.items() if not k.startswith("amqp.")} == {
+        k: HeaderValue.of(v) for k, v in HEADERS.items()
+    }
+    assert second.properties == streamwire.MessageProperties(message_id="only-an-id")
+    assert second.annotations == {}
+    assert second.value == b"bare"
 
 
 async def test_resume_from_the_committed_offset(client: streamwire.Client, stream: str) -> None:

@@ -17,6 +17,7 @@ from typing import Final, NamedTuple
 
 from streamwire.codec._structs import BytesLike
 from streamwire.codec.headers import HeaderInput, HeaderValue, normalize_headers
+from streamwire.codec.properties import MessageProperties, annotation_headers, annotations_of
 from streamwire.errors import ConfigurationError
 
 __all__ = (
@@ -45,10 +46,15 @@ def us_to_datetime(value: int) -> datetime:
 
 
 class Message:
-    """One message. ``Message(value, key=None, headers=None, timestamp=None, id=None)``.
+    """One message. ``Message(value, key=None, headers=None, timestamp=None, id=None,
+    properties=None, annotations=None)``.
 
     ``id`` is a broker message id where one exists (Iggy's u128); ``offset``, ``stream``
-    and ``partition`` are filled in on received messages.
+    and ``partition`` are filled in on received messages. ``properties`` (a
+    :class:`~streamwire.codec.properties.MessageProperties`) and ``annotations`` (AMQP message
+    annotations) are kept among the headers under reserved names
+    (:mod:`streamwire.codec.properties`): RabbitMQ writes them into the AMQP message's
+    properties section and annotations, the other brokers carry them as those headers.
     """
 
     __slots__ = ("headers", "id", "key", "offset", "partition", "stream", "timestamp_us", "value")
@@ -70,6 +76,8 @@ class Message:
         headers: Mapping[str, HeaderInput] | None = None,
         timestamp: datetime | None = None,
         id: int | None = None,
+        properties: MessageProperties | None = None,
+        annotations: Mapping[str, HeaderInput] | None = None,
     ) -> None:
         if not isinstance(value, bytes | bytearray | memoryview):
             raise ConfigurationError(f"message value must be bytes, got {type(value).__name__}")
@@ -80,6 +88,14 @@ class Message:
         self.value = bytes(value)
         self.key = None if key is None else bytes(key)
         self.headers = normalize_headers(headers)
+        if properties is not None:
+            if not isinstance(properties, MessageProperties):
+                raise ConfigurationError(
+                    f"properties must be MessageProperties, got {type(properties).__name__}"
+                )
+            self.headers.update(properties.to_headers())
+        if annotations:
+            self.headers.update(annotation_headers(annotations))
         self.timestamp_us = None if timestamp is None else datetime_to_us(timestamp)
         self.id = id
         self.offset = None
@@ -103,6 +119,18 @@ class Message:
         hot loops call :func:`received_message`, positional)."""
         headers = headers if headers is not None else {}
         return received_message(value, key, headers, timestamp_us, offset, stream, partition, id)
+
+    @property
+    def properties(self) -> MessageProperties | None:
+        """The AMQP properties this message carries (``None``: none), read from its reserved
+        headers; raises :class:`~streamwire.errors.HeaderKindError` for one of the wrong
+        kind."""
+        return MessageProperties.from_headers(self.headers)
+
+    @property
+    def annotations(self) -> dict[str, HeaderValue]:
+        """The AMQP message annotations this message carries, by name (a new dict)."""
+        return annotations_of(self.headers)
 
     @property
     def timestamp(self) -> datetime | None:

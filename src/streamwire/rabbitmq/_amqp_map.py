@@ -5,10 +5,15 @@
   encoded message as the value).
 * ``headers`` ↔ application properties, kind for kind: Raw ↔ binary, String ↔ string,
   Bool ↔ boolean, Int8..Int64 ↔ byte/short/int/long, Uint8..Uint64 ↔
-  ubyte/ushort/uint/ulong, Float32 ↔ float, Float64 ↔ double. AMQP has no 128-bit integers,
-  so Int128/Uint128 headers are refused. Received symbols and chars become String,
-  timestamps Int64 (ms), uuids and decimals Raw, nulls an empty Raw.
+  ubyte/ushort/uint/ulong, Float32 ↔ float, Float64 ↔ double, Uint128 ↔ uuid. AMQP has no
+  signed 128-bit integers, so Int128 headers are refused. Received symbols and chars become
+  String, timestamps Int64 (ms), decimals Raw, nulls an empty Raw.
 * ``key`` ↔ the message annotation ``x-streamwire-key`` (binary).
+* ``properties`` ↔ the properties section, and ``annotations`` ↔ the other message
+  annotations: the reserved ``amqp.*`` headers of :mod:`streamwire.codec.properties` are
+  written there, not among the application properties, and read back from there. Uuids are
+  Uint128 headers (an ``amqp.message-id`` or an application property alike), and a Uint128
+  header is sent as a uuid.
 
 Payloads that are not AMQP at all (raw publishers) are delivered as they are: the value is
 the whole record and nothing is lost.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from datetime import datetime
 from typing import Any, Final
 
 from streamwire._native import NativeCore
@@ -27,7 +33,18 @@ from streamwire.codec.amqp import Symbol, decode_data_body, encode_data_body
 from streamwire.codec.checksums import crc32
 from streamwire.codec.headers import HeaderKind, HeaderValue
 from streamwire.codec.message import Message, received_message
-from streamwire.errors import ChecksumMismatchError, ConfigurationError, DecodeError
+from streamwire.codec.properties import (
+    ANNOTATION_PREFIX,
+    PROPERTY_HEADERS,
+    MessageProperties,
+    id_header,
+)
+from streamwire.errors import (
+    ChecksumMismatchError,
+    ConfigurationError,
+    DecodeError,
+    HeaderKindError,
+)
 from streamwire.rabbitmq.protocol.chunk import (
     CHUNK_HEADER_SIZE,
     ChunkHeader,
@@ -77,6 +94,8 @@ def to_amqp(value: HeaderValue) -> object:
         return value.value
     if kind is HeaderKind.FLOAT32:
         return amqp.Float(value.as_float())
+    if kind is HeaderKind.UINT128:
+        return uuid.UUID(int=value.as_int())
     cls = _TO_AMQP.get(kind)
     if cls is None:
         raise ConfigurationError(f"AMQP has no {kind.name.title()} type for a RabbitMQ header")
@@ -101,7 +120,7 @@ def from_amqp(value: Any) -> HeaderValue:
     if isinstance(value, bytes):
         return HeaderValue.raw(value)
     if isinstance(value, uuid.UUID):
-        return HeaderValue.raw(value.bytes)
+        return HeaderValue.uint128(value.int)
     if value is None:
         return HeaderValue.raw(b"")
     raw = getattr(value, "raw", None)
@@ -116,15 +135,73 @@ def encode_message(msg: Message | bytes) -> bytes:
         return encode_data_body(msg)
     if msg.key is None and not msg.headers:
         return encode_data_body(msg.value)
-    props = {k: to_amqp(v) for k, v in msg.headers.items()} if msg.headers else None
-    annotations = {KEY_ANNOTATION: msg.key} if msg.key is not None else None
+    app: dict[str, object] = {}
+    annotations: dict[object, object] = {}
+    reserved: dict[str, HeaderValue] = {}
+    for name, value in msg.headers.items():
+        if not name.startswith("amqp."):
+            app[name] = to_amqp(value)
+        elif name in _PROPERTY_FIELDS:
+            reserved[name] = value
+        elif name.startswith(ANNOTATION_PREFIX) and name.isascii():
+            annotations[Symbol(name[_CUT:])] = to_amqp(value)
+        else:  # not a name streamwire reserves: an application property like any other
+            app[name] = to_amqp(value)
+    if msg.key is not None:
+        annotations[KEY_ANNOTATION] = msg.key
     return amqp.encode_message(
         amqp.AmqpMessage(
             msg.value,
-            message_annotations=annotations,
-            application_properties=props,  # type: ignore[arg-type]
+            properties=_properties_section(reserved) if reserved else None,
+            message_annotations=annotations or None,
+            application_properties=app or None,  # type: ignore[arg-type]
         )
     )
+
+
+_PROPERTY_FIELDS: Final = {header: name for name, header in PROPERTY_HEADERS.items()}
+_CUT: Final = len(ANNOTATION_PREFIX)
+
+
+def _properties_section(reserved: dict[str, HeaderValue]) -> amqp.Properties:
+    """The properties section for the reserved ``amqp.*`` headers (kinds checked)."""
+    try:
+        props = MessageProperties.from_headers(reserved)
+    except HeaderKindError as exc:
+        raise ConfigurationError(f"AMQP properties: {exc}") from None
+    assert props is not None
+    fields: dict[str, Any] = {}
+    for name, header in PROPERTY_HEADERS.items():
+        value = getattr(props, name)
+        if value is None:
+            continue
+        if isinstance(value, datetime):  # the header's own ms: exact beyond datetime's range
+            hv = reserved[header]
+            value = value if hv.kind is HeaderKind.RAW else hv.as_int()
+        fields[name] = value
+    return amqp.Properties(**fields)
+
+
+def _property_headers(props: amqp.Properties) -> dict[str, HeaderValue]:
+    """The reserved headers for a received properties section."""
+    out: dict[str, HeaderValue] = {}
+    for name, header in PROPERTY_HEADERS.items():
+        value = getattr(props, name)
+        if value is None:
+            continue
+        if name in ("message_id", "correlation_id"):
+            out[header] = id_header(
+                value if type(value) in (uuid.UUID, bytes, str) else int(value), name
+            )
+        elif isinstance(value, amqp.Timestamp):
+            out[header] = HeaderValue.int64(int(value))
+        elif name == "group_sequence":
+            out[header] = HeaderValue.uint32(int(value))
+        elif isinstance(value, bytes):
+            out[header] = HeaderValue.raw(value)
+        else:
+            out[header] = HeaderValue.string(str(value))
+    return out
 
 
 def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: str) -> Message:
@@ -144,14 +221,19 @@ def decode_record(record: memoryview, offset: int, timestamp_us: int, stream: st
             inner.encode() if isinstance(inner, str) else inner if isinstance(inner, bytes) else raw
         )
     key = None
-    if decoded.message_annotations:
-        k = decoded.message_annotations.get(KEY_ANNOTATION)
-        key = k if isinstance(k, bytes) else None
     headers = (
         {name: from_amqp(v) for name, v in decoded.application_properties.items()}
         if decoded.application_properties
         else {}
     )
+    if decoded.properties is not None:
+        headers.update(_property_headers(decoded.properties))
+    if decoded.message_annotations:
+        for name, v in decoded.message_annotations.items():
+            if name == KEY_ANNOTATION and isinstance(v, bytes):
+                key = v
+            else:
+                headers[ANNOTATION_PREFIX + str(name)] = from_amqp(v)
     return received_message(value, key, headers, timestamp_us, offset, stream, None, None)
 
 
