@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -14,11 +16,50 @@ import rstream
 from rbfly.streams import Offset, get_message_ctx, streams_client
 
 import streamwire.rabbitmq as rmq
-from streamwire import Message
+from streamwire import HeaderValue, Message, MessageProperties
+from streamwire.codec.properties import ANNOTATION_PREFIX, PROPERTY_HEADERS
 from tests.brokers import BrokerInfo
 
 READ_TIMEOUT = 15.0
 _OFFSET: Any = Offset  # rbfly's Offset.FIRST is set on the class at run time
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ms(value: int) -> datetime:
+    """An AMQP timestamp (ms since the epoch) as the aware UTC datetime streamwire gives."""
+    return EPOCH + timedelta(milliseconds=value)
+
+
+def to_ms(value: datetime) -> int:
+    """Milliseconds since the epoch of an aware datetime (what a peer should read)."""
+    return (value - EPOCH) // timedelta(milliseconds=1)
+
+
+def application_headers(message: Message) -> dict[str, HeaderValue]:
+    """``message``'s headers without the reserved ones that carry its AMQP properties and
+    message annotations (``amqp.message-id``..., ``amqp.annotation.*``)."""
+    reserved = set(PROPERTY_HEADERS.values())
+    return {
+        name: value
+        for name, value in message.headers.items()
+        if name not in reserved and not name.startswith(ANNOTATION_PREFIX)
+    }
+
+
+def assert_properties(got: MessageProperties | None, expected: MessageProperties) -> None:
+    """``got`` equals ``expected`` field for field, Python types included (an int id is not a
+    str id, ...), and its times are UTC."""
+    assert got is not None, f"no properties, expected {expected}"
+    for field in dataclasses.fields(MessageProperties):
+        value, want = getattr(got, field.name), getattr(expected, field.name)
+        assert (type(value), value) == (type(want), want), (
+            f"{field.name}: got {value!r}, expected {want!r}"
+        )
+        if isinstance(value, datetime):
+            assert value.utcoffset() == timedelta(0), f"{field.name}: not UTC: {value!r}"
+    assert got == expected, f"got {got}, expected {expected}"
 
 
 def credentials(broker: BrokerInfo) -> tuple[str, str]:

@@ -8,8 +8,9 @@ What rbfly does with application properties (observed):
   (``0x71``, always 4 bytes) when it fits 32 bits, else long, else ulong up to 2**64 - 1,
   ``float`` → double, ``datetime`` → timestamp, ``uuid.UUID`` → uuid, ``Symbol`` → symbol;
   there is no way to choose a narrower or unsigned type. streamwire sees an rbfly ``int``
-  as Int32 (Int64 / Uint64 when larger) and a ``float`` as Float64. A ``str`` body becomes
-  an amqp-value string, which streamwire hands out as its UTF-8 bytes;
+  as Int32 (Int64 / Uint64 when larger), a ``float`` as Float64 and a ``uuid.UUID`` as
+  Uint128. A ``str`` body becomes an amqp-value string, which streamwire hands out as its
+  UTF-8 bytes;
 * consuming, strings come back as ``str``, every integer kind as ``int``, float and double
   as ``float``; message annotations are keyed by rbfly ``Symbol``s.
 """
@@ -98,7 +99,7 @@ async def test_rbfly_amqp_messages_to_streamwire(
         "no": HeaderValue.boolean(False),
         "f": HeaderValue.float64(1.5),
         "bin": HeaderValue.raw(b"\x00\xff"),
-        "uuid": HeaderValue.raw(UUID.bytes),
+        "uuid": HeaderValue.uint128(UUID.int),
         "ts": HeaderValue.int64(WHEN_MS),
         "sym": HeaderValue.string("a-symbol"),
     }

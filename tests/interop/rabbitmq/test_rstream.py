@@ -7,10 +7,28 @@ What rstream does with application properties (observed):
   ``bool`` → boolean, ``int`` → int (smallint ``0x54`` or ``0x71``) when it fits 32 bits else
   long, ``float`` → double, ``uuid.UUID`` → uuid, ``datetime`` → timestamp. Other AMQP types
   need its ``{TYPE: AMQPTypes.x, VALUE: v}`` dicts. streamwire therefore sees an rstream
-  ``int`` as Int32 (Int64 above 32 bits) and a ``float`` as Float64;
+  ``int`` as Int32 (Int64 above 32 bits), a ``float`` as Float64 and a ``UUID`` as Uint128;
 * consuming, its decoder returns every string (keys and values, and annotation symbols) as
   UTF-8 ``bytes`` (so String and Raw headers look alike) and every integer kind as ``int``;
-  booleans and floats keep their Python types.
+  booleans and floats keep their Python types, a uuid (a Uint128 header) is a ``UUID``.
+
+Its properties section (``rstream.Properties``, a NamedTuple of the 13 fields), observed:
+
+* publishing, the ids follow the Python type: ``int`` → ulong, ``UUID`` → uuid, ``bytes``
+  → binary, ``str`` → string; ``user_id`` is binary, ``content_type``/``content_encoding``
+  symbols, the other strings strings, ``group_sequence`` a uint; the times are timestamps
+  given as an int (ms) or a ``datetime`` (converted with ``utctimetuple``, so an aware
+  datetime in any zone, or before 1970, gives the right ms). streamwire reads all of it
+  back into :class:`MessageProperties` exactly (ids as int, ``UUID``, bytes, str).
+  Message annotations are inferred like application properties (an ``int`` annotation is
+  Int32 in streamwire, a ``UUID`` Uint128) or typed with the same dicts;
+* consuming, ``message.properties`` is that NamedTuple with every string field (``to``,
+  ``subject``, ``reply_to``, ``content_type``, ``content_encoding``, ``group_id``,
+  ``reply_to_group_id``) and a *string* message or correlation id as UTF-8 ``bytes``: a
+  string id and a binary id look alike. A ulong id is an ``int``, a uuid id a ``UUID``,
+  ``user_id`` ``bytes``, the times ``int`` ms (negative before 1970), ``group_sequence`` an
+  ``int``; ``properties`` is None for a message without a properties section. Message
+  annotations are keyed by ``bytes`` (the symbol's UTF-8), string values are ``bytes``.
 """
 
 from __future__ import annotations
@@ -18,20 +36,26 @@ from __future__ import annotations
 import asyncio
 import importlib
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from rstream import AMQPMessage, CompressionType, ConfirmationStatus, Header, Properties
 
 import streamwire.rabbitmq as rmq
-from streamwire import HeaderValue, Message, Offset
+from streamwire import HeaderValue, Message, MessageProperties, Offset
 from streamwire.codec import amqp
 from streamwire.codec.headers import HeaderInput
+from streamwire.codec.properties import MessageId
 from tests.brokers import BrokerInfo
 from tests.interop.rabbitmq._peers import (
+    application_headers,
+    assert_properties,
+    ms,
     rstream_producer,
     rstream_read,
     streamwire_read,
+    to_ms,
 )
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration, pytest.mark.rabbitmq]
@@ -96,7 +120,7 @@ EXPECTED_HEADERS = {
     "no": HeaderValue.boolean(False),
     "f": HeaderValue.float64(1.5),
     "bin": HeaderValue.raw(b"\x00\xff"),
-    "uuid": HeaderValue.raw(UUID.bytes),
+    "uuid": HeaderValue.uint128(UUID.int),
     "ubyte": HeaderValue.uint8(200),
     "ushort": HeaderValue.uint16(65535),
     "uint": HeaderValue.uint32(4_000_000_000),
@@ -152,12 +176,29 @@ async def test_rstream_amqp_messages_to_streamwire(
         "an amqp-value string: ü".encode(),
         b"an amqp-value binary",
     ]
-    assert got[0].headers == EXPECTED_HEADERS
-    assert {k: v.kind for k, v in got[0].headers.items()} == {
+    assert application_headers(got[0]) == EXPECTED_HEADERS
+    assert {k: v.kind for k, v in application_headers(got[0]).items()} == {
         k: v.kind for k, v in EXPECTED_HEADERS.items()
     }
+    assert_properties(
+        got[0].properties,
+        MessageProperties(
+            message_id="m-0",
+            correlation_id="c-0",
+            content_type="text/plain",
+            subject="sujet-é",
+            reply_to="réponse",
+        ),
+    )
+    assert got[0].annotations == {}
     assert got[1].headers == {}
-    assert got[2].headers == {"k": HeaderValue.string("v")}
+    assert got[1].properties is None
+    assert got[2].headers == {
+        "k": HeaderValue.string("v"),
+        "amqp.annotation.x-opt-thing": HeaderValue.string("v"),
+    }
+    assert got[2].annotations == {"x-opt-thing": HeaderValue.string("v")}
+    assert got[2].properties is None
     assert all(m.key is None for m in got)  # no x-streamwire-key annotation
     assert all(m.stream == stream and m.timestamp is not None for m in got)
 
@@ -238,6 +279,7 @@ async def test_streamwire_to_rstream(broker: BrokerInfo, client: rmq.Client, str
         "b": False,
         "f32": HeaderValue.float32(1.5),
         "f64": 2.25,
+        "u128": HeaderValue.uint128(UUID.int),  # sent as an AMQP uuid
         "r": b"\x00\xff",
         "clé-日本": "ü",
         "empty": "",
@@ -269,6 +311,7 @@ async def test_streamwire_to_rstream(broker: BrokerInfo, client: rmq.Client, str
         b"b": False,
         b"f32": 1.5,
         b"f64": 2.25,
+        b"u128": UUID,
         b"r": b"\x00\xff",
         "clé-日本".encode(): "ü".encode(),
         b"empty": b"",
@@ -281,11 +324,251 @@ async def test_streamwire_to_rstream(broker: BrokerInfo, client: rmq.Client, str
     assert plain.body == b"plain"
     assert plain.application_properties is None
     assert plain.message_annotations is None
+    assert first.properties is None
+    assert plain.properties is None
     assert keyed.body == b"v3"
     assert keyed.message_annotations == {b"x-streamwire-key": b"k3"}
     assert keyed.application_properties is None
     assert big.body == b"x" * 70_000
     assert big.application_properties == {b"big": True}
+
+
+#: one id of each AMQP type (ulong, uuid, binary, string); message i has IDS[i] as its
+#: message id and IDS[(i + 1) % 4] as its correlation id
+IDS: list[MessageId] = [2**64 - 1, UUID, b"\x00\xffid", "id-é"]
+EXPIRY_MS = 1_700_000_000_123
+CREATED = datetime(2024, 5, 6, 9, 8, 9, 123_000, timezone(timedelta(hours=2)))  # 07:08:09Z
+BEFORE_1970 = datetime(1969, 12, 31, 23, 59, 59, 999_000, UTC)  # -1 ms
+
+
+async def test_rstream_properties_to_streamwire(
+    broker: BrokerInfo, client: rmq.Client, stream: str
+) -> None:
+    """rstream ``Properties`` with every field set (each id type as message and correlation
+    id, times as int ms and as datetimes) and message annotations → ``msg.properties`` and
+    ``msg.annotations``."""
+
+    def rstream_properties(i: int) -> Properties:
+        # rstream encodes a datetime too, though its hint says int (ms)
+        created: Any = BEFORE_1970 if i == 2 else CREATED + timedelta(milliseconds=i)
+        return Properties(
+            message_id=IDS[i],
+            user_id=b"\x00rs\xff" + bytes([i]),
+            to=f"/queues/rs-é-{i}",
+            subject="é" * 200 if i == 1 else "sujet-rs-日本",  # 400 bytes: str32
+            reply_to="/queues/réponse-rs",
+            correlation_id=IDS[(i + 1) % 4],
+            content_type="application/json",
+            content_encoding="gzip",
+            absolute_expiry_time=EXPIRY_MS + i,
+            creation_time=created,
+            group_id="groupe-rs",
+            group_sequence=(0, 1, 2**32 - 1, 77)[i],
+            reply_to_group_id=f"rg-é-{i}",
+        )
+
+    annotations: dict[str, object] = {
+        "x-opt-a": "α",
+        "x-opt-n": 5,
+        "x-opt-big": 5_000_000_000,
+        "x-opt-u": UUID,
+        "x-opt-b": b"\x01",
+        "x-opt-bool": True,
+        "x-opt-ul": _typed(AMQPTypes.ulong, 2**64 - 1),
+        "x-opt-sym": _typed(AMQPTypes.symbol, "a-symbol"),
+        "x-opt-ts": _typed(AMQPTypes.timestamp, TS_MS),
+    }
+    messages = [
+        AMQPMessage(
+            body=f"r{i}".encode(),
+            properties=rstream_properties(i),
+            message_annotations=annotations,
+            application_properties={"i": i},
+        )
+        for i in range(4)
+    ]
+    messages.append(AMQPMessage(body=b"one field", properties=Properties(correlation_id="only")))
+    async with rstream_producer(broker) as producer:
+        for amqp_message in messages:
+            await producer.send_wait(stream, amqp_message)
+
+    got = await streamwire_read(client, stream, 5, settle=0.3)
+    assert [m.value for m in got] == [b"r0", b"r1", b"r2", b"r3", b"one field"]
+    for i, message in enumerate(got[:4]):
+        assert_properties(
+            message.properties,
+            MessageProperties(
+                message_id=IDS[i],
+                user_id=b"\x00rs\xff" + bytes([i]),
+                to=f"/queues/rs-é-{i}",
+                subject="é" * 200 if i == 1 else "sujet-rs-日本",
+                reply_to="/queues/réponse-rs",
+                correlation_id=IDS[(i + 1) % 4],
+                content_type="application/json",
+                content_encoding="gzip",
+                absolute_expiry_time=ms(EXPIRY_MS + i),
+                creation_time=BEFORE_1970 if i == 2 else CREATED + timedelta(milliseconds=i),
+                group_id="groupe-rs",
+                group_sequence=(0, 1, 2**32 - 1, 77)[i],
+                reply_to_group_id=f"rg-é-{i}",
+            ),
+        )
+        assert message.annotations == {
+            "x-opt-a": HeaderValue.string("α"),
+            "x-opt-n": HeaderValue.int32(5),
+            "x-opt-big": HeaderValue.int64(5_000_000_000),
+            "x-opt-u": HeaderValue.uint128(UUID.int),
+            "x-opt-b": HeaderValue.raw(b"\x01"),
+            "x-opt-bool": HeaderValue.boolean(True),
+            "x-opt-ul": HeaderValue.uint64(2**64 - 1),
+            "x-opt-sym": HeaderValue.string("a-symbol"),
+            "x-opt-ts": HeaderValue.int64(TS_MS),
+        }
+        assert application_headers(message) == {"i": HeaderValue.int32(i)}
+        assert message.key is None
+    assert_properties(got[4].properties, MessageProperties(correlation_id="only"))
+    assert got[4].headers == {"amqp.correlation-id": HeaderValue.string("only")}
+    assert got[4].annotations == {}
+
+    # literal times, independent of the helpers: 07:08:09.123Z, and 1 ms before 1970
+    first, third = got[0].properties, got[2].properties
+    assert first is not None
+    assert third is not None
+    assert first.creation_time == datetime(2024, 5, 6, 7, 8, 9, 123_000, UTC)
+    assert first.absolute_expiry_time == datetime(2023, 11, 14, 22, 13, 20, 123_000, UTC)
+    assert third.creation_time == datetime(1969, 12, 31, 23, 59, 59, 999_000, UTC)
+    # the reserved headers carrying them: ids by kind (a ulong, then a uuid correlation id)
+    assert got[0].headers["amqp.message-id"] == HeaderValue.uint64(2**64 - 1)
+    assert got[0].headers["amqp.correlation-id"] == HeaderValue.uint128(UUID.int)
+    assert got[0].headers["amqp.creation-time"] == HeaderValue.int64(1_714_979_289_123)
+    assert got[0].headers["amqp.group-sequence"] == HeaderValue.uint32(0)
+    assert got[2].headers["amqp.creation-time"] == HeaderValue.int64(-1)
+
+    # the AMQP types rstream wrote, read by streamwire's AMQP codec from the raw records
+    raw = await streamwire_read(client, stream, 4, amqp=False)
+    sections = [amqp.decode_message(r.value).properties for r in raw]
+    assert [type(p.message_id) for p in sections if p is not None] == [
+        amqp.ULong,
+        uuid.UUID,
+        bytes,
+        str,
+    ]
+    assert sections[0] is not None
+    assert type(sections[0].content_type) is amqp.Symbol
+    assert type(sections[0].creation_time) is amqp.Timestamp
+    assert type(sections[0].absolute_expiry_time) is amqp.Timestamp
+
+
+async def test_streamwire_properties_to_rstream(
+    broker: BrokerInfo, client: rmq.Client, stream: str
+) -> None:
+    """streamwire messages with every property set (each id type, times in and out of UTC and
+    before 1970) and annotations → what rstream's ``amqp_decoder`` gives for each field."""
+    expiry = datetime(2024, 5, 6, 7, 8, 9, 123_000, timezone(timedelta(hours=-5)))
+
+    def properties(i: int) -> MessageProperties:
+        return MessageProperties(
+            message_id=IDS[i],
+            user_id=b"\x00sw\xff" + bytes([i]),
+            to=f"/queues/sw-é-{i}",
+            subject="é" * 200 if i == 3 else "sujet-sw-日本",
+            reply_to="/queues/réponse-sw",
+            correlation_id=IDS[(i + 1) % 4],
+            content_type="text/plain",
+            content_encoding="utf-8",
+            absolute_expiry_time=expiry + timedelta(milliseconds=i),
+            creation_time=BEFORE_1970 if i == 1 else CREATED + timedelta(milliseconds=i),
+            group_id="groupe-sw",
+            group_sequence=(2**32 - 1, 0, 1, 42)[i],
+            reply_to_group_id=f"rg-é-{i}",
+        )
+
+    annotations: dict[str, HeaderInput] = {
+        "x-opt-a": "α",
+        "x-opt-n": HeaderValue.int64(-5_000_000_000),
+        "x-opt-u32": HeaderValue.uint32(4_000_000_000),
+        "x-opt-u": HeaderValue.uint128(UUID.int),
+        "x-opt-b": b"\x00\x01",
+        "x-opt-bool": True,
+    }
+    async with client.producer(stream) as producer:
+        for i in range(4):
+            await producer.send_and_wait(
+                Message(
+                    f"p{i}".encode(),
+                    key=b"k0" if i == 0 else None,
+                    properties=properties(i),
+                    annotations=annotations,
+                )
+            )
+        await producer.send_and_wait(Message(b"subject", properties=MessageProperties(subject="s")))
+        await producer.send_and_wait(Message(b"annotated", annotations={"x-opt-only": 1}))
+
+    got = await rstream_read(broker, stream, 6)
+    assert [m.body for _, m in got] == [b"p0", b"p1", b"p2", b"p3", b"subject", b"annotated"]
+
+    def as_rstream(value: MessageId) -> object:
+        """rstream's view of an id: a string id comes back as its UTF-8 bytes."""
+        return value.encode() if isinstance(value, str) else value
+
+    for i, (_, message) in enumerate(got[:4]):
+        sent = properties(i)
+        assert sent.creation_time is not None
+        assert message.properties == Properties(
+            message_id=as_rstream(IDS[i]),
+            user_id=b"\x00sw\xff" + bytes([i]),
+            to=f"/queues/sw-é-{i}".encode(),
+            subject=("é" * 200 if i == 3 else "sujet-sw-日本").encode(),
+            reply_to="/queues/réponse-sw".encode(),
+            correlation_id=as_rstream(IDS[(i + 1) % 4]),
+            content_type=b"text/plain",
+            content_encoding=b"utf-8",
+            absolute_expiry_time=to_ms(expiry) + i,
+            creation_time=to_ms(sent.creation_time),
+            group_id=b"groupe-sw",
+            group_sequence=(2**32 - 1, 0, 1, 42)[i],
+            reply_to_group_id=f"rg-é-{i}".encode(),
+        )
+        # and field for field by Python type (tuple equality alone takes True for 1)
+        assert [type(v) for v in message.properties] == [
+            type(as_rstream(IDS[i])),
+            bytes,
+            bytes,
+            bytes,
+            bytes,
+            type(as_rstream(IDS[(i + 1) % 4])),
+            bytes,
+            bytes,
+            int,
+            int,
+            bytes,
+            int,
+            bytes,
+        ]
+        assert message.message_annotations == {
+            b"x-opt-a": "α".encode(),
+            b"x-opt-n": -5_000_000_000,
+            b"x-opt-u32": 4_000_000_000,
+            b"x-opt-u": UUID,
+            b"x-opt-b": b"\x00\x01",
+            b"x-opt-bool": True,
+            **({b"x-streamwire-key": b"k0"} if i == 0 else {}),
+        }
+        assert message.application_properties is None  # the reserved headers are not sent as such
+    # literal ms, independent of the helpers
+    times = [(m.properties.absolute_expiry_time, m.properties.creation_time) for _, m in got[:4]]
+    assert times == [
+        (1_714_997_289_123, 1_714_979_289_123),
+        (1_714_997_289_124, -1),
+        (1_714_997_289_125, 1_714_979_289_125),
+        (1_714_997_289_126, 1_714_979_289_126),
+    ]
+    subject_only = got[4][1]
+    assert subject_only.properties == Properties(subject=b"s")
+    assert subject_only.message_annotations is None
+    annotated = got[5][1]
+    assert annotated.properties is None
+    assert annotated.message_annotations == {b"x-opt-only": 1}
 
 
 async def test_streamwire_raw_to_rstream_binary(

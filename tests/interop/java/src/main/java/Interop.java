@@ -8,26 +8,34 @@
 // (default guest/guest). Every connection goes to that address, whatever the broker
 // advertises. Output: one JSON object per line on stdout; diagnostics on stderr.
 //
-// publish: n messages, body "java-<i>" (UTF-8), properties (message id, correlation id,
-// content type, subject) and application properties of every simple AMQP type, including
+// publish: n messages, body "java-<i>" (UTF-8), every field of the properties section (the
+// message and correlation ids cycle through ulong, uuid, binary and string),
+// message annotations (x-opt-a string, x-opt-n long, x-opt-u uuid, x-opt-sym symbol,
+// x-opt-ts timestamp) and application properties of every simple AMQP type, including
 // non-ASCII strings. Prints {"published": n} once every message is confirmed.
 //
 // consume: the first n messages of the stream, one line each:
 // {"offset": 0, "body_hex": "...", "props": {"name": {"type": "...", "value": ...}},
-//  "annotations": {...same shape...}}
+//  "annotations": {...same shape...}, "properties": null or {"message_id": {"type": ...,
+//  "value": ...}, ... every field of com.rabbitmq.stream.Properties as its getter returns it}}
+// Types are Java simple class names ("null" when unset); the times and the group sequence
+// are the getters' primitive longs (ms since the epoch; 0 and -1 when unset), as JSON numbers.
 
 import com.rabbitmq.stream.Address;
 import com.rabbitmq.stream.Consumer;
 import com.rabbitmq.stream.Environment;
 import com.rabbitmq.stream.Message;
+import com.rabbitmq.stream.MessageBuilder;
 import com.rabbitmq.stream.OffsetSpecification;
 import com.rabbitmq.stream.Producer;
+import com.rabbitmq.stream.Properties;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -86,14 +94,41 @@ public final class Interop {
     CountDownLatch confirmed = new CountDownLatch(n);
     AtomicReference<String> failure = new AtomicReference<>();
     for (int i = 0; i < n; i++) {
+      MessageBuilder builder = producer.messageBuilder();
+      MessageBuilder.PropertiesBuilder ids = builder.properties();
+      switch (i % 4) {
+        case 0 -> ids.messageId(i == 0 ? -1L : 1_000_000L + i); // ulong (-1L: 2^64 - 1)
+        case 1 -> ids.messageId(new UUID(0x0123456789abcdefL, i));
+        case 2 -> ids.messageId(new byte[] {(byte) 0xff, 0, (byte) i});
+        default -> ids.messageId("java-id-" + i + "-é");
+      }
+      switch ((i + 1) % 4) {
+        case 0 -> ids.correlationId(i);
+        case 1 -> ids.correlationId(new UUID(0, i));
+        case 2 -> ids.correlationId(new byte[] {(byte) i});
+        default -> ids.correlationId("corr-" + i);
+      }
       Message message =
-          producer
-              .messageBuilder()
+          ids.messageBuilder()
               .properties()
-              .messageId("java-id-" + i)
-              .correlationId(UUID.fromString("00000000-0000-0000-0000-00000000000" + (i % 10)))
-              .contentType("text/plain")
-              .subject("sujet-é")
+              .userId(new byte[] {'u', 0, (byte) 0xff, (byte) i})
+              .to(i == 10 ? "" : "/queues/dest-é-" + i)
+              .subject(i == 9 ? "é".repeat(200) : "sujet-é")
+              .replyTo("/queues/réponse")
+              .contentType("application/json")
+              .contentEncoding("gzip")
+              .absoluteExpiryTime(1_700_000_000_123L + i)
+              .creationTime(i == 5 ? -31_536_000_001L : 1_600_000_000_456L + i)
+              .groupId("groupe-日本")
+              .groupSequence(i == 7 ? 4_294_967_295L : i)
+              .replyToGroupId("réponse-groupe-" + i)
+              .messageBuilder()
+              .messageAnnotations()
+              .entry("x-opt-a", "α-" + i)
+              .entry("x-opt-n", i * 1_000_000_000L)
+              .entry("x-opt-u", new UUID(0x0123456789abcdefL, i))
+              .entrySymbol("x-opt-sym", "sym-" + i)
+              .entryTimestamp("x-opt-ts", 1_700_000_000_123L + i)
               .messageBuilder()
               .applicationProperties()
               .entry("s", "café-ß")
@@ -174,8 +209,44 @@ public final class Interop {
     out.append(", \"body_hex\": ").append(quote(hex(message.getBodyAsBinary())));
     out.append(", \"props\": ").append(describeMap(message.getApplicationProperties()));
     out.append(", \"annotations\": ").append(describeMap(message.getMessageAnnotations()));
+    out.append(", \"properties\": ").append(describeProperties(message.getProperties()));
     out.append("}");
     return out.toString();
+  }
+
+  /** Every field of the properties section, as the client's getters return it. */
+  private static String describeProperties(Properties properties) {
+    if (properties == null) {
+      return "null";
+    }
+    Map<String, Object> objects = new LinkedHashMap<>();
+    objects.put("message_id", properties.getMessageId());
+    objects.put("user_id", properties.getUserId());
+    objects.put("to", properties.getTo());
+    objects.put("subject", properties.getSubject());
+    objects.put("reply_to", properties.getReplyTo());
+    objects.put("correlation_id", properties.getCorrelationId());
+    objects.put("content_type", properties.getContentType());
+    objects.put("content_encoding", properties.getContentEncoding());
+    objects.put("group_id", properties.getGroupId());
+    objects.put("reply_to_group_id", properties.getReplyToGroupId());
+    StringBuilder out = new StringBuilder("{");
+    for (Map.Entry<String, Object> entry : objects.entrySet()) {
+      Object value = entry.getValue();
+      out.append(quote(entry.getKey())).append(": {\"type\": ");
+      out.append(quote(value == null ? "null" : value.getClass().getSimpleName()));
+      out.append(", \"value\": ").append(jsonValue(value)).append("}, ");
+    }
+    out.append("\"absolute_expiry_time\": {\"type\": \"long\", \"value\": ")
+        .append(properties.getAbsoluteExpiryTime())
+        .append("}, ");
+    out.append("\"creation_time\": {\"type\": \"long\", \"value\": ")
+        .append(properties.getCreationTime())
+        .append("}, ");
+    out.append("\"group_sequence\": {\"type\": \"long\", \"value\": ")
+        .append(properties.getGroupSequence())
+        .append("}");
+    return out.append("}").toString();
   }
 
   private static String describeMap(Map<String, Object> map) {
