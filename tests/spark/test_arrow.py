@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -315,3 +317,89 @@ def test_the_batcher_gives_the_rows_of_the_pieces_in_order(
     for b in got:
         nbytes = sum(len(v) for v in b.column("value").to_pylist())
         assert (b.num_rows <= max_rows and nbytes <= max_bytes) or b.num_rows in lone
+
+
+#: Every property column and the annotations, as a user schema picks them.
+PROPERTIES_SCHEMA = StructType(
+    [
+        StructField("offset", LongType()),
+        StructField("message_id", StringType()),
+        StructField("user_id", BinaryType()),
+        StructField("to", StringType()),
+        StructField("subject", StringType()),
+        StructField("reply_to", StringType()),
+        StructField("correlation_id", StringType()),
+        StructField("content_type", StringType()),
+        StructField("content_encoding", StringType()),
+        StructField("absolute_expiry_time", TimestampType()),
+        StructField("creation_time", TimestampType()),
+        StructField("group_id", StringType()),
+        StructField("group_sequence", LongType()),
+        StructField("reply_to_group_id", StringType()),
+        StructField("annotations", MapType(StringType(), BinaryType())),
+    ]
+)
+
+
+def test_property_columns_give_the_batch_pyspark_builds_from_their_values() -> None:
+    """A user schema may pick the message properties and annotations: ids as text (uuid
+    canonical, int decimal, bytes hex), times as UTC timestamps; null where unset."""
+    created = datetime(2026, 11, 28, 10, 0, 0, 123_000, tzinfo=UTC)
+    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    every = streamwire.MessageProperties(
+        message_id=u,
+        user_id=b"guest",
+        to="orders",
+        subject="created",
+        reply_to="replies",
+        correlation_id=2**64 - 1,
+        content_type="application/json",
+        content_encoding="gzip",
+        absolute_expiry_time=datetime(2030, 1, 1, tzinfo=UTC),
+        creation_time=created,
+        group_id="g",
+        group_sequence=2**32 - 1,
+        reply_to_group_id="rg",
+    )
+    messages = [
+        streamwire.Message(b"a", properties=every, annotations={"x-opt-n": 3}),
+        streamwire.Message(b"b"),
+        streamwire.Message(b"c", properties=streamwire.MessageProperties(message_id=b"\x00\xff")),
+        streamwire.Message(b"d", properties=streamwire.MessageProperties(correlation_id="c-1")),
+    ]
+    for i, m in enumerate(messages):
+        m.offset = i
+    schema = source_projection(PROPERTIES_SCHEMA)
+    got = _arrow.messages_batch(messages, "s", 0, schema)
+    rows = [
+        (
+            0,
+            str(u),
+            b"guest",
+            "orders",
+            "created",
+            "replies",
+            str(2**64 - 1),
+            "application/json",
+            "gzip",
+            datetime(2030, 1, 1, tzinfo=UTC),
+            created,
+            "g",
+            2**32 - 1,
+            "rg",
+            {"x-opt-n": (3).to_bytes(8, "little")},
+        ),
+        (1, *[None] * 14),
+        (2, "00ff", *[None] * 13),
+        (3, None, None, None, None, None, "c-1", *[None] * 8),
+    ]
+    converted = records_to_arrow_batches(
+        iter(rows), 1 << 20, PROPERTIES_SCHEMA, StreamwireDataSource({})
+    )
+    assert pa.Table.from_batches([got]).equals(pa.Table.from_batches(list(converted), schema))
+    # a chunk of plain bodies (the columnar path) has none of them
+    chunk = chunk_bytes(simple(encode_data_body(b"x")), 1, 7, 0, 1_700_000_000_000)
+    cols = chunk_columns(chunk, verify_crc=False)
+    assert cols is not None
+    batch, _ = _arrow.columns_batch(cols, "s", 0, 7, 8, schema)
+    assert batch.to_pylist() == [{"offset": 7, **dict.fromkeys(PROPERTIES_SCHEMA.names[1:])}]

@@ -10,7 +10,7 @@ import pickle
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,39 @@ def test_a_user_schema_picks_the_columns_a_read_carries(spark: Any, any_broker: 
         assert got == sorted((r.value, r.offset, r.headers) for r in full)
         assert [v for v, _, _ in got] == [m.value for m in messages(12)]
         assert [r.headers for r in picked.where("value = 'm0003'").collect()] == [{"n": b"3"}]
+        # the message properties and annotations are columns a user schema may pick too
+        props = streamwire.MessageProperties(
+            message_id="order-17",
+            content_type="application/json",
+            creation_time=datetime(2026, 11, 28, 10, 0, 0, 123_000, tzinfo=UTC),
+        )
+        assert props.creation_time is not None
+        publish(
+            any_broker,
+            stream,
+            [streamwire.Message(b"with", properties=props, annotations={"x-opt-a": "b"})],
+        )
+        with_props = (
+            reader.schema(
+                "value binary, message_id string, content_type string, "
+                "creation_time timestamp, `to` string, annotations map<string,binary>"
+            )
+            .option("stream", stream)
+            .load()
+            .collect()
+        )
+        assert len(with_props) == 13
+        assert [tuple(r) for r in with_props if r.value == b"with"] == [
+            (
+                b"with",
+                "order-17",
+                "application/json",
+                props.creation_time.astimezone().replace(tzinfo=None),  # pyspark: local, naive
+                None,
+                {"x-opt-a": b"b"},
+            )
+        ]
+        assert {r.message_id for r in with_props if r.value != b"with"} == {None}
     finally:
         any_broker.delete_stream(stream)
 

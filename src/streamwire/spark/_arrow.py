@@ -29,8 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamwire.codec.columns import Columns
-from streamwire.codec.message import Message
+from streamwire.codec.message import Message, datetime_to_us
+from streamwire.codec.properties import MessageId, MessageProperties
 from streamwire.spark._resume import ROW_HEADER
+from streamwire.spark._schema import PROPERTY_COLUMNS
 
 __all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "messages_batch")
 
@@ -137,7 +139,8 @@ def _pieces_batch(
         "offset": lambda _: _concat([p.offset for p in pieces]),
         "timestamp": lambda _: _timestamps(pieces, n),
     }
-    return _batch(schema, build)
+    nulls = _nulls(n)  # plain bodies: no properties, no annotations
+    return _batch(schema, {**build, "annotations": nulls, **dict.fromkeys(PROPERTY_COLUMNS, nulls)})
 
 
 def columns_batch(
@@ -234,12 +237,45 @@ def _headers(message: Message) -> dict[str, bytes] | None:
     return {k: v.to_bytes() for k, v in headers.items() if k != ROW_HEADER} or None
 
 
+def _id_text(value: MessageId | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)  # an int in decimal, a uuid in its canonical form
+
+
+def _property_column(
+    props: Callable[[], list[MessageProperties | None]], name: str
+) -> Callable[[pa.DataType], pa.Array]:
+    def build(t: pa.DataType) -> pa.Array:
+        values = [None if p is None else getattr(p, name) for p in props()]
+        if name in ("message_id", "correlation_id"):
+            values = [_id_text(v) for v in values]
+        elif pa.types.is_timestamp(t):
+            values = [None if v is None else datetime_to_us(v) for v in values]
+        return pa.array(values, t)
+
+    return build
+
+
+def _annotations(message: Message) -> dict[str, bytes] | None:
+    return {k: v.to_bytes() for k, v in message.annotations.items()} or None
+
+
 def messages_batch(
     messages: Sequence[Message], stream: str, partition: int, schema: pa.Schema = SCHEMA
 ) -> pa.RecordBatch:
     """One row per message, in order (the columns of ``schema``)."""
     n = len(messages)
-    build: _Builders = {
+    cache: list[list[MessageProperties | None]] = []
+
+    def props() -> list[MessageProperties | None]:
+        if not cache:  # read once for every property column the schema picks
+            cache.append([m.properties for m in messages])
+        return cache[0]
+
+    build: dict[str, Callable[[pa.DataType], pa.Array]] = {
         "value": lambda t: pa.array([m.value for m in messages], t),
         "key": lambda t: pa.array([m.key for m in messages], t),
         "headers": lambda t: pa.array([_headers(m) for m in messages], t),
@@ -247,5 +283,8 @@ def messages_batch(
         "partition": _repeat(n, partition),
         "offset": lambda t: pa.array([m.offset for m in messages], t),
         "timestamp": lambda t: pa.array([m.timestamp_us for m in messages], t),
+        "annotations": lambda t: pa.array([_annotations(m) for m in messages], t),
     }
+    for name in PROPERTY_COLUMNS:
+        build[name] = _property_column(props, name)
     return _batch(schema, build)

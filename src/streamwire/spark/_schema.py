@@ -14,7 +14,10 @@ Other columns are an error unless ``ignore_extra_columns`` is set.
 
 The source reads :data:`SOURCE_SCHEMA_DDL`, or the columns a user schema picks from it
 (:func:`source_projection`): Spark 4.3 does not prune a Python source's columns, and every
-column a read carries costs Spark per row.
+column a read carries costs Spark per row. A user schema may also pick the message
+properties (:data:`PROPERTY_COLUMNS`, one column per
+:class:`~streamwire.codec.properties.MessageProperties` field) and ``annotations``; they are
+not among the default columns.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from typing import Any, Final
 import streamwire
 from streamwire.spark.errors import SinkSchemaError, SourceSchemaError
 
-__all__ = ("SOURCE_SCHEMA_DDL", "SinkLayout", "sink_layout", "source_projection")
+__all__ = (
+    "PROPERTY_COLUMNS",
+    "SOURCE_SCHEMA_DDL",
+    "SinkLayout",
+    "sink_layout",
+    "source_projection",
+)
 
 SOURCE_SCHEMA_DDL: Final = (
     "value binary, key binary, headers map<string,binary>, stream string, "
@@ -46,6 +55,26 @@ _SOURCE_TYPES: Final = {
     "offset": "bigint",
     "timestamp": "timestamp",
 }
+#: The message properties a user schema may pick, with their types: ids as text (a uuid in
+#: its canonical form, an int in decimal, bytes in hex), times as timestamps.
+PROPERTY_COLUMNS: Final = {
+    "message_id": "string",
+    "user_id": "binary",
+    "to": "string",
+    "subject": "string",
+    "reply_to": "string",
+    "correlation_id": "string",
+    "content_type": "string",
+    "content_encoding": "string",
+    "absolute_expiry_time": "timestamp",
+    "creation_time": "timestamp",
+    "group_id": "string",
+    "group_sequence": "bigint",
+    "reply_to_group_id": "string",
+}
+_SOURCE_TYPES.update(PROPERTY_COLUMNS)
+_SOURCE_TYPES["annotations"] = "map<string,binary>"
+
 #: The source's columns that are never null: a user schema may declare them ``NOT NULL``.
 _NEVER_NULL: Final = frozenset({"value", "stream", "partition", "offset"})
 
@@ -173,7 +202,9 @@ def source_projection(schema: Any) -> Any:
     if problems:
         raise SourceSchemaError(
             "the schema given to the streamwire source picks from its columns "
-            f"({SOURCE_SCHEMA_DDL}): " + "; ".join(problems)
+            f"({SOURCE_SCHEMA_DDL}, and the message properties "
+            f"{', '.join(f'{k} {v}' for k, v in PROPERTY_COLUMNS.items())}, "
+            "annotations map<string,binary>): " + "; ".join(problems)
         )
     return _utc_arrow_schema(to_arrow_schema, schema)
 
