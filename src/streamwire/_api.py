@@ -216,6 +216,23 @@ class Client(_AsyncResource, Protocol):
         offset committed under it (from the start when nothing was committed)."""
         ...
 
+    async def committed_offset(
+        self, stream: str, name: str, *, partition: int | None = None
+    ) -> int | None:
+        """The offset consumer ``name`` stored on ``stream`` (``None``: none), without opening
+        a consumer: what ``offset="next"`` resumes after. ``partition`` may be left out when
+        the stream has one partition (a RabbitMQ stream always has; several raise
+        :class:`~streamwire.errors.ConfigurationError`)."""
+        ...
+
+    async def store_offset(
+        self, stream: str, name: str, offset: int, *, partition: int | None = None
+    ) -> None:
+        """Store ``offset`` for consumer ``name`` on ``stream`` without a consumer, as a
+        consumer's ``commit`` would; returns once the broker has it, so that
+        :meth:`committed_offset` reads it back."""
+        ...
+
     async def close(self) -> None:
         """Close producers (flushing), consumers and connections. Idempotent; cancelling it
         still leaves everything closed."""

@@ -226,6 +226,25 @@ async def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _offsets(args: argparse.Namespace) -> int:
+    streamwire.parse_url(args.url)
+    stream, name, partition = args.stream, args.name, args.partition
+    client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
+    try:
+        async with asyncio.timeout(args.timeout):
+            if args.set is not None:
+                await client.store_offset(stream, name, args.set, partition=partition)
+            stored = await client.committed_offset(stream, name, partition=partition)
+    except TimeoutError as exc:
+        if isinstance(exc, StreamwireError):
+            raise
+        raise streamwire.TimeoutError(f"no answer within {args.timeout} s") from None
+    finally:
+        await client.close()
+    print("none" if stored is None else stored)
+    return 0
+
+
 class _Progress:
     """One self-overwriting progress line on stderr (only when it is a terminal or forced)."""
 
@@ -313,6 +332,16 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _url_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="broker URL (see 'broker URLs' below)")
     parser.add_argument("stream", help='stream name (Iggy: "NAME" or "NAME/TOPIC")')
@@ -378,6 +407,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     con.add_argument("--with-offsets", action="store_true", help="prefix OFFSET<TAB>")
     con.add_argument("--timeout", type=_positive(float), default=10.0, help="connect, seconds")
+    off = sub.add_parser(
+        "offsets",
+        help="print (or --set) the offset a consumer name stored",
+        description="Print the offset consumer NAME stored on STREAM (a RabbitMQ offset "
+        "reference, a Liftbridge cursor, an Iggy consumer offset), or 'none'; with --set, "
+        "store OFFSET first. No consumer is opened.",
+        epilog=URL_HELP
+        + "\nexamples:\n  streamwire offsets rabbitmq-stream://localhost:5552 events billing"
+        "\n  streamwire offsets --set 41 liftbridge://localhost:9292 events billing\n",
+        formatter_class=_Help,
+    )
+    _url_args(off)
+    off.add_argument("name", help="the consumer name (RabbitMQ reference, Liftbridge cursor id)")
+    off.add_argument("--partition", type=_non_negative_int, help="needed when there are several")
+    off.add_argument("--set", type=_non_negative_int, metavar="OFFSET", help="store OFFSET first")
+    off.add_argument("--timeout", type=_positive(float), default=10.0, help="seconds")
     ben = sub.add_parser(
         "bench",
         help="publish then consume COUNT messages, with progress",
@@ -405,9 +450,14 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"demo": _demo, "publish": _publish, "consume": _consume, "bench": _bench}[
-        args.command
-    ]
+    handlers = {
+        "demo": _demo,
+        "publish": _publish,
+        "consume": _consume,
+        "offsets": _offsets,
+        "bench": _bench,
+    }
+    handler = handlers[args.command]
     try:
         return asyncio.run(handler(args))
     except ConfigurationError as exc:

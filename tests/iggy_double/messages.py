@@ -86,7 +86,8 @@ def message_handlers(state: State) -> dict[int, Callable[[SessionInfo, Any], byt
     def store_offset(s: SessionInfo, p: ms.StoreConsumerOffset) -> bytes:
         _, topic = state.topic(p.stream, p.topic)
         partition = state.partition(topic, p.partition or 0)
-        if p.offset > partition.current_offset:
+        if partition.next_offset == 0 or p.offset > partition.current_offset:
+            # nothing past the last message; on an empty partition not even 0 (0.9.0-edge.5)
             raise IggyError(4100, str(p.offset))
         partition.offsets[_consumer_key(state, s, topic, p.consumer)] = p.offset
         return b""

@@ -12,12 +12,12 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import streamwire
-from streamwire import HeaderValue, Message
+from streamwire import HeaderValue, Message, cli
 from streamwire.codec.headers import HeaderInput
 from tests.brokers import require
 from tests.iggy_lanes import LANES, lane
@@ -147,6 +147,64 @@ async def test_resume_from_the_committed_offset(client: streamwire.Client, strea
     async with client.consumer(stream, offset="next", name="resumer") as consumer:
         rest = await take(consumer, 6)
     assert [m.value for m in rest] == [f"m{i}".encode() for i in range(4, 10)]
+
+
+async def test_stored_offsets_without_a_consumer(
+    client: streamwire.Client, stream: str, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``client.committed_offset`` / ``store_offset`` read and write what a named consumer
+    commits and resumes from, with no consumer open; ``streamwire offsets`` does the same."""
+    assert await client.committed_offset(stream, "ops") is None
+    async with client.producer(stream) as producer:
+        await producer.send_batch([f"m{i}".encode() for i in range(10)])
+        await producer.flush()
+    await client.store_offset(stream, "ops", 4)
+    assert await client.committed_offset(stream, "ops") == 4
+    if isinstance(client, streamwire.Partitioned):  # the one partition, named
+        [only] = await client.partition_ids(stream)
+        assert await client.committed_offset(stream, "ops", partition=only) == 4
+    else:
+        assert await client.committed_offset(stream, "ops", partition=0) == 4
+    async with client.consumer(stream, offset="next", name="ops") as consumer:
+        got = await take(consumer, 3)
+        assert [m.value for m in got] == [b"m5", b"m6", b"m7"]
+        await consumer.commit()
+    assert await client.committed_offset(stream, "ops") == 7
+    assert await client.committed_offset(stream, "someone-else") is None
+    with pytest.raises(streamwire.ConfigurationError):
+        await client.store_offset(stream, "ops", -1)
+    with pytest.raises(streamwire.ConfigurationError):
+        await client.committed_offset(stream, "")
+
+    async def offsets_cli(*args: str) -> str:
+        assert await asyncio.to_thread(cli.main, ["offsets", *args]) == 0
+        return capsys.readouterr().out
+
+    assert await offsets_cli(url, stream, "ops") == "7\n"
+    assert await offsets_cli("--set", "2", url, stream, "ops") == "2\n"
+    assert await client.committed_offset(stream, "ops") == 2
+    assert await offsets_cli(url, stream, "nobody") == "none\n"
+
+
+async def test_several_partitions_need_a_partition_for_stored_offsets(
+    client: streamwire.Client,
+) -> None:
+    if not isinstance(client, streamwire.Partitioned):
+        pytest.skip("a RabbitMQ stream is one partition (super streams are streams of streams)")
+    name = f"unified-{uuid.uuid4().hex[:8]}"
+    await client.create_stream(name, partitions=2)
+    try:
+        with pytest.raises(streamwire.ConfigurationError, match="2 partitions"):
+            await client.committed_offset(name, "ops")
+        second = (await client.partition_ids(name))[1]
+        pinned: dict[str, Any] = {"partition": second}  # KeyRouted producers take partition=
+        async with client.producer(name, **pinned) as producer:
+            await producer.send_and_wait(b"one")
+        await client.store_offset(name, "ops", 0, partition=second)
+        assert await client.committed_offset(name, "ops", partition=second) == 0
+        assert await client.committed_offset(name, "ops", partition=second - 1) is None
+    finally:
+        await client.delete_stream(name, missing_ok=True)
 
 
 async def test_batch_consume_respects_the_limit(client: streamwire.Client, stream: str) -> None:

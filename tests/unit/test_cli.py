@@ -139,3 +139,26 @@ def test_python_dash_m_streamwire() -> None:
         f"streamwire {streamwire.__version__}",
         _native.reason,  # the same environment: the same choice
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["offsets", "rabbitmq-stream://h", "s"], "the following arguments are required: name"),
+        (["offsets", "--set", "-1", "rabbitmq-stream://h", "s", "n"], "must be 0 or more"),
+        (["offsets", "--partition", "x", "rabbitmq-stream://h", "s", "n"], "not an integer"),
+    ],
+)
+def test_offsets_checks_its_arguments(
+    args: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    assert problem in capsys.readouterr().err
+
+
+def test_offsets_on_an_unreachable_broker_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["offsets", "--timeout", "2", "rabbitmq-stream://127.0.0.1:9/", "s", "billing"])
+    assert code == 1
+    assert capsys.readouterr().err.startswith("streamwire: error:")

@@ -19,6 +19,7 @@ from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
 from streamwire._options import build_options
+from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
@@ -39,7 +40,9 @@ from streamwire.iggy.protocol.errors import (
     TopicNameAlreadyExists,
     TopicNameNotFound,
 )
+from streamwire.iggy.protocol.identifiers import Consumer as WireConsumer
 from streamwire.iggy.protocol.machine import MachineSettings, ReplyStats
+from streamwire.iggy.protocol.messaging import GetConsumerOffset, StoreConsumerOffset
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
@@ -372,6 +375,41 @@ class Client(AdminMixin, AsyncClosing):
         """``OffsetBounds(first, next)`` of every partition, from one GET_TOPIC."""
         offsets = await self.partition_offsets(stream)
         return {p: OffsetBounds(o.first, o.next) for p, o in offsets.items()}
+
+    async def committed_offset(
+        self, stream: str, name: str, *, partition: int | None = None
+    ) -> int | None:
+        """The offset consumer ``name`` stored on ``partition`` of topic ``stream`` (``None``:
+        none), without a consumer; ``partition`` may be left out when the topic has one."""
+        s, t = topic_of(stream)
+        pid = await self._the_partition(stream, partition)
+        info = await self.request(
+            GetConsumerOffset(
+                consumer=WireConsumer.single(consumer_name(name)), stream=s, topic=t, partition=pid
+            )
+        )
+        return None if info is None else info.stored_offset
+
+    async def store_offset(
+        self, stream: str, name: str, offset: int, *, partition: int | None = None
+    ) -> None:
+        """Store ``offset`` for consumer ``name`` on ``partition`` of topic ``stream``,
+        without a consumer (the server answers once it has it)."""
+        s, t = topic_of(stream)
+        consumer = WireConsumer.single(consumer_name(name))
+        offset = offset_to_store(offset)
+        pid = await self._the_partition(stream, partition)
+        await self.request(
+            StoreConsumerOffset(consumer=consumer, stream=s, topic=t, partition=pid, offset=offset)
+        )
+
+    async def _the_partition(self, stream: str, partition: int | None) -> int:
+        if partition is not None:
+            return partition
+        ids = await self.partition_ids(stream)
+        if len(ids) != 1:
+            raise ConfigurationError(f"topic {stream!r} has {len(ids)} partitions: pass partition=")
+        return ids[0]
 
     async def send(
         self,

@@ -21,6 +21,7 @@ import grpc.aio
 
 from streamwire._api import OffsetBounds
 from streamwire._options import build_options
+from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation
 from streamwire.codec.offset import OffsetLike
@@ -880,6 +881,47 @@ class Client(AsyncClosing):
         )
         offset = int(resp.offset)
         return None if offset < 0 else offset
+
+    async def committed_offset(
+        self,
+        stream: str,
+        name: str,
+        *,
+        partition: int | None = None,
+        timeout: float | None = _DEFAULT,
+    ) -> int | None:
+        """The offset consumer ``name`` stored (its cursor) on ``partition`` of ``stream``
+        (``None``: none), without a consumer; ``partition`` may be left out when the stream
+        has one."""
+        name = consumer_name(name)
+        pid = await self._the_partition(stream, partition)
+        return await self.fetch_cursor(stream, pid, name, timeout=timeout)
+
+    async def store_offset(
+        self,
+        stream: str,
+        name: str,
+        offset: int,
+        *,
+        partition: int | None = None,
+        timeout: float | None = _DEFAULT,
+    ) -> None:
+        """Store ``offset`` as consumer ``name``'s cursor on ``partition`` of ``stream``,
+        without a consumer; returns once the cursor leader stored it."""
+        name = consumer_name(name)
+        offset = offset_to_store(offset)
+        pid = await self._the_partition(stream, partition)
+        await self.set_cursor(stream, pid, name, offset, timeout=timeout)
+
+    async def _the_partition(self, stream: str, partition: int | None) -> int:
+        if partition is not None:
+            return partition
+        ids = await self.partition_ids(stream)
+        if len(ids) != 1:
+            raise ConfigurationError(
+                f"stream {stream!r} has {len(ids)} partitions: pass partition="
+            )
+        return ids[0]
 
     # --- producers and consumers -------------------------------------------------------
 

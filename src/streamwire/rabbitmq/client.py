@@ -21,6 +21,7 @@ from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
 from streamwire._options import build_options, check_names
+from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.offset import Offset, OffsetLike
 from streamwire.errors import (
     ClosedError,
@@ -43,11 +44,14 @@ from streamwire.rabbitmq.protocol.connection import (
 )
 from streamwire.rabbitmq.protocol.constants import CommandKey, ResponseCode
 from streamwire.rabbitmq.protocol.consuming import (
+    QueryOffsetRequest,
+    QueryOffsetResponse,
     ResolveOffsetSpecRequest,
     ResolveOffsetSpecResponse,
+    StoreOffset,
     offset_spec,
 )
-from streamwire.rabbitmq.protocol.errors import ERRORS, StreamNotAvailable
+from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamNotAvailable
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
 from streamwire.rabbitmq.protocol.streams import (
     NO_LEADER,
@@ -455,6 +459,39 @@ class Client(AsyncClosing):
             )
         return response.offset
 
+    async def committed_offset(
+        self, stream: str, name: str, *, partition: int | None = None
+    ) -> int | None:
+        """The offset consumer ``name`` stored on ``stream`` (``None``: none), without a
+        consumer (QueryOffset). A stream is one partition: ``partition`` is ``None`` or 0."""
+        name = consumer_name(name)
+        _one_partition(partition)
+        return await self._query_offset(await self._consumer_connection(stream), stream, name)
+
+    async def store_offset(
+        self, stream: str, name: str, offset: int, *, partition: int | None = None
+    ) -> None:
+        """Store ``offset`` for consumer ``name`` on ``stream`` without a consumer, as its
+        ``commit`` does (StoreOffset, on the leader's connection). RabbitMQ never answers
+        StoreOffset, so this asks the leader back on the same connection and returns once it
+        has the offset (or a newer one another writer stored meanwhile)."""
+        name = consumer_name(name)
+        offset = offset_to_store(offset)
+        _one_partition(partition)
+        conn = await self._leader_connection(stream)
+        await conn.send(StoreOffset(name, stream, offset))
+        await self._query_offset(conn, stream, name)  # after the store: the writer has it
+
+    @staticmethod
+    async def _query_offset(conn: Connection, stream: str, name: str) -> int | None:
+        try:
+            resp = await conn.request(
+                lambda corr: QueryOffsetRequest(corr, name, stream), QueryOffsetResponse
+            )
+        except NoOffset:
+            return None
+        return resp.offset
+
     async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
         """``{0: OffsetBounds(first, next)}``: a stream is one partition. ``first`` is the
         first chunk's offset; ``next`` is one past the last message of the last *user* chunk
@@ -650,6 +687,14 @@ class Client(AsyncClosing):
         if self._locator is not None:
             conns[id(self._locator)] = self._locator
         return list(conns.values())
+
+
+def _one_partition(partition: int | None) -> None:
+    if partition not in (None, 0):
+        raise ConfigurationError(
+            f"a RabbitMQ stream is one partition (0), not {partition!r}; a super stream's "
+            "partitions are streams of their own (client.partitions(super_stream))"
+        )
 
 
 def _advertised(conn: Connection, host: str, port: int) -> tuple[str, int]:

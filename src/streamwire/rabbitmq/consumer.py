@@ -35,14 +35,12 @@ from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import CommandKey, OffsetType
 from streamwire.rabbitmq.protocol.consuming import (
     Credit,
-    QueryOffsetRequest,
-    QueryOffsetResponse,
     StoreOffset,
     SubscribeRequest,
     UnsubscribeRequest,
     offset_spec,
 )
-from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamDoesNotExist
+from streamwire.rabbitmq.protocol.errors import ERRORS, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
@@ -205,14 +203,7 @@ class Consumer(AsyncStartable):
         return offset_spec(offset)
 
     async def _query_offset(self, conn: Connection) -> int | None:
-        try:
-            resp = await conn.request(
-                lambda corr: QueryOffsetRequest(corr, self.name or "", self.stream),
-                QueryOffsetResponse,
-            )
-        except NoOffset:
-            return None
-        return resp.offset
+        return await self._client._query_offset(conn, self.stream, self.name or "")
 
     async def _subscribe(self, offset: Offset) -> None:
         conn = await self._client._consumer_connection(
