@@ -2,11 +2,13 @@
 
 For each CPython version: a fresh venv, the native wheel ``make dist`` built for it installed
 as a user installs it (with the extras the tests import), a check that it selects the native
-core, then ``tests/unit`` and ``tests/property`` from this checkout against that install,
-once with the native core and once in pure Python (``STREAMWIRE_PURE=1``, leaving out the
-tests marked ``both_cores``, which load the extension directly and so run both cores in either
-pass); on ``--debug-core`` (3.13) the ``both_cores`` property tests run a third time under
-``python -X dev`` with ``PYTHONMALLOC=debug``, which checks the native core's use of
+core, then ``tests/unit`` and ``tests/property`` from this checkout against that install with
+the native core, and ``tests/unit`` again in pure Python (``STREAMWIRE_PURE=1``, leaving out
+the tests marked ``both_cores``, which load the extension directly and so run both cores in
+either pass; the property tests' ``both_cores`` twins compare the cores on every interpreter,
+and the main interpreter runs every property test in pure Python too); on ``--debug-core``
+(3.13) the ``both_cores`` property tests run a third time under ``python -X dev`` with
+``PYTHONMALLOC=debug``, which checks the native core's use of
 CPython's memory and object APIs. The interpreters run side by side (``--jobs``, one pytest
 per core), each into its own log under ``--venvs``, printed whole as it ends. ``make test``
 runs it for the interpreters other than the main venv's; docs/development.md, "CI", says why
@@ -137,15 +139,19 @@ def run_version(
     python = prepare(version, native_wheel(dist, version), venvs, out)
     env = {k: v for k, v in os.environ.items() if k not in ("STREAMWIRE_PURE", "PYTHONPATH")}
     env.pop("STREAMWIRE_PURE_PYTHON", None)
-    env.setdefault("HYPOTHESIS_PROFILE", "matrix")  # tests/conftest.py: half the ci depth
+    env.setdefault("HYPOTHESIS_PROFILE", "matrix")  # tests/conftest.py: a quarter of ci's depth
     reason = selected(python, env)
     print(f"release.matrix: CPython {version}: {reason}", file=out, flush=True)
     if not reason.startswith("native core "):
         raise MatrixError(f"CPython {version}: the wheel's install runs {reason!r}")
     tests = ["tests/unit", "tests/property"]
     _run([str(python), "-m", "pytest", *tests, *pytest_args], out, env)
+    # pure Python: the unit tests (every module's fallback path on this interpreter); the
+    # property tests' pure runs are the main interpreter's, and their both_cores twins above
+    # already compare the two cores here
     pure = {**env, "STREAMWIRE_PURE": "1"}
-    _run([str(python), "-m", "pytest", *tests, "-m", "not both_cores", *pytest_args], out, pure)
+    unit = ["tests/unit", "-m", "not both_cores"]
+    _run([str(python), "-m", "pytest", *unit, *pytest_args], out, pure)
     if debug:  # the native core's twins again, under CPython's checks of its C API use
         checked = {**env, "PYTHONMALLOC": "debug"}
         cmd = [str(python), "-X", "dev", "-m", "pytest", "tests/property", "-m", "both_cores"]

@@ -19,9 +19,9 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-# the interpreter matrix's lanes (release/matrix.py): the same examples as "ci" up to half its
-# depth; the main interpreter runs "ci" in full
-settings.register_profile("matrix", settings.get_profile("ci"), max_examples=100)
+# the interpreter matrix's lanes (release/matrix.py): the same examples as "ci" up to a quarter
+# of its depth (they check the interpreter, not the inputs); the main interpreter runs "ci" in full
+settings.register_profile("matrix", settings.get_profile("ci"), max_examples=50)
 settings.register_profile("nightly", max_examples=5000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
