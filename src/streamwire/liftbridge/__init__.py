@@ -23,6 +23,7 @@ from streamwire.liftbridge._grpc import (
     without_client_certificate,
 )
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
+from streamwire.liftbridge.activity import ActivityEvent, ActivityOp, ActivityStream
 from streamwire.liftbridge.client import Client, ClientStats
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
@@ -54,6 +55,9 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context
 
 __all__ = (
+    "ActivityEvent",
+    "ActivityOp",
+    "ActivityStream",
     "StreamKwargs",
     "ProducerKwargs",
     "ConsumerKwargs",

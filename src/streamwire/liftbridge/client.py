@@ -51,6 +51,7 @@ from streamwire.liftbridge._publish_calls import (
     PublishCall,
 )
 from streamwire.liftbridge._stream_reader import Handover, Subscription
+from streamwire.liftbridge.activity import ACTIVITY_STREAM, ActivityStream
 from streamwire.liftbridge.consumer import Consumer, ConsumerOptions
 from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, GroupConsumerOptions
 from streamwire.liftbridge.producer import Producer, ProducerOptions
@@ -881,6 +882,21 @@ class Client(AsyncClosing):
         )
         offset = int(resp.offset)
         return None if offset < 0 else offset
+
+    def activity_stream(
+        self,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        **options: Unpack[ConsumerKwargs],
+    ) -> ActivityStream:
+        """The cluster's activity stream (``__activity``: streams created, deleted, paused,
+        resumed, made readonly; consumer group members joining and leaving) as typed
+        :class:`~streamwire.liftbridge.activity.ActivityEvent` values, from ``offset``; with a
+        ``name``, :meth:`ActivityStream.commit` stores the position and ``offset="next"``
+        resumes after it. The servers need ``activity.stream.enabled: true``; ``async with``
+        it, or ``await`` it."""
+        return ActivityStream(self.consumer(ACTIVITY_STREAM, offset=offset, name=name, **options))
 
     async def committed_offset(
         self,

@@ -171,9 +171,17 @@ class NatsServer:
 
 class LocalCluster:
     def __init__(
-        self, binary: str, nats_url: str, workdir: Path, *, size: int = 3, version: str = ""
+        self,
+        binary: str,
+        nats_url: str,
+        workdir: Path,
+        *,
+        size: int = 3,
+        version: str = "",
+        activity: bool = False,
     ) -> None:
         self.binary = binary
+        self.activity = activity  # record the cluster's activity in __activity
         self.nats_url = nats_url
         self.workdir = workdir
         self.size = size
@@ -200,6 +208,8 @@ class LocalCluster:
             "  stream.partitions: 1",
             "  stream.auto.pause.time: 0",
         ]
+        if self.activity:
+            lines += ["activity:", "  stream.enabled: true"]
         if self.version != "v1.9.0":  # newer servers report home unless told not to
             lines += ["telemetry:", "  enabled: false"]
         return "\n".join(lines) + "\n"
