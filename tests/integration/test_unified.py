@@ -11,7 +11,6 @@ import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,6 +20,7 @@ from streamwire import HeaderValue, Message, cli
 from streamwire.codec.headers import HeaderInput
 from tests.brokers import require
 from tests.iggy_lanes import LANES, lane
+from tests.message_properties import EVERY_PROPERTY
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -100,21 +100,7 @@ async def test_properties_and_annotations_round_trip(
 ) -> None:
     """The AMQP properties section and message annotations (RabbitMQ's own; reserved typed
     headers elsewhere) written and read by the same code on every broker."""
-    props = streamwire.MessageProperties(
-        message_id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
-        user_id=b"guest",  # RabbitMQ checks it against the connection's user
-        to="orders",
-        subject="created",
-        reply_to="replies",
-        correlation_id=2**64 - 1,
-        content_type="application/json",
-        content_encoding="gzip",
-        absolute_expiry_time=datetime(2030, 1, 1, tzinfo=UTC),
-        creation_time=datetime(2026, 11, 28, 10, 0, 0, 123_000, tzinfo=UTC),
-        group_id="g-1",
-        group_sequence=7,
-        reply_to_group_id="g-0",
-    )
+    props = EVERY_PROPERTY
     annotations: dict[str, HeaderInput] = {"x-opt-source": "checkout", "x-opt-n": 3}
     async with client.producer(stream) as producer:
         await producer.send_and_wait(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from streamwire.rabbitmq._columns import chunk_columns
 from streamwire.spark import SourceSchemaError, _arrow
 from streamwire.spark._schema import _utc_arrow_schema, source_projection
 from streamwire.spark.datasource import StreamwireDataSource, _messages_in_range
+from tests.message_properties import CREATED, EVERY_PROPERTY, MESSAGE_UUID
 from tests.property.test_native_core import chunk_bytes
 from tests.property.test_rabbitmq_decode_chunk import simple
 from tests.unit.iggy.strategies import HEADERS
@@ -344,23 +344,7 @@ PROPERTIES_SCHEMA = StructType(
 def test_property_columns_give_the_batch_pyspark_builds_from_their_values() -> None:
     """A user schema may pick the message properties and annotations: ids as text (uuid
     canonical, int decimal, bytes hex), times as UTC timestamps; null where unset."""
-    created = datetime(2026, 11, 28, 10, 0, 0, 123_000, tzinfo=UTC)
-    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
-    every = streamwire.MessageProperties(
-        message_id=u,
-        user_id=b"guest",
-        to="orders",
-        subject="created",
-        reply_to="replies",
-        correlation_id=2**64 - 1,
-        content_type="application/json",
-        content_encoding="gzip",
-        absolute_expiry_time=datetime(2030, 1, 1, tzinfo=UTC),
-        creation_time=created,
-        group_id="g",
-        group_sequence=2**32 - 1,
-        reply_to_group_id="rg",
-    )
+    every, created, u = EVERY_PROPERTY, CREATED, MESSAGE_UUID
     messages = [
         streamwire.Message(b"a", properties=every, annotations={"x-opt-n": 3}),
         streamwire.Message(b"b"),
@@ -384,9 +368,9 @@ def test_property_columns_give_the_batch_pyspark_builds_from_their_values() -> N
             "gzip",
             datetime(2030, 1, 1, tzinfo=UTC),
             created,
-            "g",
+            "g-1",
             2**32 - 1,
-            "rg",
+            "g-0",
             {"x-opt-n": (3).to_bytes(8, "little")},
         ),
         (1, *[None] * 14),
