@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
-from streamwire.spark import DataLossError, StreamwireDataSource, register
+from streamwire.spark import DataLossError, SparkConfigurationError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
 from streamwire.spark.datasource import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
@@ -340,6 +340,53 @@ def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None
             reader.stop()
     finally:
         rabbitmq.delete_stream(stream)
+
+
+def test_consumer_name_stores_the_committed_progress_on_the_broker(any_broker: Target) -> None:
+    """With ``consumerName``, the stream reader's ``commit`` stores each partition's last
+    offset read under that name, where ``client.committed_offset`` (and a consumer resuming
+    with ``offset="next"``) finds it; partitions nothing was read from stay unset."""
+    stream = any_broker.new_stream("dsprogress")
+    try:
+        publish(any_broker, stream, messages(9))
+        source = StreamwireDataSource(
+            {
+                "url": any_broker.url,
+                "stream": stream,
+                "startingOffsets": "earliest",
+                "consumerName": "spark-progress",
+            }
+        )
+        reader = source.streamReader(None)
+        try:
+            end = json.loads(json.dumps(reader.latestOffset()))
+            reader.commit(end)
+        finally:
+            reader.stop()
+        tails = {int(p): n for p, n in end[stream].items()}
+        assert sum(tails.values()) == 9
+
+        async def stored() -> dict[int, int | None]:
+            async with streamwire.connect(any_broker.url, timeout=10.0) as client:
+                return {
+                    p: await client.committed_offset(stream, "spark-progress", partition=p)
+                    for p in tails
+                }
+
+        assert asyncio.run(stored()) == {p: (n - 1 if n else None) for p, n in tails.items()}
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def test_consumer_name_is_for_streaming_reads() -> None:
+    source = StreamwireDataSource(
+        {"url": "rabbitmq-stream://h", "stream": "s", "consumerName": "progress"}
+    )
+    with pytest.raises(SparkConfigurationError, match="consumerName applies to streaming"):
+        source.reader(None)
+    blank = StreamwireDataSource({"url": "rabbitmq-stream://h", "stream": "s", "consumerName": " "})
+    with pytest.raises(SparkConfigurationError, match="consumerName must not be empty"):
+        blank.streamReader(None)
 
 
 def _truncated_stream(t: Target) -> tuple[str, int, int]:

@@ -14,6 +14,8 @@ startingOffsets          earliest | latest | JSON (reader; streaming default lat
                          default earliest)
 endingOffsets            latest | JSON (batch reader only; default latest)
 maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming reader)
+consumerName             streaming reader: also store each committed batch's progress on
+                         the broker under this consumer name (the checkpoint stays the truth)
 name                     sink name, prefix of the RabbitMQ producer references
                          (default streamwire-sink)
 maxInFlight              unconfirmed messages per producer (default 10000)
@@ -110,6 +112,7 @@ class SourceOptions:
     max_records: int | None
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
+    consumer_name: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -123,6 +126,13 @@ class SourceOptions:
             raise SparkConfigurationError("endingOffsets cannot be earliest")
         if streaming and "endingoffsets" in opts:
             raise SparkConfigurationError("endingOffsets applies to batch reads only")
+        consumer_name = opts.get("consumername")
+        if consumer_name is not None:
+            consumer_name = consumer_name.strip()
+            if not streaming:
+                raise SparkConfigurationError("consumerName applies to streaming reads only")
+            if not consumer_name:
+                raise SparkConfigurationError("consumerName must not be empty")
         return cls(
             url=url,
             stream=stream,
@@ -137,6 +147,7 @@ class SourceOptions:
             max_records=_int(opts, "maxRecordsPerTrigger"),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
             min_partitions=_int(opts, "minPartitions"),
+            consumer_name=consumer_name,
         )
 
     @property

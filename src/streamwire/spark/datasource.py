@@ -197,6 +197,27 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
     return rt.with_client(opts.client_key, fetch)
 
 
+def _store_progress(opts: SourceOptions, name: str, end: _offsets.Offsets) -> None:
+    """Store, under consumer ``name``, the last offset before each partition's ``end`` (what a
+    consumer of that name resumes after with ``offset="next"``; what ``streamwire offsets``
+    and the broker's own tools show). Partitions nothing was read from are left alone. A
+    failure is logged, never the query's: the checkpoint is what the query resumes from."""
+    rt = runtime()
+
+    async def store(client: streamwire.Client) -> None:
+        for partition, next_offset in sorted(end.items()):
+            if next_offset > 0:
+                await client.store_offset(opts.stream, name, next_offset - 1, partition=partition)
+
+    def run(client: streamwire.Client) -> None:
+        rt.call(lambda: store(client), timeout=opts.timeout)
+
+    try:
+        rt.with_client(opts.client_key, run)
+    except streamwire.StreamwireError as exc:
+        logger.warning("storing the progress of %s as %r failed: %s", opts.stream, name, exc)
+
+
 class _Losses:
     """What a reader does with offsets the broker no longer has (``failOnDataLoss``): fail
     the read with :class:`DataLossError` (the default, as Kafka's source), or plan from the
@@ -472,7 +493,12 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_range(self.options, partition, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """The Spark checkpoint is the source of truth; nothing is stored in the broker."""
+        """The Spark checkpoint is the source of truth. With ``consumerName``, each
+        partition's last offset read by the committed batches is also stored on the broker
+        under that name (:func:`_store_progress`)."""
+        name = self.options.consumer_name
+        if name is not None:
+            _store_progress(self.options, name, _offsets.decode(self.options.stream, end))
 
     def stop(self) -> None:
         close_runtime()
