@@ -39,6 +39,7 @@ where they occur and chained as ``__cause__``.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import ClassVar
 
 __all__ = (
@@ -74,6 +75,12 @@ __all__ = (
     "TransportError",
     "WriteError",
 )
+
+
+#: ``protocol -> from_code(code, message)``, filled by each protocol's
+#: :class:`~streamwire.codec.registry.ErrorRegistry` as it is made (this module imports no
+#: other streamwire module, so every layer can import it).
+CODE_LOOKUPS: dict[str, Callable[[int, str], ServerError]] = {}
 
 
 class StreamwireError(Exception):
@@ -242,10 +249,13 @@ class ServerError(StreamwireError):
 
     @staticmethod
     def from_code(protocol: str, code: int, message: str = "") -> ServerError:
-        """The exception instance for ``code`` of ``protocol`` (``Unknown...`` if unlisted)."""
-        from streamwire.codec.registry import registry_for
-
-        return registry_for(protocol).from_code(code, message)
+        """The exception instance for ``code`` of ``protocol`` (``Unknown...`` if unlisted);
+        ``LookupError`` for a protocol whose package was not imported."""
+        try:
+            lookup = CODE_LOOKUPS[protocol]
+        except KeyError:
+            raise LookupError(f"no error registry for {protocol!r}") from None
+        return lookup(code, message)
 
 
 class StreamAlreadyExistsError(StreamwireError):

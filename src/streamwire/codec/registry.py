@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from streamwire.errors import ServerError
+from streamwire.errors import CODE_LOOKUPS, ServerError
 
 __all__ = ("ErrorRegistry", "registry_for")
 
@@ -28,6 +28,7 @@ class ErrorRegistry:
         self.unknown = unknown
         self._classes: dict[int, type[ServerError]] = {}
         _REGISTRIES[protocol] = self
+        CODE_LOOKUPS[protocol] = self.from_code
 
     def register(self, cls: type[ServerError]) -> type[ServerError]:
         code = cls.default_code

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final, Self
+from typing import Final, Protocol, Self
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
@@ -21,9 +21,6 @@ from streamwire.codec.message import Message
 from streamwire.errors import DecodeError
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.transport.resources import AsyncStartable
-
-if TYPE_CHECKING:
-    from streamwire.liftbridge.consumer import Consumer
 
 __all__ = ("ACTIVITY_STREAM", "ActivityEvent", "ActivityOp", "ActivityStream", "decode_event")
 
@@ -109,12 +106,29 @@ def decode_event(message: Message) -> ActivityEvent:
     )
 
 
+class _Reader(Protocol):
+    """What :class:`ActivityStream` needs of the consumer under it (a Liftbridge
+    ``Consumer`` of ``__activity``): a narrow interface, so this module imports no client."""
+
+    async def start(self) -> object: ...
+
+    def _is_started(self) -> bool: ...
+
+    async def __anext__(self) -> Message: ...
+
+    async def next_batch(self, max_messages: int, timeout: float | None) -> list[Message]: ...
+
+    async def commit(self, offset: int | None = None) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class ActivityStream(AsyncStartable):
     """The activity stream as an async iterator of :class:`ActivityEvent`; ``async with`` it
     (or ``await`` it, then :meth:`close`). Made by
     :meth:`streamwire.liftbridge.Client.activity_stream`."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: _Reader) -> None:
         self._consumer = consumer
         self._last: int | None = None  # offset of the last event handed out
         self._last_id = -1  # its id: ids only grow, and a repeat is the same event again

@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message, datetime_to_us
 from streamwire.codec.properties import MessageId, MessageProperties
+from streamwire.spark._property_columns import PROPERTY_COLUMNS
 from streamwire.spark._resume import ROW_HEADER
-from streamwire.spark._schema import PROPERTY_COLUMNS
 
 __all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "messages_batch")
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import streamwire
+from streamwire.spark._property_columns import PROPERTY_COLUMNS
 from streamwire.spark.errors import SinkSchemaError, SourceSchemaError
 
 __all__ = (
@@ -54,23 +55,6 @@ _SOURCE_TYPES: Final = {
     "partition": "int",
     "offset": "bigint",
     "timestamp": "timestamp",
-}
-#: The message properties a user schema may pick, with their types: ids as text (a uuid in
-#: its canonical form, an int in decimal, bytes in hex), times as timestamps.
-PROPERTY_COLUMNS: Final = {
-    "message_id": "string",
-    "user_id": "binary",
-    "to": "string",
-    "subject": "string",
-    "reply_to": "string",
-    "correlation_id": "string",
-    "content_type": "string",
-    "content_encoding": "string",
-    "absolute_expiry_time": "timestamp",
-    "creation_time": "timestamp",
-    "group_id": "string",
-    "group_sequence": "bigint",
-    "reply_to_group_id": "string",
 }
 _SOURCE_TYPES.update(PROPERTY_COLUMNS)
 _SOURCE_TYPES["annotations"] = "map<string,binary>"

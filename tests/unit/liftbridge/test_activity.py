@@ -3,14 +3,13 @@ out once; the real cluster is in tests/integration/liftbridge/test_activity.py."
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from streamwire import Message
 from streamwire.errors import DecodeError
 from streamwire.liftbridge.activity import ActivityEvent, ActivityOp, ActivityStream, decode_event
-from streamwire.liftbridge.consumer import Consumer
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 
 
@@ -117,12 +116,23 @@ class Replayed:
             raise StopAsyncIteration
         return self.messages.pop(0)
 
-    async def next_batch(self, n: int, timeout: float | None) -> list[Message]:
+    async def next_batch(self, max_messages: int, timeout: float | None) -> list[Message]:
+        n = max_messages
         taken, self.messages = self.messages[:n], self.messages[n:]
         return taken
 
-    async def commit(self, offset: int) -> None:
+    async def commit(self, offset: int | None = None) -> None:
+        assert offset is not None
         self.committed.append(offset)
+
+    async def start(self) -> Replayed:
+        return self
+
+    def _is_started(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self.messages = []
 
 
 def created(offset: int, event_id: int, stream: str) -> Message:
@@ -144,7 +154,7 @@ async def test_an_event_recorded_twice_is_handed_out_once() -> None:
             created(5, 12, "b"),
         ]
     )
-    activity = ActivityStream(cast(Consumer, fake))
+    activity = ActivityStream(fake)
     got = [e async for e in activity]
     assert [(e.offset, e.stream) for e in got] == [
         (0, "__activity"),
@@ -156,7 +166,7 @@ async def test_an_event_recorded_twice_is_handed_out_once() -> None:
     await activity.commit(got[1])
     assert fake.committed == [5, 2]
 
-    batched = ActivityStream(cast(Consumer, Replayed([created(0, 5, "x"), created(1, 5, "x")])))
+    batched = ActivityStream(Replayed([created(0, 5, "x"), created(1, 5, "x")]))
     assert [e.offset for e in await batched.next_batch(10)] == [0]
     assert [e.offset for e in await batched.next_batch(10)] == []
 

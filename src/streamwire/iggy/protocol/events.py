@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamwire.errors import RemoteProtocolError, ServerError, StreamwireError
-
-if TYPE_CHECKING:
-    from streamwire.iggy.protocol.machine import PendingRequest
+from streamwire.iggy.protocol._wire import RequestPayload
+from streamwire.iggy.protocol.constants import Command, Operation
 
 __all__ = (
     "ConnectionClosedByPeer",
@@ -16,6 +15,7 @@ __all__ = (
     "Evicted",
     "HeartbeatDue",
     "LoggedIn",
+    "PendingRequest",
     "ProtocolFailed",
     "ReplyReceived",
     "ReplyTimedOut",
@@ -25,6 +25,25 @@ __all__ = (
 
 class Event:
     __slots__ = ()
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class PendingRequest:
+    """A request that was queued and awaits its reply."""
+
+    payload: RequestPayload[Any]
+    command: Command
+    operation: Operation
+    request: int
+    sent_at: float
+    deadline: float
+    frame: bytes = field(repr=False)
+    attempts: int = 1
+    seq: int = 0
+    """Position in the connection's sending order (retries get a new one)."""
+    stamp: int = 0
+    """The timestamp field sent (0, or ``seq`` when queued behind a request with the same
+    number): a server echoes it, which tells such requests' replies apart."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
@@ -66,6 +66,7 @@ from streamwire.iggy.protocol.constants import (
     Operation,
 )
 from streamwire.iggy.protocol.errors import ERRORS, eviction_error
+from streamwire.iggy.protocol.events import PendingRequest
 from streamwire.iggy.protocol.framing import (
     Eviction,
     Reply,
@@ -117,25 +118,6 @@ class MachineSettings:
             raise ConfigurationError("request_timeout must be positive")
         if self.heartbeat_interval is not None and not self.heartbeat_interval > 0:
             raise ConfigurationError("heartbeat_interval must be positive or None")
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class PendingRequest:
-    """A request that was queued and awaits its reply."""
-
-    payload: RequestPayload[Any]
-    command: Command
-    operation: Operation
-    request: int
-    sent_at: float
-    deadline: float
-    frame: bytes = field(repr=False)
-    attempts: int = 1
-    seq: int = 0
-    """Position in the connection's sending order (retries get a new one)."""
-    stamp: int = 0
-    """The timestamp field sent (0, or ``seq`` when queued behind a request with the same
-    number): a server echoes it, which tells such requests' replies apart."""
 
 
 @dataclass(slots=True)
