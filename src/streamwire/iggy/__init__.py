@@ -7,8 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from streamwire._default import DEFAULT, Default
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.iggy._connection import Connection, Credentials
@@ -75,8 +74,6 @@ __all__ = (
     "error_class",
 )
 
-_UNSET: Any = object()
-
 
 async def connect(
     url: str | None = None,
@@ -91,7 +88,7 @@ async def connect(
     request_timeout: float = 30.0,
     heartbeat_interval: float | None = 5.0,
     max_in_flight: int = 3,
-    reconnect: ReconnectPolicy | None = _UNSET,
+    reconnect: ReconnectPolicy | Default | None = DEFAULT,
     settings: MachineSettings | None = None,
 ) -> Client:
     """Connect to an Iggy 0.9 server and log in, from a URL and/or keyword arguments.
@@ -143,6 +140,6 @@ async def connect(
         tls=use_tls,
         timeout=timeout,
         settings=machine,
-        reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
+        reconnect=ReconnectPolicy() if reconnect is DEFAULT else reconnect,
     )
     return await client._open()

@@ -6,6 +6,7 @@ returns a :class:`Client`; see ``docs/liftbridge.md``.
 
 from __future__ import annotations
 
+from streamwire._default import DEFAULT, Default
 from streamwire._extras import require
 
 # before anything that imports them: a missing extra is a ConfigurationError naming the install
@@ -13,7 +14,6 @@ require("Liftbridge", "liftbridge", "nats", "grpc", "google.protobuf")
 
 import ssl
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError, ConnectError
@@ -96,7 +96,6 @@ __all__ = (
     "connect",
 )
 
-_UNSET: Any = object()
 _NATS_DEFAULT_PORT = 4222
 
 
@@ -143,7 +142,7 @@ async def connect(
     nats_tls: TLSConfig | bool | None = None,
     timeout: float | None = 30.0,
     request_timeout: float | None = 30.0,
-    reconnect: ReconnectPolicy | None = _UNSET,
+    reconnect: ReconnectPolicy | Default | None = DEFAULT,
     address_resolver: AddressResolver | None = None,
     name: str | None = None,
     nats_options: Mapping[str, object] | None = None,
@@ -223,7 +222,7 @@ async def connect(
         nats_tls=_ssl_context(nats_tls),
         timeout=timeout,
         request_timeout=request_timeout,
-        reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
+        reconnect=ReconnectPolicy() if reconnect is DEFAULT else reconnect,
         address_resolver=address_resolver,
         name=name,
         nats_options=nats_options,

@@ -20,6 +20,7 @@ import grpc
 import grpc.aio
 
 from streamwire._api import OffsetBounds
+from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderInput, normalize_headers
@@ -98,8 +99,6 @@ __all__ = ("Client", "ClientStats")
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_DEFAULT: Any = object()
 
 
 #: How often a missing ``__cursors`` stream is looked up again, and the pause between lookups,
@@ -395,8 +394,8 @@ class Client(AsyncClosing):
 
     # --- gRPC calls --------------------------------------------------------------------
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        return self.request_timeout if timeout is _DEFAULT else timeout
+    def _timeout(self, timeout: float | Default | None) -> float | None:
+        return self.request_timeout if timeout is DEFAULT else timeout
 
     def _broker_channel(self, broker_id: str | None) -> grpc.aio.Channel:
         channels = self._channels_or_fail()
@@ -481,7 +480,9 @@ class Client(AsyncClosing):
 
     # --- metadata ----------------------------------------------------------------------
 
-    async def fetch_metadata(self, *streams: str, timeout: float | None = _DEFAULT) -> Metadata:
+    async def fetch_metadata(
+        self, *streams: str, timeout: float | Default | None = DEFAULT
+    ) -> Metadata:
         """Brokers and streams (all streams when none are named).
 
         Cancellation: nothing to undo.
@@ -509,7 +510,9 @@ class Client(AsyncClosing):
     def _invalidate_metadata(self) -> None:
         self._metadata = None
 
-    async def stream_info(self, name: str, *, timeout: float | None = _DEFAULT) -> StreamInfo:
+    async def stream_info(
+        self, name: str, *, timeout: float | Default | None = DEFAULT
+    ) -> StreamInfo:
         """Subject and partitions of ``name``; raises StreamNotFound."""
         md = await self.fetch_metadata(name, timeout=timeout)
         info = md.streams.get(name)
@@ -517,7 +520,7 @@ class Client(AsyncClosing):
             raise GRPC_ERRORS.from_code(GrpcStatus.NOT_FOUND, f"stream {name!r} does not exist")
         return info
 
-    async def stream_exists(self, name: str, *, timeout: float | None = _DEFAULT) -> bool:
+    async def stream_exists(self, name: str, *, timeout: float | Default | None = DEFAULT) -> bool:
         md = await self.fetch_metadata(name, timeout=timeout)
         return name in md.streams
 
@@ -607,7 +610,7 @@ class Client(AsyncClosing):
         )
 
     async def partition_metadata(
-        self, stream: str, partition: int = 0, *, timeout: float | None = _DEFAULT
+        self, stream: str, partition: int = 0, *, timeout: float | Default | None = DEFAULT
     ) -> PartitionInfo:
         """Fresh metadata of one partition (high watermark, newest offset), from its leader."""
         p = await self._partition_info(stream, partition)
@@ -632,7 +635,7 @@ class Client(AsyncClosing):
         replication_factor: int = 1,
         group: str | None = None,
         options: StreamOptions | None = None,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
         **stream_options: Unpack[StreamKwargs],
     ) -> None:
         """Create a stream attached to ``subject`` (default: the stream name).
@@ -668,7 +671,7 @@ class Client(AsyncClosing):
             raise
 
     async def delete_stream(
-        self, name: str, *, missing_ok: bool = False, timeout: float | None = _DEFAULT
+        self, name: str, *, missing_ok: bool = False, timeout: float | Default | None = DEFAULT
     ) -> None:
         """Delete a stream. Cancellation: the stream may or may not have been deleted."""
         try:
@@ -688,7 +691,7 @@ class Client(AsyncClosing):
         *,
         partitions: Sequence[int] | None = None,
         resume_all: bool = False,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> None:
         """Pause partitions (all when ``partitions`` is None). A paused partition is resumed
         by a subscription with ``resume=True`` (or a gRPC publish); NATS publishes to it are
@@ -708,7 +711,7 @@ class Client(AsyncClosing):
         *,
         partitions: Sequence[int] | None = None,
         readonly: bool = True,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> None:
         """Make partitions readonly (or writable again with ``readonly=False``). Publishes
         to a readonly partition are dropped without an ack."""
@@ -749,7 +752,7 @@ class Client(AsyncClosing):
         cursor_id: str,
         stream: str,
         partition: int,
-        timeout: float | None,
+        timeout: float | Default | None,
         what: str,
     ) -> Any:
         """At the ``__cursors`` partition's leader; once more with fresh metadata if that
@@ -778,7 +781,7 @@ class Client(AsyncClosing):
         partition: int = 0,
         ack_policy: AckPolicy = AckPolicy.LEADER,
         expected_offset: int = NO_EXPECTED_OFFSET,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> Ack | None:
         """Publish one message through the gRPC API (the Publish RPC) rather than straight
         onto NATS, and return its ack (``None`` with :attr:`AckPolicy.NONE`).
@@ -823,7 +826,7 @@ class Client(AsyncClosing):
         key: bytes | None = None,
         headers: Mapping[str, HeaderInput] | None = None,
         ack_policy: AckPolicy = AckPolicy.LEADER,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> Ack | None:
         """Publish one message to a NATS ``subject`` through the gRPC API (PublishToSubject):
         every stream attached to that subject stores it; returns the ack of one of them
@@ -859,7 +862,7 @@ class Client(AsyncClosing):
         cursor_id: str,
         offset: int,
         *,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> None:
         """Store ``offset`` as cursor ``cursor_id`` of ``stream``/``partition``.
 
@@ -872,7 +875,12 @@ class Client(AsyncClosing):
         await self._cursor_call("SetCursor", request, cursor_id, stream, partition, timeout, what)
 
     async def fetch_cursor(
-        self, stream: str, partition: int, cursor_id: str, *, timeout: float | None = _DEFAULT
+        self,
+        stream: str,
+        partition: int,
+        cursor_id: str,
+        *,
+        timeout: float | Default | None = DEFAULT,
     ) -> int | None:
         """The offset stored as cursor ``cursor_id`` (``None`` if there is none)."""
         request = pb.FetchCursorRequest(stream=stream, partition=partition, cursorId=cursor_id)
@@ -904,7 +912,7 @@ class Client(AsyncClosing):
         name: str,
         *,
         partition: int | None = None,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> int | None:
         """The offset consumer ``name`` stored (its cursor) on ``partition`` of ``stream``
         (``None``: none), without a consumer; ``partition`` may be left out when the stream
@@ -920,7 +928,7 @@ class Client(AsyncClosing):
         offset: int,
         *,
         partition: int | None = None,
-        timeout: float | None = _DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> None:
         """Store ``offset`` as consumer ``name``'s cursor on ``partition`` of ``stream``,
         without a consumer; returns once the cursor leader stored it."""

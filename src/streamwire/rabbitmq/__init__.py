@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streamwire._default import DEFAULT, Default
 from streamwire._url import parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
@@ -53,20 +54,18 @@ __all__ = (
     "hash_partition",
 )
 
-_UNSET: Any = object()
-
 
 async def connect(
     url: str | None = None,
     *,
     host: str | None = None,
     port: int | None = None,
-    username: str | None = _UNSET,
-    password: str | None = _UNSET,
+    username: str | Default | None = DEFAULT,
+    password: str | Default | None = DEFAULT,
     vhost: str | None = None,
     tls: TLSConfig | bool | None = None,
     timeout: float | None = 30.0,
-    reconnect: ReconnectPolicy | None = _UNSET,
+    reconnect: ReconnectPolicy | Default | None = DEFAULT,
     address_resolver: AddressResolver | None = None,
     load_balancer: bool = False,
     settings: ConnectionSettings | None = None,
@@ -113,9 +112,9 @@ async def connect(
             tls = True
         if "mechanism" in parsed.query:
             changes["mechanism"] = parsed.param("mechanism")
-    if username is not _UNSET:
+    if username is not DEFAULT:
         changes["username"] = username
-    if password is not _UNSET:
+    if password is not DEFAULT:
         changes["password"] = password
     token: Token | None = None
     if token_provider is not None:
@@ -134,7 +133,7 @@ async def connect(
         final,
         tls=use_tls,
         timeout=timeout,
-        reconnect=ReconnectPolicy() if reconnect is _UNSET else reconnect,
+        reconnect=ReconnectPolicy() if reconnect is DEFAULT else reconnect,
         address_resolver=address_resolver,
         load_balancer=load_balancer,
         seeds=seeds,
