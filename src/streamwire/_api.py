@@ -194,6 +194,13 @@ class Client(_AsyncResource, Protocol):
         :class:`~streamwire.errors.StreamNotFoundError` on every broker."""
         ...
 
+    @property
+    def producer_options(self) -> frozenset[str]:
+        """The names of the options this broker's :meth:`producer` takes besides ``name``
+        (its ``ProducerOptions``): a fact to ask before passing one only some brokers have
+        (``max_in_flight``: RabbitMQ, Liftbridge)."""
+        ...
+
     def producer(
         self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
     ) -> Producer:

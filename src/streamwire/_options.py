@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from streamwire.errors import ConfigurationError
 
-__all__ = ("accepted_keywords", "build_options", "check_names")
+__all__ = ("accepted_keywords", "build_options", "check_names", "option_names")
 
 T = TypeVar("T")
 
@@ -33,6 +33,11 @@ def check_names(given: Iterable[str], known: Collection[str], what: str) -> None
         f"unknown {what} option{plural} {', '.join(parts)}; "
         f"known: {', '.join(sorted(known)) or 'none'}"
     )
+
+
+def option_names(cls: type) -> frozenset[str]:
+    """The option names an options dataclass takes."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def build_options(cls: Callable[..., T], given: Mapping[str, object], what: str) -> T:

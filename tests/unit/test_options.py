@@ -90,3 +90,18 @@ def test_every_broker_extends_the_unified_options() -> None:
         for unified in (streamwire.ProducerKwargs, streamwire.ConsumerKwargs):
             mine = getattr(package, unified.__name__)
             assert set(get_type_hints(unified)) <= set(get_type_hints(mine))
+
+
+@pytest.mark.parametrize(
+    ("client", "options"),
+    [
+        (rabbitmq.Client, rabbitmq.ProducerOptions),
+        (liftbridge.Client, liftbridge.ProducerOptions),
+        (iggy.Client, iggy.ProducerOptions),
+    ],
+)
+def test_each_client_says_which_producer_options_it_takes(client: type, options: type) -> None:
+    """A typed fact Spark asks instead of trying an option and catching the refusal."""
+    taken: frozenset[str] = object.__new__(client).producer_options
+    assert taken == frozenset(f.name for f in dataclasses.fields(options))
+    assert ("max_in_flight" in taken) is (client is not iggy.Client)

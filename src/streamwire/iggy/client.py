@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
-from streamwire._options import build_options
+from streamwire._options import build_options, option_names
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderValue
 from streamwire.codec.message import Confirmation, Message
@@ -308,6 +308,11 @@ class Client(AdminMixin, AsyncClosing):
         await self.request(st.DeleteSegments(*topic_of(address), partition, count))
 
     # --- producers and consumers ---------------------------------------------------------
+
+    @property
+    def producer_options(self) -> frozenset[str]:
+        """The options :meth:`producer` takes besides ``name`` (:class:`ProducerOptions`)."""
+        return option_names(ProducerOptions)
 
     def producer(
         self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]

@@ -21,7 +21,7 @@ import grpc.aio
 
 from streamwire._api import OffsetBounds
 from streamwire._default import DEFAULT, Default
-from streamwire._options import build_options
+from streamwire._options import build_options, option_names
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation
@@ -948,6 +948,11 @@ class Client(AsyncClosing):
         return ids[0]
 
     # --- producers and consumers -------------------------------------------------------
+
+    @property
+    def producer_options(self) -> frozenset[str]:
+        """The options :meth:`producer` takes besides ``name`` (:class:`ProducerOptions`)."""
+        return option_names(ProducerOptions)
 
     def producer(
         self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]

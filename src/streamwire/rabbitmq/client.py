@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Self, TypeVar, Unpack
 
 from streamwire._api import OffsetBounds
-from streamwire._options import build_options, check_names
+from streamwire._options import build_options, check_names, option_names
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.offset import Offset, OffsetLike
 from streamwire.errors import (
@@ -561,6 +561,11 @@ class Client(AsyncClosing):
         )
         self._children.add(consumer)
         return consumer
+
+    @property
+    def producer_options(self) -> frozenset[str]:
+        """The options :meth:`producer` takes besides ``name`` (:class:`ProducerOptions`)."""
+        return option_names(ProducerOptions)
 
     def producer(
         self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]

@@ -72,7 +72,11 @@ class RunProducer(Protocol):
 @runtime_checkable
 class RunDeduplicatingProducer(Protocol):
     """A deduplicating producer whose runs take the publishing id of their first message
-    (the others follow it): ``streamwire.rabbitmq.Producer``."""
+    (the others follow it): ``streamwire.rabbitmq.Producer``. It differs from
+    :class:`RunProducer` by :attr:`last_publishing_id`, so ``isinstance`` tells them apart."""
+
+    @property
+    def last_publishing_id(self) -> int: ...
 
     async def send_many(
         self, values: Iterable[bytes | streamwire.Message], *, publishing_id: int | None = None
@@ -118,21 +122,11 @@ class Broker:
         publishing id the broker stored under that name (0: none). ``max_in_flight`` is
         passed where the producer has such an option."""
         opts = dict(options)
-        if max_in_flight is not None:
+        if max_in_flight is not None and _IN_FLIGHT_OPTION in client.producer_options:
             opts.setdefault(_IN_FLIGHT_OPTION, max_in_flight)
-        try:
-            producer = client.producer(stream, name=reference, **opts)
-        except streamwire.ConfigurationError:
-            if max_in_flight is None or _IN_FLIGHT_OPTION in options:
-                raise
-            del opts[_IN_FLIGHT_OPTION]  # this broker's producer has no such bound
-            producer = client.producer(stream, name=reference, **opts)
+        producer = client.producer(stream, name=reference, **opts)
         await producer.__aenter__()
-        if (
-            reference is not None
-            and isinstance(producer, streamwire.DeduplicatingProducer)
-            and isinstance(producer, RunDeduplicatingProducer)
-        ):
+        if reference is not None and isinstance(producer, RunDeduplicatingProducer):
             return Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)
         return Publisher(producer, dedup=None, last_stored=0)
 
