@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -24,9 +23,7 @@ from streamwire._options import build_options, check_names, option_names
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.offset import Offset, OffsetLike
 from streamwire.errors import (
-    ClosedError,
     ConfigurationError,
-    ConnectError,
     RemoteProtocolError,
     StreamwireError,
     UnsupportedByBroker,
@@ -34,6 +31,7 @@ from streamwire.errors import (
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.rabbitmq._connection import Connection
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
+from streamwire.rabbitmq._placement import AddressResolver, Placement, StreamInfo
 from streamwire.rabbitmq.consumer import Consumer, ConsumerOptions
 from streamwire.rabbitmq.credentials import Token, TokenProvider, refresh_delay
 from streamwire.rabbitmq.producer import Producer, ProducerOptions
@@ -51,21 +49,17 @@ from streamwire.rabbitmq.protocol.consuming import (
     StoreOffset,
     offset_spec,
 )
-from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset, StreamNotAvailable
+from streamwire.rabbitmq.protocol.errors import NoOffset
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings
 from streamwire.rabbitmq.protocol.streams import (
-    NO_LEADER,
     CreateRequest,
     CreateSuperStreamRequest,
     DeleteRequest,
     DeleteSuperStreamRequest,
-    MetadataRequest,
-    MetadataResponse,
     PartitionsRequest,
     PartitionsResponse,
     RouteRequest,
     RouteResponse,
-    StreamMetadata,
     StreamStatsRequest,
     StreamStatsResponse,
 )
@@ -81,10 +75,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_MAX_CONNECTIONS_PER_NODE = 64
-"""Connections per node and role before a client refuses another producer or consumer."""
 _Child = Producer | Consumer | SuperStreamProducer | SuperStreamConsumer
-AddressResolver = Callable[[str, int], tuple[str, int]]
 
 _STREAM_ARGUMENTS = {
     "max_length_bytes": "max-length-bytes",
@@ -96,23 +87,7 @@ _STREAM_ARGUMENTS = {
 }
 
 
-class StreamInfo:
-    """Where a stream lives, from Metadata."""
-
-    __slots__ = ("leader", "replicas", "stream")
-
-    def __init__(
-        self, stream: str, leader: tuple[str, int], replicas: list[tuple[str, int]]
-    ) -> None:
-        self.stream = stream
-        self.leader = leader
-        self.replicas = replicas
-
-    def __repr__(self) -> str:
-        return f"StreamInfo({self.stream!r}, leader={self.leader}, replicas={self.replicas})"
-
-
-class Client(AsyncClosing):
+class Client(Placement, AsyncClosing):
     """A RabbitMQ Streams client. Create with :func:`streamwire.rabbitmq.connect`."""
 
     def __init__(
@@ -153,178 +128,15 @@ class Client(AsyncClosing):
         self._meter = ConnectionMeter(Destination("rabbitmq", "", f"{host}:{port}"))
         self._ever: set[tuple[str, str, int]] = set()  # connection keys ever registered
 
-    # --- connections ---------------------------------------------------------------------
-
-    # Connections are shared per (role, advertised host, advertised port). Producers and
-    # consumers never share one: on a connection that also carries Deliver frames (which the
-    # broker writes with sendfile) publish confirms were measured ~50 ms late instead of
-    # ~0.5 ms. The locator connection carries management and metadata requests.
+    # --- connections (placed by _placement.Placement) -------------------------------------
 
     async def _open(self) -> Self:
         self._locator = await self._dial_seeds()
         return self
 
-    async def _dial_seeds(self) -> Connection:
-        """The locator connection to the first seed that answers, starting with the one that
-        answered last; a ConnectError naming every failure when none does."""
-        failures: list[str] = []
-        for host, port in self.seeds:
-            try:
-                conn = await self._dial("locator", host, port)
-            except (ConnectError, TimeoutError) as exc:
-                if len(self.seeds) == 1:
-                    raise
-                failures.append(f"{host}:{port}: {exc}")
-                continue
-            if (host, port) != self.seeds[0]:  # start with the node that answered next time
-                self.seeds = ((host, port), *(s for s in self.seeds if s != (host, port)))
-            self.host, self.port = host, port
-            return conn
-        raise ConnectError(f"no RabbitMQ node answered: {'; '.join(failures)}")
-
-    async def _open_connection(self, host: str, port: int) -> Connection:
-        try:
-            return await Connection.open(
-                host, port, self.settings, tls=self.tls, timeout=self.timeout
-            )
-        except StreamwireError:
-            self._meter.failed()
-            raise
-
-    async def _dial(self, role: str, host: str, port: int) -> Connection:
-        conn = await self._open_connection(host, port)
-        advertised = _advertised(conn, host, port)
-        self._register(conn, {(role, *advertised), (role, host, port)})
-        return conn
-
-    def _register(self, conn: Connection, keys: set[tuple[str, str, int]]) -> None:
-        if self._closing:  # opened while the client was closing: nobody would close it
-            conn.abort()
-            raise ClosedError("client is closed")
-        for key in keys:
-            self._conns[key] = conn
-        conn.on_lost.append(lambda exc: self._forget(conn, exc))
-        self._meter.connected(again=not self._ever.isdisjoint(keys))
-        self._ever |= keys
-
-    async def _dial_through_balancer(self, role: str, wanted: tuple[str, int]) -> Connection:
-        """Load-balancer mode: dial the configured address until the node behind it
-        advertises ``wanted`` (the Java client's approach); other connections are closed."""
-        seen: list[tuple[str, int]] = []
-        for _attempt in range(self.load_balancer_attempts):
-            conn = await self._open_connection(self.host, self.port)
-            advertised = _advertised(conn, self.host, self.port)
-            if advertised == wanted:
-                self._register(conn, {(role, *wanted)})
-                return conn
-            seen.append(advertised)
-            await conn.close()
-            await asyncio.sleep(self.load_balancer_delay)
-        raise ConnectError(
-            f"the load balancer at {self.host}:{self.port} never led to {wanted[0]}:{wanted[1]}"
-            f" in {len(seen)} attempts (reached {sorted(set(seen))})"
-        )
-
-    def _forget(self, conn: Connection, exc: StreamwireError | None = None) -> None:
-        if exc is not None and not isinstance(exc, ClosedError):  # lost, not closed by us
-            self._meter.failed()
-        for key in [k for k, c in self._conns.items() if c is conn]:
-            del self._conns[key]
-        if self._locator is conn:
-            self._locator = None
-
-    def _check(self) -> None:
-        if self._closing:
-            raise ClosedError("client is closed")
-
     def _forget_child(self, child: _Child) -> None:
         """Called by a producer or consumer once it is closed."""
         self._children.discard(child)
-
-    async def _locator_connection(self) -> Connection:
-        self._check()
-        conn = self._locator
-        if conn is not None and conn.is_open:
-            return conn
-        if len(self.seeds) > 1:
-            async with self._seed_lock:  # one redial for every caller waiting
-                conn = self._locator
-                if conn is None or not conn.is_open:
-                    self._locator = conn = await self._dial_seeds()
-                return conn
-        self._locator = await self._connection_to(
-            self.host, self.port, role="locator", dial=(self.host, self.port)
-        )
-        return self._locator
-
-    async def _connection_to(
-        self, host: str, port: int, *, role: str, dial: tuple[str, int] | None = None
-    ) -> Connection:
-        """A shared open ``role`` connection to the node advertised as ``host:port``."""
-        key = (role, host, port)
-        conn = self._conns.get(key)
-        if conn is not None and conn.is_open:
-            return conn
-        task = self._opening.get(key)
-        if task is None:
-            if dial is None and self.load_balancer:
-                task = asyncio.ensure_future(self._dial_through_balancer(role, (host, port)))
-            else:
-                target = dial or self._resolve(host, port)
-                task = asyncio.ensure_future(self._dial(role, *target))
-            self._opening[key] = task
-            task.add_done_callback(lambda _: self._opening.pop(key, None))
-        return await asyncio.shield(task)
-
-    async def stream_info(self, stream: str) -> StreamInfo:
-        """Leader and replicas of ``stream``; raises StreamDoesNotExist/StreamNotAvailable."""
-        md = await self.metadata(stream)
-        entry, brokers = md
-        if entry.code != ResponseCode.OK:
-            raise ERRORS.from_code(entry.code, f"stream {stream!r}")
-        if entry.leader == NO_LEADER or entry.leader not in brokers:
-            raise StreamNotAvailable(f"stream {stream!r} has no leader yet")
-        return StreamInfo(
-            stream, brokers[entry.leader], [brokers[r] for r in entry.replicas if r in brokers]
-        )
-
-    async def metadata(self, stream: str) -> tuple[StreamMetadata, dict[int, tuple[str, int]]]:
-        conn = await self._locator_connection()
-        resp = await conn.request(lambda corr: MetadataRequest(corr, (stream,)), MetadataResponse)
-        brokers = {b.reference: (b.host, b.port) for b in resp.brokers}
-        for entry in resp.streams:
-            if entry.stream == stream:
-                return entry, brokers
-        raise ERRORS.from_code(ResponseCode.STREAM_DOES_NOT_EXIST, f"stream {stream!r}")
-
-    async def _leader_connection(self, stream: str) -> Connection:
-        info = await self.stream_info(stream)
-        return await self._connection_with_room(
-            *info.leader, role="producer", has_room=lambda c: c.publisher_room
-        )
-
-    async def _consumer_connection(self, stream: str, *, replica: bool = False) -> Connection:
-        info = await self.stream_info(stream)
-        node = random.choice(info.replicas) if replica and info.replicas else info.leader
-        return await self._connection_with_room(
-            *node, role="consumer", has_room=lambda c: c.subscriber_room
-        )
-
-    async def _connection_with_room(
-        self, host: str, port: int, *, role: str, has_room: Callable[[Connection], bool]
-    ) -> Connection:
-        """A shared ``role`` connection to ``host:port`` with room for one more publisher
-        or subscription: a node's first connection while it has room, then a second, a
-        third... (ids are one byte, so 256 producers or consumers fit one connection; the
-        Java and Go clients open another connection the same way)."""
-        for slot in range(_MAX_CONNECTIONS_PER_NODE):
-            conn = await self._connection_to(host, port, role=f"{role}#{slot}" if slot else role)
-            if has_room(conn):
-                return conn
-        raise ClosedError(
-            f"{_MAX_CONNECTIONS_PER_NODE} {role} connections to {host}:{port} are full "
-            f"({_MAX_CONNECTIONS_PER_NODE * 256} {role}s)"
-        )
 
     async def retry(
         self, attempt: Callable[[], Awaitable[T]], cause: BaseException, *, what: str
@@ -700,13 +512,3 @@ def _one_partition(partition: int | None) -> None:
             f"a RabbitMQ stream is one partition (0), not {partition!r}; a super stream's "
             "partitions are streams of their own (client.partitions(super_stream))"
         )
-
-
-def _advertised(conn: Connection, host: str, port: int) -> tuple[str, int]:
-    """The (host, port) a connection's node advertises in its Open response."""
-    props = conn.opened.connection_properties if conn.opened else {}
-    advertised_port = props.get("advertised_port", "")
-    return (
-        props.get("advertised_host", host),
-        int(advertised_port) if advertised_port.isdigit() else port,
-    )
