@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import grimp
 
-#: The cycles left (docs/architecture.md, "Import cycles"): each client and its producers and
-#: consumers, and the AMQP value encoder with its array encoder (mutual recursion of values).
+#: The cycles left (docs/architecture.md, "Import cycles"): the Liftbridge and RabbitMQ clients
+#: with their producers and consumers.
 KNOWN: frozenset[frozenset[str]] = frozenset(
     frozenset(f"streamwire.{m}" for m in cycle)
     for cycle in (
-        ("codec.amqp._encode", "codec.amqp._encode_array"),
-        ("iggy.client", "iggy.consumer", "iggy.producer"),
         (
             "liftbridge._grpc_publish",
             "liftbridge._kwargs",

@@ -156,7 +156,7 @@ class Client(AdminMixin, AsyncClosing):
         if self._closing:
             raise ClosedError("client is closed")
 
-    def _forget(self, child: Producer | Consumer) -> None:
+    def _forget(self, child: object) -> None:
         self._children.discard(child)
 
     async def connection(self) -> Connection:

@@ -29,12 +29,13 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Final, Self
+from typing import Final, Self
 
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
 from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
 from streamwire.iggy._connection import Connection
+from streamwire.iggy._link import ClientLink
 from streamwire.iggy._options import start_strategy, topic_of
 from streamwire.iggy.options import ConsumerOptions
 from streamwire.iggy.protocol.errors import (
@@ -63,9 +64,6 @@ from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable, AutoCommit
 
-if TYPE_CHECKING:
-    from streamwire.iggy.client import Client
-
 __all__ = ("MAX_POLL", "Consumer", "ConsumerOptions", "poll_count")
 
 logger = logging.getLogger(__name__)
@@ -91,7 +89,7 @@ class Consumer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: ClientLink,
         address: str,
         *,
         offset: OffsetLike | None = None,

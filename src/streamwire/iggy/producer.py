@@ -32,7 +32,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, repeat
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Self, cast
+from typing import Any, Final, NamedTuple, Self, cast
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message, outgoing
@@ -42,6 +42,7 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.iggy._connection import Connection
+from streamwire.iggy._link import ClientLink
 from streamwire.iggy._options import topic_of
 from streamwire.iggy.options import ProducerOptions
 from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_ids
@@ -59,9 +60,6 @@ from streamwire.transport.resources import (
     wait_for_bytes,
 )
 from streamwire.transport.tasks import cancel_and_wait, cancel_now
-
-if TYPE_CHECKING:
-    from streamwire.iggy.client import Client
 
 __all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
 
@@ -197,7 +195,7 @@ class _Run:
 class Producer(AsyncStartable):
     """Publishes to one ``"stream/topic"``. Use ``async with client.producer(address)``."""
 
-    def __init__(self, client: Client, address: str, *, options: ProducerOptions) -> None:
+    def __init__(self, client: ClientLink, address: str, *, options: ProducerOptions) -> None:
         self._client = client
         self.address = address
         self.stream, self.topic = topic_of(address)

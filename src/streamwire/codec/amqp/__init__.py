@@ -6,6 +6,7 @@ mapping and :mod:`streamwire.codec.amqp.message` for the message model and fast 
 
 from __future__ import annotations
 
+from streamwire.codec.amqp import _encode_array  # noqa: F401 (enters the array encoder)
 from streamwire.codec.amqp.message import (
     SECTION_NAMES,
     AmqpMessage,

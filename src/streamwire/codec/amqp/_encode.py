@@ -269,11 +269,15 @@ def _described(w: Writer, v: Described, depth: int) -> None:
     write_value(w, v.value, depth + 1)
 
 
+#: The array encoder (``_encode_array.array_body``), entered when that module is imported,
+#: which ``streamwire.codec.amqp`` does: arrays hold values and values hold arrays, and the
+#: entry keeps the imports one way (``_encode_array`` imports this module, not the reverse).
+ARRAY_BODY: list[Callable[[Array, int], tuple[int, bytes, bool]]] = []
+
+
 def _array(w: Writer, v: Array, depth: int) -> None:
     _check_depth(depth)
-    from streamwire.codec.amqp._encode_array import array_body  # a cycle: arrays hold values
-
-    count, body, zero_width = array_body(v, depth)
+    count, body, zero_width = ARRAY_BODY[0](v, depth)
     if zero_width and count > len(body) + 1:
         # zero-width items: the decoder bounds their count by the array's size field
         if count > len(body) + 4:

@@ -17,6 +17,7 @@ from typing import Any, Final
 from streamwire.codec._structs import U32
 from streamwire.codec.amqp import _codes as c
 from streamwire.codec.amqp._encode import (
+    ARRAY_BODY,
     array_descriptor_prefix,
     list_body,
     map_body,
@@ -199,3 +200,6 @@ _ELEMENTS: Final[dict[type, _Elements]] = {
     dict: _maps,
     Array: _arrays,
 }
+
+
+ARRAY_BODY.append(array_body)
