@@ -22,7 +22,6 @@ import grpc.aio
 from streamwire._api import OffsetBounds
 from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options, option_names
-from streamwire._stored import consumer_name, offset_to_store
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation
 from streamwire.codec.offset import OffsetLike
@@ -36,6 +35,7 @@ from streamwire.errors import (
     StreamwireError,
 )
 from streamwire.liftbridge._acks import AckRouter, AckStats
+from streamwire.liftbridge._cursors import Cursors
 from streamwire.liftbridge._grpc import AddressResolver, Channels
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
 from streamwire.liftbridge._h2_subscription import (
@@ -61,7 +61,6 @@ from streamwire.liftbridge.protocol.errors import (
     ACK_ERRORS,
     GRPC_ERRORS,
     AckErrorCode,
-    FailedPrecondition,
     GrpcStatus,
     StreamNotFound,
     UnknownLiftbridgeError,
@@ -75,14 +74,12 @@ from streamwire.liftbridge.protocol.messages import (
     is_literal_subject,
 )
 from streamwire.liftbridge.protocol.metadata import (
-    CURSORS_STREAM,
     Broker,
     Metadata,
     PartitionInfo,
     StreamInfo,
     StreamOptions,
     create_stream_request,
-    cursor_partition,
     metadata_from_pb,
     partition_from_pb,
 )
@@ -103,8 +100,6 @@ T = TypeVar("T")
 
 #: How often a missing ``__cursors`` stream is looked up again, and the pause between lookups,
 #: before cursors are reported disabled (about 2 s in all).
-_CURSORS_LOOKUPS: Final = 5
-_CURSORS_LOOKUP_PAUSE: Final = 0.5
 #: How long close waits for a cancelled NATS redial to end (its connect ends within
 #: ``_nats._CONNECT_END_TIMEOUT``).
 _END_TIMEOUT: Final = 10.0
@@ -120,7 +115,7 @@ class ClientStats(ConnectionStats):
     nats: NatsStats = field(default_factory=NatsStats)
 
 
-class Client(AsyncClosing):
+class Client(Cursors, AsyncClosing):
     """A Liftbridge client. Create with :func:`streamwire.liftbridge.connect`."""
 
     def __init__(
@@ -724,51 +719,6 @@ class Client(AsyncClosing):
             what=f"SetStreamReadonly {name!r}",
         )
 
-    # --- cursors -----------------------------------------------------------------------
-
-    async def _cursor_leader(self, cursor_id: str, stream: str, partition: int) -> tuple[int, str]:
-        md = self._metadata
-        info = md.streams.get(CURSORS_STREAM) if md is not None else None
-        # A new cluster's metadata leader creates __cursors shortly after it is elected, and
-        # the server answering metadata may not know it yet (seen on a fresh 3-node v1.9.0
-        # cluster): ask again a few times before calling cursors disabled.
-        for attempt in range(_CURSORS_LOOKUPS):
-            if info is not None:
-                break
-            if attempt:
-                await asyncio.sleep(_CURSORS_LOOKUP_PAUSE)
-            md = await self.fetch_metadata(CURSORS_STREAM)
-            info = md.streams.get(CURSORS_STREAM)
-        if info is None:
-            raise ConfigurationError("cursors are disabled on the server (no __cursors stream)")
-        cp = cursor_partition(cursor_id, stream, partition, info.partition_count)
-        p = info.partitions.get(cp)
-        return cp, p.leader if p is not None else ""
-
-    async def _cursor_call(
-        self,
-        method: str,
-        request: Any,
-        cursor_id: str,
-        stream: str,
-        partition: int,
-        timeout: float | Default | None,
-        what: str,
-    ) -> Any:
-        """At the ``__cursors`` partition's leader; once more with fresh metadata if that
-        server says it no longer leads it or cannot be reached (it died: a new leader)."""
-        for attempt in (1, 2):
-            _, leader = await self._cursor_leader(cursor_id, stream, partition)
-            try:
-                return await self._call(
-                    method, request, timeout=self._timeout(timeout), what=what, broker=leader
-                )
-            except (FailedPrecondition, ConnectError):
-                if attempt == 2:
-                    raise
-                self._invalidate_metadata()
-        raise AssertionError("unreachable")  # pragma: no cover
-
     # --- publishing through the gRPC API ----------------------------------------------------
 
     async def publish(
@@ -855,42 +805,6 @@ class Client(AsyncClosing):
             raise ACK_ERRORS.from_code(ack.ack_error, what)
         return ack
 
-    async def set_cursor(
-        self,
-        stream: str,
-        partition: int,
-        cursor_id: str,
-        offset: int,
-        *,
-        timeout: float | Default | None = DEFAULT,
-    ) -> None:
-        """Store ``offset`` as cursor ``cursor_id`` of ``stream``/``partition``.
-
-        Cancellation: the cursor may or may not have been stored.
-        """
-        request = pb.SetCursorRequest(
-            stream=stream, partition=partition, cursorId=cursor_id, offset=offset
-        )
-        what = f"SetCursor {cursor_id!r} on {stream}/{partition}"
-        await self._cursor_call("SetCursor", request, cursor_id, stream, partition, timeout, what)
-
-    async def fetch_cursor(
-        self,
-        stream: str,
-        partition: int,
-        cursor_id: str,
-        *,
-        timeout: float | Default | None = DEFAULT,
-    ) -> int | None:
-        """The offset stored as cursor ``cursor_id`` (``None`` if there is none)."""
-        request = pb.FetchCursorRequest(stream=stream, partition=partition, cursorId=cursor_id)
-        what = f"FetchCursor {cursor_id!r} on {stream}/{partition}"
-        resp = await self._cursor_call(
-            "FetchCursor", request, cursor_id, stream, partition, timeout, what
-        )
-        offset = int(resp.offset)
-        return None if offset < 0 else offset
-
     def activity_stream(
         self,
         *,
@@ -905,47 +819,6 @@ class Client(AsyncClosing):
         resumes after it. The servers need ``activity.stream.enabled: true``; ``async with``
         it, or ``await`` it."""
         return ActivityStream(self.consumer(ACTIVITY_STREAM, offset=offset, name=name, **options))
-
-    async def committed_offset(
-        self,
-        stream: str,
-        name: str,
-        *,
-        partition: int | None = None,
-        timeout: float | Default | None = DEFAULT,
-    ) -> int | None:
-        """The offset consumer ``name`` stored (its cursor) on ``partition`` of ``stream``
-        (``None``: none), without a consumer; ``partition`` may be left out when the stream
-        has one."""
-        name = consumer_name(name)
-        pid = await self._the_partition(stream, partition)
-        return await self.fetch_cursor(stream, pid, name, timeout=timeout)
-
-    async def store_offset(
-        self,
-        stream: str,
-        name: str,
-        offset: int,
-        *,
-        partition: int | None = None,
-        timeout: float | Default | None = DEFAULT,
-    ) -> None:
-        """Store ``offset`` as consumer ``name``'s cursor on ``partition`` of ``stream``,
-        without a consumer; returns once the cursor leader stored it."""
-        name = consumer_name(name)
-        offset = offset_to_store(offset)
-        pid = await self._the_partition(stream, partition)
-        await self.set_cursor(stream, pid, name, offset, timeout=timeout)
-
-    async def _the_partition(self, stream: str, partition: int | None) -> int:
-        if partition is not None:
-            return partition
-        ids = await self.partition_ids(stream)
-        if len(ids) != 1:
-            raise ConfigurationError(
-                f"stream {stream!r} has {len(ids)} partitions: pass partition="
-            )
-        return ids[0]
 
     # --- producers and consumers -------------------------------------------------------
 
