@@ -19,6 +19,7 @@ from streamwire._api import (
     Producer,
     ProducerKwargs,
     StreamKwargs,
+    SuperStreams,
 )
 from streamwire._connect import ConnectHandle, connect
 from streamwire._url import BrokerURL, parse_url
@@ -52,6 +53,7 @@ __all__ = (
     "StreamKwargs",
     "ProducerKwargs",
     "Partitioned",
+    "SuperStreams",
     "OffsetBounds",
     "DeduplicatingProducer",
     "KeyRouted",

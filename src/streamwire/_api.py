@@ -337,3 +337,20 @@ class KeyRouted(Protocol):
     def partition_for_key(self, key: bytes) -> int:
         """The partition a message with ``key`` goes to when no partition is named."""
         ...
+
+
+@runtime_checkable
+class SuperStreams(Protocol):
+    """A client whose broker groups streams into super streams (RabbitMQ Streams 3.13+, where
+    ``create_stream(name, partitions=n)`` makes one): each partition is a stream of its own,
+    and a keyed message goes to the partition its key hashes to."""
+
+    async def partitions(self, super_stream: str) -> list[str]:
+        """The partition streams of ``super_stream``, in partition order
+        (:class:`StreamNotFoundError` when it is not a super stream)."""
+        ...
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        """The partition (0-based) that the broker's own clients' default routing picks for
+        a message with ``key`` among ``partitions``."""
+        ...

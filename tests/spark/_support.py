@@ -68,6 +68,8 @@ def spark_session(app: str, master: str = "local[2]") -> Any:
 
 #: Partitions of the Iggy topics the tests create (several, to exercise per-partition offsets).
 IGGY_PARTITIONS = 2
+#: Partitions of the RabbitMQ super streams the ``rabbitmq-super`` lane creates.
+SUPER_PARTITIONS = 3
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,16 @@ class Target:
         asyncio.run(_create(self.url, name, self.partitions))
         return name
 
+    @property
+    def super_stream(self) -> bool:
+        """Whether the streams are RabbitMQ super streams (what ``create_stream(name,
+        partitions=n)`` makes there)."""
+        return self.broker == "rabbitmq" and self.partitions > 1
+
     def delete_stream(self, name: str) -> None:
         if self.broker == "iggy":
             name = name.partition("/")[0]  # the whole stream, with its topic
-        asyncio.run(_delete(self.url, name))
+        asyncio.run(_delete(self.url, name, super_stream=self.super_stream))
 
 
 async def _create(url: str, name: str, partitions: int) -> None:
@@ -96,9 +104,13 @@ async def _create(url: str, name: str, partitions: int) -> None:
         await client.create_stream(name, partitions=partitions)
 
 
-async def _delete(url: str, name: str) -> None:
+async def _delete(url: str, name: str, *, super_stream: bool = False) -> None:
     async with streamwire.connect(url, timeout=10.0) as client:
-        await client.delete_stream(name, missing_ok=True)
+        if super_stream:
+            rmq: Any = client  # super_stream= is RabbitMQ's
+            await rmq.delete_stream(name, missing_ok=True, super_stream=True)
+        else:
+            await client.delete_stream(name, missing_ok=True)
 
 
 def _skip_unless_supported(url: str) -> None:
@@ -137,12 +149,16 @@ def target(broker: str) -> Target:
     used. (Iggy comes from the ``iggy`` fixture: the harness's server or the double.)"""
     if broker == "iggy":
         raise ValueError("use the 'iggy' fixture: it falls back to the conformance double")
-    info = require(broker)
+    info = require("rabbitmq" if broker == "rabbitmq-super" else broker)
     if broker == "liftbridge":
         nats_url = info.extra.get("NATS_URL", "nats://127.0.0.1:4222")
         url = f"{info.url}?nats={nats_url}"
         _skip_unless_supported(url)
         return Target("liftbridge", url, partitions=2)
+    if broker == "rabbitmq-super":  # super streams of three partitions
+        info = require("rabbitmq")
+        _skip_unless_supported(info.url)
+        return Target("rabbitmq", info.url, partitions=SUPER_PARTITIONS)
     _skip_unless_supported(info.url)
     return Target(broker, info.url, partitions=1)
 
@@ -173,7 +189,11 @@ async def _read_back(
     out: list[Stored] = []
     async with streamwire.connect(t.url, timeout=10.0) as client:
         consumers: list[tuple[int, streamwire.Consumer]] = [(0, client.consumer(stream))]
-        if t.partitions > 1:  # Liftbridge, Iggy: one consumer per partition
+        if t.super_stream:  # a consumer per partition stream
+            assert isinstance(client, streamwire.SuperStreams)
+            names = await client.partitions(stream)
+            consumers = [(p, client.consumer(name)) for p, name in enumerate(names)]
+        elif t.partitions > 1:  # Liftbridge, Iggy: one consumer per partition
             by_partition: Any = client  # partition= is not in the unified signature
             consumers = [
                 (p, by_partition.consumer(stream, partition=p)) for p in range(t.partitions)
@@ -204,11 +224,21 @@ def publish(t: Target, stream: str, messages: list[streamwire.Message]) -> None:
     """Publish ``messages`` in order with a plain producer and wait for confirmations."""
 
     async def run() -> None:
-        async with (
-            streamwire.connect(t.url, timeout=10.0) as client,
-            client.producer(stream) as producer,
-        ):
-            await producer.send_batch(messages)
-            await producer.flush(30.0)
+        async with streamwire.connect(t.url, timeout=10.0) as client:
+            if t.super_stream:  # keyed messages as RabbitMQ routes them, the rest in turn
+                assert isinstance(client, streamwire.SuperStreams)
+                names = await client.partitions(stream)
+                routed: dict[str, list[streamwire.Message]] = {}
+                for i, m in enumerate(messages):
+                    p = i if m.key is None else client.partition_for_key(m.key, len(names))
+                    routed.setdefault(names[p % len(names)], []).append(m)
+                for name, some in routed.items():
+                    async with client.producer(name) as producer:
+                        await producer.send_batch(some)
+                        await producer.flush(30.0)
+                return
+            async with client.producer(stream) as producer:
+                await producer.send_batch(messages)
+                await producer.flush(30.0)
 
     asyncio.run(run())

@@ -60,9 +60,10 @@ def iggy(request: pytest.FixtureRequest) -> Target:
     return iggy_lane(request, request.param)
 
 
-@pytest.fixture(params=["rabbitmq", "liftbridge", *IGGY_LANES])
+@pytest.fixture(params=["rabbitmq", "rabbitmq-super", "liftbridge", *IGGY_LANES])
 def any_broker(request: pytest.FixtureRequest) -> Target:
-    """Each broker in turn; skips (saying why) where it is missing or unsupported."""
+    """Each broker in turn (RabbitMQ twice: plain streams, and super streams read and written
+    as partitioned streams); skips (saying why) where it is missing or unsupported."""
     if request.param in IGGY_LANES:
         return iggy_lane(request, request.param)
     return target(request.param)

@@ -9,6 +9,7 @@ import json
 import pickle
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,11 +22,12 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
+from streamwire.rabbitmq.superstream import hash_partition
 from streamwire.spark import DataLossError, SparkConfigurationError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
 from streamwire.spark.datasource import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
-from tests.spark._support import Target, publish, read_back
+from tests.spark._support import Target, publish, read_back, target
 
 #: Admission control and Trigger.AvailableNow for Python sources came with pyspark 4.2.
 needs_admission_control = pytest.mark.skipif(
@@ -608,3 +610,37 @@ def test_registration(spark: Any) -> None:
     # defining a DataFrame resolves the source and its schema without touching a broker
     df = spark.read.format("streamwire").option("url", "rabbitmq-stream://nowhere.invalid")
     assert df.option("stream", "s").load().schema.simpleString().startswith("struct<value:binary")
+
+
+def test_a_super_stream_is_read_one_task_per_partition_stream(spark: Any) -> None:
+    """A RabbitMQ super stream reads as a partitioned stream: partition *i* is its *i*-th
+    partition stream, one input partition (task) each, in batch and streaming reads alike."""
+    t = target("rabbitmq-super")
+    stream = t.new_stream("dssuper")
+    try:
+        sent = [
+            streamwire.Message(f"v{i:03d}".encode(), key=f"key-{i}".encode()) for i in range(60)
+        ]
+        publish(t, stream, sent)
+        where = Counter(hash_partition(m.key or b"", t.partitions) for m in sent)
+        assert len(where) == t.partitions  # every partition stream holds some
+
+        options = {"url": t.url, "stream": stream}
+        parts = StreamwireDataSource(options).reader(None).partitions()
+        assert [(p.stream, p.partition, p.end - p.start) for p in parts] == [
+            (stream, i, where[i]) for i in range(t.partitions)
+        ]
+        reader = StreamwireDataSource({**options, "startingOffsets": "earliest"}).streamReader(None)
+        try:
+            end = reader.latestOffset()
+        finally:
+            reader.stop()
+        assert end == {stream: {str(i): where[i] for i in range(t.partitions)}}
+
+        rows = spark.read.format("streamwire").options(**options).load().collect()
+        assert sorted(r.value for r in rows) == sorted(m.value for m in sent)
+        for r in rows:
+            assert r.stream == stream
+            assert r.partition == hash_partition(r.key, t.partitions)
+    finally:
+        t.delete_stream(stream)

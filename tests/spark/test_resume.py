@@ -52,7 +52,7 @@ class _Broker:
     def __init__(self, logs: dict[int, list[streamwire.Message]], step: int = 333) -> None:
         self.logs, self.step, self.reads = logs, step, 0
 
-    def consumer(
+    async def consumer(
         self, client: Any, stream: str, partition: int, offset: int, *, wanted: int | None = None
     ) -> _Consumer:
         self.reads += 1
@@ -153,7 +153,7 @@ def test_any_interleaving_of_tasks_and_strangers_gives_each_task_its_last_row(
 
 def test_a_partition_that_stops_delivering_is_a_timeout() -> None:
     class _Stalled(_Broker):
-        def consumer(
+        async def consumer(
             self,
             client: Any,
             stream: str,

@@ -25,6 +25,7 @@ from streamwire.codec.offset import Offset, OffsetLike
 from streamwire.errors import (
     ConfigurationError,
     RemoteProtocolError,
+    StreamNotFoundError,
     StreamwireError,
     UnsupportedByBroker,
 )
@@ -50,7 +51,7 @@ from streamwire.rabbitmq.protocol.consuming import (
     offset_spec,
 )
 from streamwire.rabbitmq.protocol.errors import NoOffset
-from streamwire.rabbitmq.protocol.machine import ConnectionSettings
+from streamwire.rabbitmq.protocol.machine import ConnectionSettings, StreamsConnection
 from streamwire.rabbitmq.protocol.streams import (
     CreateRequest,
     CreateSuperStreamRequest,
@@ -63,7 +64,12 @@ from streamwire.rabbitmq.protocol.streams import (
     StreamStatsRequest,
     StreamStatsResponse,
 )
-from streamwire.rabbitmq.superstream import Routing, SuperStreamConsumer, SuperStreamProducer
+from streamwire.rabbitmq.superstream import (
+    Routing,
+    SuperStreamConsumer,
+    SuperStreamProducer,
+    hash_partition,
+)
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tasks import cancel_now, cancel_tasks
@@ -275,9 +281,10 @@ class Client(Placement, AsyncClosing):
         self, stream: str, name: str, *, partition: int | None = None
     ) -> int | None:
         """The offset consumer ``name`` stored on ``stream`` (``None``: none), without a
-        consumer (QueryOffset). A stream is one partition: ``partition`` is ``None`` or 0."""
+        consumer (QueryOffset). A stream is one partition (``partition`` ``None`` or 0); for a
+        super stream, ``partition`` picks its partition stream."""
         name = consumer_name(name)
-        _one_partition(partition)
+        stream = await self._partition_stream(stream, partition)
         return await self._query_offset(await self._consumer_connection(stream), stream, name)
 
     async def store_offset(
@@ -286,13 +293,29 @@ class Client(Placement, AsyncClosing):
         """Store ``offset`` for consumer ``name`` on ``stream`` without a consumer, as its
         ``commit`` does (StoreOffset, on the leader's connection). RabbitMQ never answers
         StoreOffset, so this asks the leader back on the same connection and returns once it
-        has the offset (or a newer one another writer stored meanwhile)."""
+        has the offset (or a newer one another writer stored meanwhile). For a super stream,
+        ``partition`` picks its partition stream."""
         name = consumer_name(name)
         offset = offset_to_store(offset)
-        _one_partition(partition)
+        stream = await self._partition_stream(stream, partition)
         conn = await self._leader_connection(stream)
         await conn.send(StoreOffset(name, stream, offset))
         await self._query_offset(conn, stream, name)  # after the store: the writer has it
+
+    async def _partition_stream(self, stream: str, partition: int | None) -> str:
+        """The stream holding ``partition`` of ``stream``: without a partition, ``stream``;
+        with one, the super stream's partition stream, or ``stream`` itself for partition 0
+        of a plain stream."""
+        if partition is None:
+            return stream
+        try:
+            names = await self.partitions(stream)
+        except (StreamNotFoundError, UnsupportedByBroker):
+            _one_partition(partition)
+            return stream
+        if not 0 <= partition < len(names):
+            raise ConfigurationError(f"super stream {stream!r} has no partition {partition}")
+        return names[partition]
 
     @staticmethod
     async def _query_offset(conn: Connection, stream: str, name: str) -> int | None:
@@ -320,8 +343,11 @@ class Client(Placement, AsyncClosing):
         return {0: OffsetBounds(first, max(offsets) + 1 if offsets else first)}
 
     async def partitions(self, super_stream: str) -> list[str]:
-        """The partition streams of a super stream, in partition order."""
+        """The partition streams of a super stream, in partition order
+        (:class:`~streamwire.StreamNotFoundError` when ``super_stream`` is none;
+        :class:`~streamwire.UnsupportedByBroker` before 3.11, which has no super streams)."""
         conn = await self._locator_connection()
+        _check_super_streams(conn.machine)
         resp = await conn.request(
             lambda corr: PartitionsRequest(corr, super_stream), PartitionsResponse
         )
@@ -330,12 +356,18 @@ class Client(Placement, AsyncClosing):
     async def route(self, routing_key: str, super_stream: str) -> list[str]:
         """The partitions bound to ``routing_key`` (empty when none is)."""
         conn = await self._locator_connection()
+        _check_super_streams(conn.machine)
         resp = await conn.request(
             lambda corr: RouteRequest(corr, routing_key, super_stream), RouteResponse
         )
         return list(resp.streams)
 
     # --- producers and consumers ---------------------------------------------------------
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        """The partition a super stream's default (``"hash"``) routing picks for ``key``: the
+        Java client's MurmurHash3 (:func:`~streamwire.rabbitmq.superstream.hash_partition`)."""
+        return hash_partition(key, partitions)
 
     def super_stream_producer(
         self,
@@ -512,3 +544,15 @@ def _one_partition(partition: int | None) -> None:
             f"a RabbitMQ stream is one partition (0), not {partition!r}; a super stream's "
             "partitions are streams of their own (client.partitions(super_stream))"
         )
+
+
+def _check_super_streams(machine: StreamsConnection) -> None:
+    """Refuse super-stream queries on a broker without them: RabbitMQ 3.10 does not know
+    Partitions and Route and answers with bytes that end the connection."""
+    if machine.command_versions:
+        known = machine.supports(CommandKey.PARTITIONS)
+    else:  # before 3.13 no command versions are exchanged: go by the server's version
+        known = machine.server_version() >= (3, 11)
+    if not known:
+        version = ".".join(map(str, machine.server_version())) or "this broker"
+        raise UnsupportedByBroker(f"RabbitMQ {version} has no super streams (needs 3.11)")

@@ -13,7 +13,10 @@ broker name:
   goes and can be pinned to one partition, which is how the sink resumes an interrupted
   task there (``_resume``).
 * **Partitions**: a :class:`streamwire.Partitioned` client lists a stream's partitions and
-  opens a consumer of one; any other stream is one partition, ``0``.
+  opens a consumer of one. On a :class:`streamwire.SuperStreams` client (RabbitMQ Streams) a
+  super stream is read and written as a partitioned stream: partition *i* is its *i*-th
+  partition stream, and a keyed row goes where the broker's clients route its key. Any
+  other stream is one partition, ``0``.
 * **Bounds**: a :class:`streamwire.Bounded` client gives every partition's first and next
   offsets.
 * **Columns**: a :class:`ColumnarConsumer` (RabbitMQ Streams) hands runs of plain messages
@@ -29,6 +32,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import streamwire
 from streamwire.codec.columns import Columns
+from streamwire.errors import UnsupportedByBroker
 from streamwire.spark.errors import SparkConfigurationError
 
 __all__ = (
@@ -130,13 +134,38 @@ class Broker:
             return Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)
         return Publisher(producer, dedup=None, last_stored=0)
 
+    # --- super streams -------------------------------------------------------------------
+
+    async def super_partitions(self, client: streamwire.Client, stream: str) -> list[str] | None:
+        """The partition streams of ``stream`` when it is a super stream of a
+        :class:`streamwire.SuperStreams` client, else ``None``."""
+        if not isinstance(client, streamwire.SuperStreams):
+            return None
+        try:
+            names = await client.partitions(stream)
+        except (streamwire.StreamNotFoundError, UnsupportedByBroker):
+            return None
+        return names or None
+
+    async def _stream_of(self, client: streamwire.Client, stream: str, partition: int) -> str:
+        """The stream that holds ``partition`` of ``stream``: a super stream's partition
+        stream, else ``stream`` itself (partition 0 only, unless the client is
+        :class:`streamwire.Partitioned`)."""
+        names = await self.super_partitions(client, stream)
+        if names is None:
+            return stream
+        if not 0 <= partition < len(names):
+            raise SparkConfigurationError(f"super stream {stream!r} has no partition {partition}")
+        return names[partition]
+
     # --- reading -------------------------------------------------------------------------
 
     async def partitions(self, client: streamwire.Client, stream: str) -> list[int]:
         """The partition numbers of ``stream``."""
         if isinstance(client, streamwire.Partitioned):
             return await client.partition_ids(stream)
-        return [0]
+        names = await self.super_partitions(client, stream)
+        return [0] if names is None else list(range(len(names)))
 
     async def all_bounds(
         self, client: streamwire.Client, stream: str, *, timeout: float
@@ -150,6 +179,10 @@ class Broker:
                 f"reading {self.protocol} streams from Spark is not supported yet"
             )
         async with asyncio.timeout(timeout):
+            names = await self.super_partitions(client, stream)
+            if names is not None:  # one stream per partition
+                found = {p: (await client.offset_bounds(name))[0] for p, name in enumerate(names)}
+                return {p: (b.first, b.next) for p, b in found.items()}
             bounds = await client.offset_bounds(stream)
         return {p: (b.first, b.next) for p, b in sorted(bounds.items())}
 
@@ -162,7 +195,7 @@ class Broker:
             raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
         return found[partition]
 
-    def consumer(
+    async def consumer(
         self,
         client: streamwire.Client,
         stream: str,
@@ -176,9 +209,12 @@ class Broker:
         if isinstance(client, streamwire.Partitioned):
             poll = min(max(wanted or _MAX_POLL, 1), _MAX_POLL)
             return client.partition_consumer(stream, partition, offset=offset, max_poll=poll)
-        if partition != 0:
+        if partition == 0 and not isinstance(client, streamwire.SuperStreams):
+            return client.consumer(stream, offset=offset)
+        name = await self._stream_of(client, stream, partition)
+        if name == stream and partition != 0:
             raise SparkConfigurationError(f"{stream!r} has no partition {partition}")
-        return client.consumer(stream, offset=offset)
+        return client.consumer(name, offset=offset)
 
 
 class Publisher:

@@ -171,6 +171,110 @@ class _Partition:
     async def close(self) -> None:
         await self.publisher.close()
 
+    @property
+    def exactly_once(self) -> bool:
+        return self.publisher.dedup
+
+
+async def _close_all(publishers: Iterable[Publisher]) -> None:
+    """Close every publisher; raise the first failure once all were tried."""
+    failure: BaseException | None = None
+    for publisher in publishers:
+        try:
+            await publisher.close()
+        except Exception as exc:  # close them all; raise the first failure
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
+class _SuperStream:
+    """One task's rows over the partition streams of a super stream (RabbitMQ Streams).
+
+    A row goes to the partition its key hashes to, as the broker's own clients route it
+    (``SuperStreams.partition_for_key``); keyless rows of Spark partition *t* go to partition
+    *t* mod the partition count. Each partition stream gets a producer of its own, opened on
+    first use. With a query id they are all named ``reference`` (the broker deduplicates per
+    stream), and the rows the task routes to one partition get consecutive positions of their
+    own there (publishing ids ``batch * 2**32 + position + 1``), so a replay skips what an
+    earlier attempt stored in each partition, as on a plain stream."""
+
+    def __init__(
+        self,
+        client: streamwire.Client,
+        router: streamwire.SuperStreams,
+        spec: PublishSpec,
+        partitions: list[str],
+        *,
+        reference: str | None,
+        options: dict[str, Any],
+        batch_id: int,
+        task: int,
+    ) -> None:
+        self.client = client
+        self.router = router
+        self.spec = spec
+        self.streams = partitions
+        self.reference = reference
+        self.options = options
+        self.batch_id = batch_id
+        self.keyless = task % len(partitions)
+        self.parts: dict[int, _Partition] = {}
+        self.positions = [0] * len(partitions)
+
+    def _route(self, value: Any) -> int:
+        key = value.key if isinstance(value, streamwire.Message) else None
+        if key is None:
+            return self.keyless
+        return self.router.partition_for_key(key, len(self.streams))
+
+    async def _part(self, partition: int) -> _Partition:
+        part = self.parts.get(partition)
+        if part is None:
+            publisher = await Broker.of(self.spec.url).open_publisher(
+                self.client,
+                self.streams[partition],
+                reference=self.reference,
+                options=self.options,
+                max_in_flight=self.spec.max_in_flight,
+            )
+            part = self.parts[partition] = _Partition(publisher, self.batch_id)
+        return part
+
+    async def send(self, first_position: int, values: list[Any]) -> None:
+        """The rows from ``first_position`` on, each to its partition stream (in order per
+        partition); rows an earlier attempt stored there are skipped."""
+        by_partition: dict[int, list[Any]] = {}
+        for value in values:
+            by_partition.setdefault(self._route(value), []).append(value)
+        for partition, routed in by_partition.items():
+            part = await self._part(partition)
+            first = self.positions[partition]
+            self.positions[partition] = first + len(routed)
+            skip = part.already_stored(first, len(routed))
+            part.skipped += skip
+            if skip < len(routed):
+                await part.send(first + skip, routed[skip:])
+
+    @property
+    def published(self) -> int:
+        return sum(part.published for part in self.parts.values())
+
+    @property
+    def skipped(self) -> int:
+        return sum(part.skipped for part in self.parts.values())
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.reference is not None and all(p.exactly_once for p in self.parts.values())
+
+    async def flush(self, timeout: float) -> None:
+        for part in self.parts.values():
+            await part.flush(timeout)
+
+    async def close(self) -> None:
+        await _close_all(part.publisher for part in self.parts.values())
+
 
 class _Resuming:
     """One task's rows through producers pinned to each broker partition (opened on first
@@ -285,14 +389,11 @@ class _Resuming:
             await publisher.flush(timeout)
 
     async def close(self) -> None:
-        failure: BaseException | None = None
-        for publisher in (*self.pinned.values(), self.router):
-            try:
-                await publisher.close()
-            except Exception as exc:  # close them all; raise the first failure
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+        await _close_all((*self.pinned.values(), self.router))
+
+    @property
+    def exactly_once(self) -> bool:
+        return True
 
 
 def publish_partition(
@@ -318,8 +419,21 @@ def publish_partition(
     options = dict(spec.producer_options)
     tag = RowTag(query_tag(query_id or ""), batch_id, partition, -1)
 
-    def open_with(client: streamwire.Client) -> _Partition | _Resuming:
-        async def start() -> _Partition | _Resuming:
+    def open_with(client: streamwire.Client) -> _Partition | _Resuming | _SuperStream:
+        async def start() -> _Partition | _Resuming | _SuperStream:
+            streams = await broker.super_partitions(client, spec.stream)
+            if streams is not None:
+                assert isinstance(client, streamwire.SuperStreams)
+                return _SuperStream(
+                    client,
+                    client,
+                    spec,
+                    streams,
+                    reference=ref,
+                    options=options,
+                    batch_id=batch_id,
+                    task=partition,
+                )
             publisher = await broker.open_publisher(
                 client,
                 spec.stream,
@@ -347,7 +461,7 @@ def publish_partition(
         for run in chain((first_run,), slices):
             first, count = rows_seen, len(run)
             rows_seen += count
-            if isinstance(state, _Resuming):
+            if isinstance(state, _Resuming | _SuperStream):
                 publishing_id(batch_id, first + count - 1)  # the same limits everywhere
                 rt.call(partial(state.send, first, run_values(spec.layout, run, first)))
                 continue
@@ -372,5 +486,5 @@ def publish_partition(
         state.published,
         state.skipped,
     )
-    exactly_once = exactly_once and (isinstance(state, _Resuming) or state.publisher.dedup)
+    exactly_once = exactly_once and state.exactly_once
     return PartitionResult(partition, rows_seen, state.published, state.skipped, exactly_once)

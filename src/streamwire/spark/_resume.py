@@ -89,7 +89,7 @@ async def _read(
 ) -> list[streamwire.Message]:
     """The messages of offsets ``[start, end)`` of one partition, in offset order."""
     taken: list[streamwire.Message] = []
-    consumer = broker.consumer(client, stream, partition, start, wanted=end - start)
+    consumer = await broker.consumer(client, stream, partition, start, wanted=end - start)
     async with asyncio.timeout(timeout), consumer:
         while True:
             batch = await consumer.next_batch(max_messages=_POLL, timeout=timeout)

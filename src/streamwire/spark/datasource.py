@@ -371,7 +371,7 @@ def read_range(
 
     def open_with(client: streamwire.Client) -> streamwire.Consumer:
         async def run() -> streamwire.Consumer:
-            consumer = broker.consumer(
+            consumer = await broker.consumer(
                 client, opts.stream, part.partition, start, wanted=end - start
             )
             await consumer.__aenter__()

@@ -12,7 +12,12 @@ import streamwire
 import streamwire.rabbitmq as rmq
 from streamwire import ConfigurationError, HeaderValue, Message, Offset
 from streamwire.codec.headers import HeaderInput
-from streamwire.errors import AuthenticationError, ConnectError
+from streamwire.errors import (
+    AuthenticationError,
+    ConnectError,
+    StreamNotFoundError,
+    UnsupportedByBroker,
+)
 from streamwire.rabbitmq.protocol.errors import (
     AuthenticationFailure,
     PreconditionFailed,
@@ -64,6 +69,44 @@ async def test_super_streams_need_a_recent_broker(client: rmq.Client) -> None:
     else:
         with pytest.raises(ConfigurationError, match="super streams"):
             await client.create_stream(name, partitions=3)
+
+
+async def test_super_stream_queries_on_every_broker(client: rmq.Client) -> None:
+    """``partitions``/``route`` answer on 3.11+ (a plain stream is no super stream) and are
+    refused before that without sending anything (RabbitMQ 3.10 answers Partitions with
+    bytes that end the connection); offsets stored per partition reach the partition
+    stream, and partition 0 of a plain stream is the stream."""
+    plain = f"sw-plain-{uuid.uuid4().hex[:8]}"
+    await client.create_stream(plain)
+    try:
+        if client.server_version < (3, 11):
+            for query in (client.partitions(plain), client.route("k", plain)):
+                with pytest.raises(UnsupportedByBroker, match="no super streams"):
+                    await query
+        else:
+            with pytest.raises(StreamNotFoundError):
+                await client.partitions(plain)
+        await client.store_offset(plain, "reader", 3, partition=0)
+        assert await client.committed_offset(plain, "reader", partition=0) == 3
+        with pytest.raises(ConfigurationError, match="one partition"):
+            await client.committed_offset(plain, "reader", partition=1)
+        assert await client.stream_exists(plain)  # the connection survived every query
+        if client.server_version < (3, 13):
+            return
+        name = f"sw-super-{uuid.uuid4().hex[:8]}"
+        await client.create_stream(name, partitions=2)
+        try:
+            async with client.producer(f"{name}-1") as producer:
+                await producer.send_and_wait(b"x")
+            await client.store_offset(name, "reader", 0, partition=1)
+            assert await client.committed_offset(f"{name}-1", "reader") == 0
+            assert await client.committed_offset(name, "reader", partition=1) == 0
+            with pytest.raises(ConfigurationError, match="no partition 2"):
+                await client.committed_offset(name, "reader", partition=2)
+        finally:
+            await client.delete_stream(name, super_stream=True)
+    finally:
+        await client.delete_stream(plain)
 
 
 async def test_create_delete_and_errors(client: rmq.Client) -> None:
