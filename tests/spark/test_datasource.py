@@ -26,7 +26,13 @@ from streamwire.rabbitmq.superstream import hash_partition
 from streamwire.spark import DataLossError, SparkConfigurationError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
-from streamwire.spark.datasource import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
+from streamwire.spark.datasource import (
+    ADMISSION_CONTROL,
+    READ_MAX_BYTES,
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxRows,
+)
 from tests.spark._support import Target, publish, read_back, target
 
 #: Admission control and Trigger.AvailableNow for Python sources came with pyspark 4.2.
@@ -275,6 +281,60 @@ def test_streaming_read_with_admission_control_and_available_now(
         assert sorted(r.value for r in again) == [b"m0010", b"m0011", b"m0012"]
     finally:
         any_broker.delete_stream(stream)
+
+
+@needs_admission_control
+def test_max_bytes_per_trigger_bounds_each_micro_batch(
+    spark: Any, any_broker: Target, tmp_path: Path
+) -> None:
+    """``maxBytesPerTrigger=350`` over messages of 102 bytes (a 100-byte value, a 2-byte key):
+    no micro-batch holds more than 350 bytes, every partition moves, every message is read
+    once."""
+    stream = any_broker.new_stream("dsbytes")
+    try:
+        sent = [
+            streamwire.Message(f"{i:03d}".encode() * 33 + b"!", key=f"k{i % 2}".encode())
+            for i in range(12)
+        ]
+        publish(any_broker, stream, sent)
+        batches: list[list[Any]] = []
+        df = (
+            spark.readStream.format("streamwire")
+            .option("url", any_broker.url)
+            .option("stream", stream)
+            .option("startingOffsets", "earliest")
+            .option("maxBytesPerTrigger", 350)
+            .load()
+        )
+        query = (
+            df.writeStream.foreachBatch(lambda batch, _: batches.append(batch.collect()))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+        sizes = [sum(len(r.value) + len(r.key) for r in b) for b in batches if b]
+        assert all(0 < size <= 350 for size in sizes), sizes
+        assert len(sizes) >= 4
+        assert sorted(r.value for b in batches for r in b) == sorted(m.value for m in sent)
+    finally:
+        any_broker.delete_stream(stream)
+
+
+def test_max_bytes_per_trigger_is_the_default_read_limit() -> None:
+    options = {"url": "rabbitmq-stream://h", "stream": "s"}
+    reader = StreamwireDataSource({**options, "maxBytesPerTrigger": "4096"}).streamReader(None)
+    limit = reader.getDefaultReadLimit()
+    if READ_MAX_BYTES:
+        assert isinstance(limit, ReadMaxBytes)
+        assert limit.max_bytes == 4096
+    else:  # applied from the option
+        assert isinstance(limit, ReadMaxRows)
+    both = {**options, "maxBytesPerTrigger": "4096", "maxRecordsPerTrigger": "10"}
+    assert StreamwireDataSource(both).streamReader(None).options.max_records == 10
+    with pytest.raises(SparkConfigurationError, match="maxBytesPerTrigger"):
+        StreamwireDataSource({**options, "maxBytesPerTrigger": "0"}).streamReader(None)
 
 
 @needs_admission_control

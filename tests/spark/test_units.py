@@ -21,7 +21,16 @@ from pyspark.sql.types import (
 
 import streamwire
 from streamwire.spark import SinkSchemaError, SparkConfigurationError, foreach_batch_sink
-from streamwire.spark._offsets import cap, decode, encode, lost, parse_spec, resolve, split
+from streamwire.spark._offsets import (
+    cap,
+    cap_bytes,
+    decode,
+    encode,
+    lost,
+    parse_spec,
+    resolve,
+    split,
+)
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
 from streamwire.spark._schema import SinkLayout, sink_layout
@@ -133,6 +142,49 @@ def test_admission_control_caps_proportionally_and_never_goes_backwards() -> Non
     for limit in range(1, 12):
         end = cap({0: 0, 1: 2, 2: 7}, {0: 9, 1: 3, 2: 7}, limit)
         assert sum(end[p] - s for p, s in {0: 0, 1: 2, 2: 7}.items()) == min(limit, 10)
+
+
+def test_a_byte_limit_keeps_the_same_fraction_of_every_partition() -> None:
+    sizes = {0: 100.0, 1: 300.0}
+    # 10 and 10 available: 4 000 bytes; 2 000 allowed -> half of each
+    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 2000, sizes) == {0: 5, 1: 5}
+    # within the limit: everything
+    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 4000, sizes) == {0: 10, 1: 10}
+    # a limit below one message still moves the partition with the most
+    assert cap_bytes({0: 0, 1: 4}, {0: 3, 1: 9}, 1, sizes) == {0: 0, 1: 5}
+    # a partition without a sample counts as the mean of the others (200 bytes)
+    assert cap_bytes({0: 0, 1: 0, 2: 0}, {0: 4, 1: 4, 2: 4}, 1200, sizes) == {0: 2, 1: 2, 2: 2}
+    # nothing sampled: no estimate, no cut
+    assert cap_bytes({0: 0}, {0: 9}, 10, {}) == {0: 9}
+    # a partition with nothing to read keeps its offset, never going back
+    assert cap_bytes({0: 7, 1: 0}, {0: 4, 1: 10}, 1500, sizes) == {0: 7, 1: 5}
+    with pytest.raises(SparkConfigurationError):
+        cap_bytes({0: 0}, {0: 1}, 0, sizes)
+
+
+@given(
+    st.dictionaries(
+        st.integers(0, 5),
+        st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.floats(0.5, 5000)),
+        min_size=1,
+    ),
+    st.integers(1, 10**7),
+)
+def test_a_byte_limit_never_overshoots_more_than_one_message(
+    parts: dict[int, tuple[int, int, float]], max_bytes: int
+) -> None:
+    start = {p: a for p, (a, _, _) in parts.items()}
+    end = {p: a + n for p, (a, n, _) in parts.items()}
+    sizes = {p: size for p, (_, _, size) in parts.items()}
+    out = cap_bytes(start, end, max_bytes, sizes)
+    assert all(start[p] <= out[p] <= end[p] for p in parts)
+    taken = {p: out[p] - start[p] for p in parts}
+    used = sum(taken[p] * sizes[p] for p in parts)
+    if sum(end[p] - start[p] for p in parts):
+        assert sum(taken.values()) >= 1  # progress
+        assert used <= max_bytes or sum(taken.values()) == 1
+    if sum((end[p] - start[p]) * sizes[p] for p in parts) <= max_bytes:
+        assert out == end
 
 
 # --- the publishing id scheme ------------------------------------------------------------

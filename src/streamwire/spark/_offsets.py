@@ -21,6 +21,7 @@ __all__ = (
     "Offsets",
     "StartSpec",
     "cap",
+    "cap_bytes",
     "decode",
     "encode",
     "lost",
@@ -126,6 +127,39 @@ def cap(start: Mapping[int, int], tails: Mapping[int, int], max_rows: int | None
             share[p] += 1
             left -= 1
     return {p: start.get(p, 0) + share[p] for p in sorted(end)}
+
+
+def cap_bytes(
+    start: Mapping[int, int],
+    end: Mapping[int, int],
+    max_bytes: int,
+    sizes: Mapping[int, float],
+) -> Offsets:
+    """``end`` cut so that the offsets of ``[start, end)`` hold about ``max_bytes``, given
+    each partition's estimated bytes per message (``sizes``; a partition without one counts
+    as the mean of the others). When over, every partition keeps the same fraction of its
+    offsets, rounded down, so each moves in step with the others; at least one offset is
+    kept in all (of the partition with the most) so a batch always makes progress. Never
+    moves a partition backwards, never past ``end``."""
+    if max_bytes < 1:
+        raise SparkConfigurationError("maxBytesPerTrigger must be >= 1")
+    available = {p: max(e - start.get(p, 0), 0) for p, e in end.items()}
+    known = [sizes[p] for p in available if p in sizes]
+    if not known:
+        return dict(sorted(end.items()))
+    mean = sum(known) / len(known)
+    total = sum(n * max(sizes.get(p, mean), 0.0) for p, n in available.items())
+    if total <= max_bytes:
+        return dict(sorted(end.items()))
+    fraction = max_bytes / total
+    out = {
+        p: start.get(p, 0) + int(n * fraction) if n else max(end[p], start.get(p, 0))
+        for p, n in available.items()
+    }
+    if all(out[p] == start.get(p, 0) for p, n in available.items() if n):
+        most = min((p for p, n in available.items() if n), key=lambda p: (-available[p], p))
+        out[most] += 1
+    return dict(sorted(out.items()))
 
 
 def lost(

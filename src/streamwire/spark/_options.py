@@ -14,6 +14,8 @@ startingOffsets          earliest | latest | JSON (reader; streaming default lat
                          default earliest)
 endingOffsets            latest | JSON (batch reader only; default latest)
 maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming reader)
+maxBytesPerTrigger       about this many bytes of values and keys per micro-batch
+                         (streaming reader; a soft limit, estimated by sampling)
 consumerName             streaming reader: also store each committed batch's progress on
                          the broker under this consumer name (the checkpoint stays the truth)
 name                     sink name, prefix of the RabbitMQ producer references
@@ -111,6 +113,7 @@ class SourceOptions:
     ending: StartSpec
     max_records: int | None
     fail_on_data_loss: bool = True
+    max_bytes: int | None = None
     min_partitions: int | None = None
     consumer_name: str | None = None
 
@@ -145,6 +148,7 @@ class SourceOptions:
             ),
             ending=ending,
             max_records=_int(opts, "maxRecordsPerTrigger"),
+            max_bytes=_int(opts, "maxBytesPerTrigger"),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
             min_partitions=_int(opts, "minPartitions"),
             consumer_name=consumer_name,

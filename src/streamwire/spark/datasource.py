@@ -97,9 +97,23 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
         pass
 
 
+try:  # a byte limit among the admission controls: pyspark >= 4.3
+    from pyspark.sql.streaming.datasource import ReadMaxBytes
+
+    READ_MAX_BYTES = True
+except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applies
+    READ_MAX_BYTES = False
+
+    class ReadMaxBytes(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_bytes: int) -> None:
+            self.max_bytes = max_bytes
+
+
 __all__ = (
     "ADMISSION_CONTROL",
+    "READ_MAX_BYTES",
     "ReadAllAvailable",
+    "ReadMaxBytes",
     "ReadMaxRows",
     "StreamwireBatchReader",
     "StreamwireBatchWriter",
@@ -119,6 +133,9 @@ _CHUNKS_PER_CALL: Final = 16
 _MESSAGES_PER_CALL: Final = 2000
 #: Seconds a round trip for chunks waits for more once it has some (see ``_fetch``).
 _MORE_WAIT: Final = 0.05
+#: Messages a streaming read with ``maxBytesPerTrigger`` looks at, from each partition's
+#: start, to estimate its bytes per message.
+SIZE_SAMPLE: Final = 100
 
 
 class StreamwireDataSource(DataSource):
@@ -216,6 +233,36 @@ def _store_progress(opts: SourceOptions, name: str, end: _offsets.Offsets) -> No
         rt.with_client(opts.client_key, run)
     except streamwire.StreamwireError as exc:
         logger.warning("storing the progress of %s as %r failed: %s", opts.stream, name, exc)
+
+
+def _message_sizes(
+    opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets
+) -> dict[int, float]:
+    """The mean bytes (value and key) of up to :data:`SIZE_SAMPLE` messages from the start
+    of each partition with offsets to read in ``[start, end)``: what the first fetch there
+    brings. Partitions where none arrives are left out."""
+    rt, broker = runtime(), Broker.of(opts.url)
+
+    async def sample(client: streamwire.Client) -> dict[int, float]:
+        sizes: dict[int, float] = {}
+        for partition, stop in sorted(end.items()):
+            first = start.get(partition, 0)
+            wanted = min(stop - first, SIZE_SAMPLE)
+            if wanted <= 0:
+                continue
+            consumer = await broker.consumer(client, opts.stream, partition, first, wanted=wanted)
+            async with consumer:
+                got = await consumer.next_batch(max_messages=wanted, timeout=opts.timeout)
+            taken, _ = _messages_in_range(got, first, stop)
+            if taken:
+                total = sum(len(m.value) + len(m.key or b"") for m in taken[:wanted])
+                sizes[partition] = total / len(taken[:wanted])
+        return sizes
+
+    def run(client: streamwire.Client) -> dict[int, float]:
+        return rt.call(lambda: sample(client), timeout=opts.timeout)
+
+    return rt.with_client(opts.client_key, run)
 
 
 class _Losses:
@@ -433,7 +480,8 @@ class StreamwireBatchReader(DataSourceReader):
 class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("streamwire")``: one Spark partition per broker partition
     per micro-batch, admission control with ``maxRecordsPerTrigger`` and
-    ``Trigger.AvailableNow`` (pyspark >= 4.2); batches in ``schema`` (``read_range``)."""
+    ``maxBytesPerTrigger``, and ``Trigger.AvailableNow`` (pyspark >= 4.2); batches in
+    ``schema`` (``read_range``)."""
 
     def __init__(self, options: SourceOptions, schema: pa.Schema = _arrow.SCHEMA) -> None:
         self.options = options
@@ -463,12 +511,27 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if start is None:  # pyspark < 4.2 calls latestOffset() without start or limit
             return _offsets.encode(opts.stream, tails)
         begin = _offsets.decode(opts.stream, start)
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return _offsets.encode(opts.stream, _offsets.cap(begin, tails, max_rows))
+        if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
+            return _offsets.encode(opts.stream, _offsets.cap(begin, tails, None))
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else opts.max_bytes
+        end = _offsets.cap(begin, tails, max_rows)
+        if max_bytes is not None:
+            sizes = _message_sizes(opts, begin, end)
+            end = _offsets.cap_bytes(begin, end, max_bytes, sizes)
+        return _offsets.encode(opts.stream, end)
 
     def getDefaultReadLimit(self) -> Any:
-        n = self.options.max_records
-        return ReadMaxRows(n) if n is not None else ReadAllAvailable()
+        """``maxBytesPerTrigger`` (with ``maxRecordsPerTrigger`` applied too, when both are
+        set), else ``maxRecordsPerTrigger``, else everything available."""
+        rows, nbytes = self.options.max_records, self.options.max_bytes
+        if nbytes is not None and READ_MAX_BYTES:
+            return ReadMaxBytes(nbytes)
+        if rows is not None:
+            return ReadMaxRows(rows)
+        if nbytes is not None:  # pyspark without ReadMaxBytes: applied from the option
+            return ReadMaxRows(1 << 62)
+        return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         latest = self._latest
