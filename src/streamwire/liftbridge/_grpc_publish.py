@@ -471,6 +471,10 @@ class GrpcPublisher:
         return self.acks.waiting
 
     async def close(self) -> None:
+        """:meth:`stop` (an ``async`` method for the client's shutdown, which awaits it)."""
+        self.stop()
+
+    def stop(self) -> None:
         """Take no more messages. What is queued is still written, and the stream stays
         open for the acks of what was written until they arrive or time out; then it is
         half-closed (the server ends it). Idempotent; returns at once (nothing to cancel).

@@ -21,7 +21,6 @@ was never made (``connect(require_nats=False)``): same futures, acks, errors, ``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -35,8 +34,6 @@ from streamwire.errors import (
     ClosedError,
     ConfigurationError,
     ConnectError,
-    ProducerBufferFull,
-    StreamwireError,
 )
 from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
@@ -53,12 +50,7 @@ from streamwire.liftbridge.protocol.messages import (
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate, RequestTemplate
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
-from streamwire.transport.resources import (
-    AsyncStartable,
-    wait_confirmed,
-    wait_flushed,
-    wait_for_room,
-)
+from streamwire.transport.producer_core import ProducerCore, and_wait
 
 if TYPE_CHECKING:
     from streamwire.liftbridge.client import Client
@@ -189,10 +181,13 @@ class _Settlement:
             self.meter.settled(self.started, self.count - self.failed, self.failed)
 
 
-class Producer(AsyncStartable):
+class Producer(ProducerCore):
     """Publishes to one stream over NATS. Use ``async with client.producer(stream) as p``."""
 
+    options: ProducerOptions
+
     def __init__(self, client: Client, stream: str, *, options: ProducerOptions) -> None:
+        super().__init__(stream, None)
         self._client = client
         self.stream = stream
         self.options = options
@@ -203,12 +198,7 @@ class Producer(AsyncStartable):
         self._pending: set[asyncio.Future[Confirmation]] = set()
         self._in_runs = 0
         """Messages of ledger runs (``send_batch``) awaiting their ack."""
-        self._room = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._first_failure: BaseException | None = None
         self._started = False
-        self._closed = False
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
         self._template: PublishTemplate | None = None
@@ -261,14 +251,9 @@ class Producer(AsyncStartable):
     def _is_started(self) -> bool:
         return bool(self._started)
 
-    async def _close_on_exit(self, clean: bool) -> None:
-        await self.close(flush=clean)
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError(f"producer for {self.stream!r} is closed")
-        if not self._started:
-            raise ClosedError("producer not started: use 'async with' or 'await'")
+    def _has_room(self, size: int) -> bool:
+        """Room is counted in messages awaiting their ack (``max_in_flight``)."""
+        return self.pending < self.options.max_in_flight
 
     @property
     def pending(self) -> int:
@@ -502,14 +487,14 @@ class Producer(AsyncStartable):
             cid = self._grpc.next_ids(1)[0] if self._acked else ""
             item = self._request(value, key, headers, expected_offset, partition, cid)
             if self.pending >= self.options.max_in_flight:
-                await self._wait_for_room(timeout)
+                await self._wait_for_room(0, timeout)
             return (await self._publish_grpc([item]))[0]
         client = self._client
         cid = client._next_correlation_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
         p = self._partition(key_bytes, partition)
         if self.pending >= self.options.max_in_flight:
-            await self._wait_for_room(timeout)
+            await self._wait_for_room(0, timeout)
         return await self._publish(cid, data, p)
 
     async def _publish(self, cid: str, data: bytes, p: int) -> asyncio.Future[Confirmation]:
@@ -556,8 +541,8 @@ class Producer(AsyncStartable):
 
     def _done(self, future: asyncio.Future[Confirmation]) -> None:
         self._pending.discard(future)
-        if self._first_failure is None and not future.cancelled():
-            self._first_failure = future.exception()
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            self._note_failure(exc)
         self._settled()
 
     def _run_settled(self, run: AckRun, n: int, exc: BaseException | None) -> None:
@@ -565,44 +550,12 @@ class Producer(AsyncStartable):
         self._in_runs -= n
         if exc is not None:
             run.failed += n
-            if self._first_failure is None:
-                self._first_failure = exc
+            self._note_failure(exc)
         if run.left <= 0:
             self._meter.settled(run.started, len(run.cids) - run.failed, run.failed)
         self._settled()
 
-    async def _wait_for_room(self, timeout: float | None) -> None:
-        await wait_for_room(
-            lambda: self.pending < self.options.max_in_flight,
-            self._room,
-            self.options.max_block if timeout is None else timeout,
-            check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"{self.pending} messages to {self.stream!r} stayed unacknowledged for {t} s"
-            ),
-        )
-
-    async def send_and_wait(
-        self,
-        value: bytes | Message,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        partition: int | None = None,
-        expected_offset: int | None = None,
-        timeout: float | None = None,
-    ) -> Confirmation:
-        """Send one message and wait for its confirmation (``timeout`` defaults to
-        ``confirm_timeout``; the ack itself is bounded by ``ack_timeout``).
-
-        Cancellation: the message may still be stored; only the wait stops.
-        """
-        future = await self.send(
-            value, key=key, headers=headers, partition=partition, expected_offset=expected_offset
-        )
-        return await wait_confirmed(  # the message's own AckTimeout passes through
-            future, self.options.confirm_timeout if timeout is None else timeout
-        )
+    send_and_wait = and_wait(send)
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -629,7 +582,7 @@ class Producer(AsyncStartable):
         start = 0
         while start < len(encoded):
             if self.pending >= limit:
-                await self._wait_for_room(timeout)
+                await self._wait_for_room(0, timeout)
             end = start + max(limit - self.pending, 1)
             futures += await publish(encoded[start:end])
             start = end
@@ -782,47 +735,19 @@ class Producer(AsyncStartable):
                 futures[i] = future
         return futures
 
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every message sent so far is confirmed or failed, and everything is
-        written to NATS. Raises the first failure since the previous flush, or
-        FlushTimeout.
-
-        Cancellation: only the wait stops.
-        """
-        await wait_flushed(
-            self._idle,
-            self.options.confirm_timeout if timeout is None else timeout,
-            pending=lambda: self.pending,
-            take_failure=self._take_failure,
-            first=self._flush_nats,
-        )
-
-    async def _flush_nats(self) -> None:
-        """NATS's part of a flush: nothing when this producer publishes over gRPC now."""
+    async def _flush_wire(self) -> None:
+        """A flush first writes out what nats-py buffered (nothing to do when this producer
+        publishes over gRPC now)."""
         if self.options.transport == "nats" or self._client.nats_connected:
             await self._client._flush_nats(None)
 
-    def _take_failure(self) -> BaseException | None:
-        failure, self._first_failure = self._first_failure, None
-        return failure
-
     # --- closing -----------------------------------------------------------------------
 
-    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
-        """Flush (unless ``flush=False``) and stop. Idempotent. Messages still unconfirmed
-        afterwards keep waiting for their acks until their own deadline.
-
-        Cancellation: the producer is closed without waiting further.
-        """
-        if self._closed:
-            return
-        try:
-            if flush and self._started:
-                with contextlib.suppress(StreamwireError):
-                    await self.flush(timeout)
-        finally:
-            self._closed = True
-            self._room.set()
-            self._client._children.discard(self)
-            if self._grpc is not None:
-                await self._grpc.close()
+    def abort(self) -> None:
+        """Stop taking messages. Messages still unconfirmed keep waiting for their acks
+        until their own deadline (a gRPC publisher still writes what it queued). Idempotent."""
+        self._closed = True
+        self._room.set()
+        self._client._children.discard(self)
+        if self._grpc is not None:
+            self._grpc.stop()
