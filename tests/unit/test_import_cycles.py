@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import grimp
 
-#: The cycles left (docs/architecture.md, "Import cycles"): the Liftbridge and RabbitMQ clients
-#: with their producers and consumers.
+#: The cycles left (docs/architecture.md, "Import cycles"): the Liftbridge client with its
+#: producers and consumers.
 KNOWN: frozenset[frozenset[str]] = frozenset(
     frozenset(f"streamwire.{m}" for m in cycle)
     for cycle in (
@@ -21,7 +21,6 @@ KNOWN: frozenset[frozenset[str]] = frozenset(
             "liftbridge.group",
             "liftbridge.producer",
         ),
-        ("rabbitmq.client", "rabbitmq.consumer", "rabbitmq.producer", "rabbitmq.superstream"),
     )
 )
 

@@ -32,6 +32,7 @@ from streamwire.errors import (
 )
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.rabbitmq._amqp_map import encode_message
+from streamwire.rabbitmq._link import ClientLink
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import CommandKey
@@ -53,7 +54,6 @@ from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
-    from streamwire.rabbitmq.client import Client
 
 __all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
 
@@ -119,7 +119,7 @@ class Producer(ProducerCore):
     options: ProducerOptions
 
     def __init__(
-        self, client: Client, stream: str, *, name: str | None = None, options: ProducerOptions
+        self, client: ClientLink, stream: str, *, name: str | None = None, options: ProducerOptions
     ) -> None:
         if name is not None:
             if not name:
