@@ -23,7 +23,6 @@ from streamwire._api import OffsetBounds
 from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options, option_names
 from streamwire.codec.headers import HeaderInput, normalize_headers
-from streamwire.codec.message import Confirmation
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import (
     ClosedError,
@@ -45,6 +44,7 @@ from streamwire.liftbridge._h2_subscription import (
 )
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
+from streamwire.liftbridge._nats_side import NatsSide
 from streamwire.liftbridge._publish_calls import (
     PUBLISH_TRANSPORTS,
     GrpcioPublishCall,
@@ -169,10 +169,8 @@ class Client(Cursors, AsyncClosing):
             keepalive_time=keepalive_time,
             keepalive_timeout=keepalive_timeout,
         )
-        self._link: NatsLink | None = None
-        self._acks: AckRouter | None = None
-        self._acks_inbox = ""
-        self._max_payload = 1 << 20
+        self._nats = NatsSide()
+        """NATS as the producers use it: the link, the ack inbox (``_nats_side``)."""
         self._metadata: Metadata | None = None
         self._brokers: dict[str, Broker] = {}
         self._children: set[Producer | Consumer | GroupConsumer] = set()
@@ -253,24 +251,21 @@ class Client(Cursors, AsyncClosing):
             name=self.name,
             options=self._nats_options,
         )
-        self._link = link
+        self._nats.link = link  # (closed by _drop_nats if the inbox fails)
         link.on_closed.append(self._nats_closed)
         link.on_disconnected.append(self._meter.failed)
         link.on_reconnected.append(lambda: self._meter.connected(again=True))
-        self._max_payload = link.max_payload
         acks = AckRouter(link)
         async with deadline.scope():
             await acks.start()
             await link.flush(deadline.remaining())
-        self._acks = acks
-        self._acks_inbox = acks.ack_inbox
+        self._nats.attach(link, acks)
         if self._closed:  # a redial that close gave up waiting for: its caller drops it
             raise ClosedError("the Liftbridge client closed while NATS connected")
 
     async def _drop_nats(self) -> None:
         """Undo a NATS connection that failed half-way (``require_nats=False``)."""
-        link, self._link = self._link, None
-        self._acks, self._acks_inbox = None, ""
+        link = self._nats.detach()
         if link is not None:
             await link.close()
 
@@ -299,14 +294,21 @@ class Client(Cursors, AsyncClosing):
         """Whether the client's NATS connection is up now (producers with
         ``transport="auto"`` publish over gRPC while it is not). Up means set up: connected,
         with the ack inbox subscribed and flushed (a redial half-way through is not up yet)."""
-        link = self._link
-        return (
-            link is not None and self._acks is not None and not self._closed and link.is_connected
-        )
+        return self._nats.connected
+
+    @property
+    def _link(self) -> NatsLink | None:
+        """The NATS connection (None while there is none)."""
+        return self._nats.link
+
+    @property
+    def _acks(self) -> AckRouter | None:
+        """The ack inbox (None while there is no NATS connection)."""
+        return self._nats.acks
 
     def _nats_closed(self, exc: StreamwireError) -> None:
-        if self._acks is not None:
-            self._acks.close(exc)
+        if self._nats.acks is not None:
+            self._nats.acks.close(exc)
 
     def _check(self) -> None:
         if self._closed:
@@ -318,59 +320,13 @@ class Client(Cursors, AsyncClosing):
             raise ClosedError("the Liftbridge client is closed")
         return channels
 
-    # --- NATS side (used by producers) -------------------------------------------------
-
-    def _next_correlation_id(self) -> str:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.next_id()
-
-    def _next_correlation_ids(self, count: int) -> list[str]:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.next_ids(count)
-
-    def _expect(
-        self,
-        cid: str,
-        timeout: float | None,
-        what: str,
-        on_done: Callable[[asyncio.Future[Confirmation]], object] | None = None,
-    ) -> asyncio.Future[Confirmation]:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.expect(cid, timeout, what, on_done)
-
-    def _forget(self, cid: str) -> None:
-        if self._acks is not None:
-            self._acks.forget(cid)
-
-    def _reply_subject(self, cid: str) -> str:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.reply_subject(cid)
-
-    async def _publish(
-        self, subject: str, data: bytes, reply: str, timeout: float | None = None
-    ) -> None:
-        link = self._link
-        if link is None or self._closed:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.publish(subject, data, reply, timeout=timeout)
-
-    async def _publish_many(
-        self, messages: Sequence[tuple[str, bytes, str]], timeout: float | None = None
-    ) -> None:
-        link = self._link
-        if link is None or self._closed:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.publish_many(messages, timeout=timeout)
+    def _forget_child(self, child: object) -> None:
+        """Called by a producer or consumer once it is closed."""
+        self._children.discard(child)
 
     async def _flush_nats(self, timeout: float | None) -> None:
-        link = self._link
-        if link is None:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.flush(timeout)
+        """Write out what NATS buffered (used by tests)."""
+        await self._nats.flush(timeout)
 
     @property
     def stats(self) -> ClientStats:
@@ -385,7 +341,7 @@ class Client(Cursors, AsyncClosing):
     @property
     def max_payload(self) -> int:
         """The NATS server's max_payload: the largest envelope a producer can publish."""
-        return self._max_payload
+        return self._nats.max_payload
 
     # --- gRPC calls --------------------------------------------------------------------
 
@@ -942,7 +898,7 @@ class Client(Cursors, AsyncClosing):
             await self._shutdown()
 
     async def _shutdown(self) -> None:
-        self._closed = True
+        self._closed = self._nats.closed = True
         self._children.clear()
         redial, self._redial = self._redial, None
         if redial is not None:
@@ -961,9 +917,9 @@ class Client(Cursors, AsyncClosing):
             for publisher in publishers:
                 await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
         finally:
-            if self._acks is not None:
-                self._acks.close()
-            link, self._link = self._link, None  # after the redial: it may have set one
+            if self._nats.acks is not None:
+                self._nats.acks.close()
+            link = self._nats.detach()  # after the redial: it may have set one
             try:
                 if link is not None:
                     await link.close()

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Literal, Protocol, Self
+from typing import Literal, Protocol, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation, Message, outgoing
@@ -37,6 +37,7 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
+from streamwire.liftbridge._link import ProducerLink
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import (
     NO_EXPECTED_OFFSET,
@@ -51,9 +52,6 @@ from streamwire.liftbridge.protocol.publish_template import PublishTemplate, Req
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
 from streamwire.transport.producer_core import ProducerCore, and_wait
-
-if TYPE_CHECKING:
-    from streamwire.liftbridge.client import Client
 
 __all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions", "Transport")
 
@@ -186,9 +184,10 @@ class Producer(ProducerCore):
 
     options: ProducerOptions
 
-    def __init__(self, client: Client, stream: str, *, options: ProducerOptions) -> None:
+    def __init__(self, client: ProducerLink, stream: str, *, options: ProducerOptions) -> None:
         super().__init__(stream, None)
         self._client = client
+        self._loop = asyncio.get_running_loop()
         self.stream = stream
         self.options = options
         self.subject = ""
@@ -222,7 +221,7 @@ class Producer(ProducerCore):
                 "subject: give the producer subject= to publish on a matching one"
             )
         client = self._client
-        if self.options.transport == "nats" and client._link is None:
+        if self.options.transport == "nats" and client._nats.link is None:
             raise ConnectError(
                 f"producer for {self.stream!r}: the client has no NATS connection "
                 f"({client.nats_error}); use transport='grpc' or 'auto'"
@@ -332,7 +331,7 @@ class Producer(ProducerCore):
         return payload, key, wire
 
     def _limit(self) -> int:
-        limit = self._client._max_payload
+        limit = self._client._nats.max_payload
         if self.options.max_message_bytes is not None:
             limit = min(limit, self.options.max_message_bytes)
         return limit
@@ -417,7 +416,7 @@ class Producer(ProducerCore):
                 )
             data = payload
         elif not wire and expected_offset is None:  # the usual message: shared fields cached
-            template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+            template, inbox = self._template, self._client._nats.inbox if self._acked else ""
             if template is None or template.ack_inbox != inbox:
                 template = self._template = PublishTemplate(
                     ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
@@ -428,7 +427,7 @@ class Producer(ProducerCore):
                 payload,
                 key=key,
                 headers=wire,
-                ack_inbox=self._client._acks_inbox if self._acked else "",
+                ack_inbox=self._client._nats.inbox if self._acked else "",
                 correlation_id=cid,
                 ack_policy=opts.ack_policy,
                 expected_offset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
@@ -449,12 +448,12 @@ class Producer(ProducerCore):
             or not all(type(value) is bytes for value in values)
         ):
             return None
-        template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+        template, inbox = self._template, self._client._nats.inbox if self._acked else ""
         if template is None or template.ack_inbox != inbox:
             template = self._template = PublishTemplate(
                 ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
             )
-        cids = self._client._next_correlation_ids(len(values))
+        cids = self._client._nats.next_ids(len(values))
         datas = template.encode_many(values, cids)  # type: ignore[arg-type]  # all bytes
         self._check_size(max(map(len, datas)))
         return list(zip(cids, datas, repeat(0), strict=False))
@@ -490,7 +489,7 @@ class Producer(ProducerCore):
                 await self._wait_for_room(0, timeout)
             return (await self._publish_grpc([item]))[0]
         client = self._client
-        cid = client._next_correlation_id()
+        cid = client._nats.next_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
         p = self._partition(key_bytes, partition)
         if self.pending >= self.options.max_in_flight:
@@ -502,16 +501,16 @@ class Producer(ProducerCore):
         subject = self._subjects[p]
         block = self.options.max_block
         if not self._acked:
-            await client._publish(subject, data, "", block)
-            future: asyncio.Future[Confirmation] = client._loop.create_future()
+            await client._nats.publish(subject, data, "", block)
+            future: asyncio.Future[Confirmation] = self._loop.create_future()
             future.set_result(Confirmation(None, None, self.stream, p))
             self._meter.settled(self._meter.sent(1, len(data)), 1, 0)
             return future
         settle = _Settlement(self._meter, 1, len(data), self._done)
         future = self._expect(cid, f"a message to {subject}", settle)
-        reply = client._reply_subject(cid) if self.options.detect_no_responders else ""
+        reply = client._nats.reply_subject(cid) if self.options.detect_no_responders else ""
         try:
-            await client._publish(subject, data, reply, block)
+            await client._nats.publish(subject, data, reply, block)
         except BaseException:
             self._unexpect([cid], [future])
             raise
@@ -520,7 +519,7 @@ class Producer(ProducerCore):
     def _expect(self, cid: str, what: str, on_done: _Settlement) -> asyncio.Future[Confirmation]:
         """Register the ack future of ``cid`` and count it as pending from now on (before
         the publish: its ack may arrive while the publish still waits for the buffer)."""
-        future = self._client._expect(cid, self.options.ack_timeout, what, on_done)
+        future = self._client._nats.expect(cid, self.options.ack_timeout, what, on_done)
         self._pending.add(future)
         self._idle.clear()
         return future
@@ -528,7 +527,7 @@ class Producer(ProducerCore):
     def _unexpect(self, cids: list[str], futures: list[asyncio.Future[Confirmation]]) -> None:
         """The publish of these failed: stop waiting for their acks."""
         for cid in cids:
-            self._client._forget(cid)
+            self._client._nats.forget(cid)
         self._pending.difference_update(futures)
         self._settled()
 
@@ -574,7 +573,7 @@ class Producer(ProducerCore):
         if encoded is None:
             encoded = []
             for value in values:  # a message that cannot be encoded fails the call: none sent
-                cid = self._client._next_correlation_id()
+                cid = self._client._nats.next_id()
                 data, key_bytes = self._encode(value, None, None, cid, None)
                 encoded.append((cid, data, self._partition(key_bytes, None)))
         futures: list[asyncio.Future[Confirmation]] = []
@@ -614,7 +613,7 @@ class Producer(ProducerCore):
         self, items: list[tuple[str, bytes, int]], nbytes: int
     ) -> list[asyncio.Future[Confirmation]]:
         """The futures of messages nothing acks (already handed over), confirmed."""
-        loop = self._client._loop
+        loop = self._loop
         done: list[asyncio.Future[Confirmation]] = []
         for _, _, p in items:
             future: asyncio.Future[Confirmation] = loop.create_future()
@@ -630,7 +629,7 @@ class Producer(ProducerCore):
         client, subjects, opts = self._client, self._subjects, self.options
         nbytes = sum(len(data) for _, data, _ in items)
         if not self._acked:
-            await client._publish_many([(subjects[p], data, "") for _, data, p in items])
+            await client._nats.publish_many([(subjects[p], data, "") for _, data, p in items])
             return self._unacked(items, nbytes)
         whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
         if not opts.detect_no_responders:
@@ -639,10 +638,10 @@ class Producer(ProducerCore):
         expect = self._expect
         settle = _Settlement(self._meter, len(items), nbytes, self._done)
         futures = [expect(cid, whats[p], settle) for cid, _, p in items]
-        reply = client._reply_subject
+        reply = client._nats.reply_subject
         messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
         try:
-            await client._publish_many(messages, opts.max_block)
+            await client._nats.publish_many(messages, opts.max_block)
         except BaseException:
             self._unexpect([cid for cid, _, _ in items], futures)
             raise
@@ -654,13 +653,13 @@ class Producer(ProducerCore):
         """Publish acked messages as one ledger run per partition (:meth:`_open_runs`); the
         messages go out in their order, in one write."""
         client = self._client
-        acks = client._acks
+        acks = client._nats.acks
         if acks is None:
             raise ClosedError("the Liftbridge client is closed")
         runs = self._open_runs(acks, items, nbytes, whats)
         subjects = self._subjects
         try:
-            await client._publish_many(
+            await client._nats.publish_many(
                 [(subjects[p], data, "") for _, data, p in items], self.options.max_block
             )
         except BaseException:  # the caller gets none of these futures
@@ -688,7 +687,7 @@ class Producer(ProducerCore):
         else:
             for i, (_, _, p) in enumerate(items):
                 groups[p].append(i)
-        meter, loop, timeout = self._meter, self._client._loop, self.options.ack_timeout
+        meter, loop, timeout = self._meter, self._loop, self.options.ack_timeout
         meter.accepted(len(items), nbytes)
         runs: list[tuple[AckRun, list[int]]] = []
         for p, at in groups.items():
@@ -739,7 +738,7 @@ class Producer(ProducerCore):
         """A flush first writes out what nats-py buffered (nothing to do when this producer
         publishes over gRPC now)."""
         if self.options.transport == "nats" or self._client.nats_connected:
-            await self._client._flush_nats(None)
+            await self._client._nats.flush(None)
 
     # --- closing -----------------------------------------------------------------------
 
@@ -748,6 +747,6 @@ class Producer(ProducerCore):
         until their own deadline (a gRPC publisher still writes what it queued). Idempotent."""
         self._closed = True
         self._room.set()
-        self._client._children.discard(self)
+        self._client._forget_child(self)
         if self._grpc is not None:
             self._grpc.stop()
