@@ -25,7 +25,6 @@ go over a new connection (``reconnect`` policy of the client).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from bisect import bisect_right
@@ -53,12 +52,7 @@ from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
-from streamwire.transport.resources import (
-    AsyncStartable,
-    wait_confirmed,
-    wait_flushed,
-    wait_for_bytes,
-)
+from streamwire.transport.producer_core import ProducerCore, and_wait
 from streamwire.transport.tasks import cancel_and_wait, cancel_now
 
 __all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
@@ -192,10 +186,13 @@ class _Run:
         return map(_new_tuple, repeat(OutgoingMessage), fields)
 
 
-class Producer(AsyncStartable):
+class Producer(ProducerCore):
     """Publishes to one ``"stream/topic"``. Use ``async with client.producer(address)``."""
 
+    options: ProducerOptions
+
     def __init__(self, client: ClientLink, address: str, *, options: ProducerOptions) -> None:
+        super().__init__(address, options.max_buffer_bytes)
         self._client = client
         self.address = address
         self.stream, self.topic = topic_of(address)
@@ -216,14 +213,9 @@ class Producer(AsyncStartable):
         ] = {}
         self._meter = ProducerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
         self._born = time.time()
-        self._room = asyncio.Event()
         self._window = asyncio.Event()  # a batch in flight was answered
         self._work = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._sender: asyncio.Task[None] | None = None
-        self._first_failure: BaseException | None = None
-        self._closed = False
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -241,9 +233,6 @@ class Producer(AsyncStartable):
 
     def _is_started(self) -> bool:
         return self._sender is not None
-
-    async def _close_on_exit(self, clean: bool) -> None:
-        await self.close(flush=clean)
 
     async def _connection(self) -> Connection:
         conn = self._conn
@@ -288,12 +277,6 @@ class Producer(AsyncStartable):
         return self._meter.snapshot()
 
     # --- sending -------------------------------------------------------------------------
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError(f"producer for {self.address!r} is closed")
-        if self._sender is None:
-            raise ClosedError("producer not started: use 'async with' or 'await'")
 
     def _prepare(
         self,
@@ -373,42 +356,14 @@ class Producer(AsyncStartable):
         self._buffered += len(run)
         self._buffer_bytes += run.bytes
 
-    def _full(self, size: int) -> bool:
+    def _has_room(self, size: int) -> bool:
         o = self.options
         return (
-            self._buffered >= o.max_buffer_messages
-            or self._buffer_bytes + size > o.max_buffer_bytes
+            self._buffered < o.max_buffer_messages
+            and self._buffer_bytes + size <= o.max_buffer_bytes
         )
 
-    async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        await wait_for_bytes(
-            size,
-            self.options.max_block if timeout is None else timeout,
-            has_room=lambda n: not self._full(n),
-            wake=self._room,
-            max_bytes=self.options.max_buffer_bytes,
-            check=self._check,
-            what=self.address,
-        )
-
-    async def send_and_wait(
-        self,
-        value: bytes | Message,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        partition: int | None = None,
-        timeout: float | None = None,
-    ) -> Confirmation:
-        """Send one message and wait for its confirmation (``timeout`` defaults to
-        ``confirm_timeout``).
-
-        Cancellation: the message may still be stored; only the wait stops.
-        """
-        future = await self.send(value, key=key, headers=headers, partition=partition)
-        return await wait_confirmed(
-            future, self.options.confirm_timeout if timeout is None else timeout
-        )
+    send_and_wait = and_wait(send)
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -464,7 +419,7 @@ class Producer(AsyncStartable):
     ) -> None:
         route, frame = self._prepare(value, None, None, None)
         size = len(frame.payload) + len(frame.user_headers) + 48
-        if self._full(size):
+        if not self._has_room(size):
             self._work.set()
             await self._wait_for_room(size, timeout)
         self._accept(route, frame, size, many, ledger, at)
@@ -537,23 +492,8 @@ class Producer(AsyncStartable):
                 self._cursor, self._sticky = self._cursor + 1, 0
         return routes
 
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every accepted message is confirmed or failed; raises the first failure
-        since the previous flush, or :class:`FlushTimeout`.
-
-        Cancellation: only the wait stops.
-        """
-        self._work.set()
-        await wait_flushed(
-            self._idle,
-            self.options.confirm_timeout if timeout is None else timeout,
-            pending=lambda: self.pending,
-            take_failure=self._take_failure,
-        )
-
-    def _take_failure(self) -> BaseException | None:
-        failure, self._first_failure = self._first_failure, None
-        return failure
+    async def _flush_wire(self) -> None:
+        self._work.set()  # a lingering sender sends what is buffered now
 
     # --- the sender task -----------------------------------------------------------------
 
@@ -687,8 +627,7 @@ class Producer(AsyncStartable):
             at += n
 
     def _fail_entries(self, batch: Iterable[_Run], exc: BaseException) -> None:
-        if self._first_failure is None:
-            self._first_failure = exc
+        self._note_failure(exc)
         for run in batch:
             if run.ledger is not None:
                 run.ledger.fail(run.at, len(run), exc)
@@ -697,30 +636,16 @@ class Producer(AsyncStartable):
 
     # --- closing -------------------------------------------------------------------------
 
-    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
-        """Flush (unless ``flush=False``), stop and close the connection. Idempotent.
-
-        Messages still unconfirmed afterwards fail with :class:`ClosedError`.
-
-        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
-        propagates.
-        """
-        if self._closed:
-            return
-        try:
-            if flush and self._sender is not None:
-                with contextlib.suppress(StreamwireError):
-                    await self.flush(timeout)
-            self._closed = True
-            await cancel_and_wait(self._sender, timeout=1.0)
-            self._fail_buffered()
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await conn.close()
-            if self._inflight:  # their replies are settled once the connection is closed
-                await asyncio.wait(list(self._inflight), timeout=1.0)
-        finally:
-            self.abort()
+    async def _close_wire(self) -> None:
+        """Stop the sender and close the connection (messages still unconfirmed afterwards
+        fail with :class:`ClosedError`)."""
+        await cancel_and_wait(self._sender, timeout=1.0)
+        self._fail_buffered()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+        if self._inflight:  # their replies are settled once the connection is closed
+            await asyncio.wait(list(self._inflight), timeout=1.0)
 
     def abort(self) -> None:
         """Stop at once: the sender is cancelled, the connection aborted, and messages not

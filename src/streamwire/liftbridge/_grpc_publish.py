@@ -50,7 +50,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -71,13 +71,11 @@ from streamwire.liftbridge.protocol.errors import (
     GrpcStatus,
     Unimplemented,
 )
+from streamwire.liftbridge.protocol.metadata import Broker
 from streamwire.transport.backoff import Backoff
-from streamwire.transport.reconnect import is_retriable
+from streamwire.transport.reconnect import ReconnectPolicy, is_retriable
 
-if TYPE_CHECKING:
-    from streamwire.liftbridge.client import Client
-
-__all__ = ("GrpcPublisher", "Queued", "async_error", "stream_error")
+__all__ = ("GrpcPublisher", "PublishChannels", "Queued", "async_error", "stream_error")
 
 #: Most requests one write of an HTTP/2 PublishAsync call takes from the queue.
 _BATCH = 1024
@@ -118,10 +116,38 @@ def _half_closed(task: asyncio.Task[None]) -> None:
         logger.debug("half-closing a PublishAsync stream failed: %r", exc)
 
 
+class PublishChannels(Protocol):
+    """The part of :class:`streamwire.liftbridge.Client` a :class:`GrpcPublisher` uses: the
+    servers it may publish to, calls to them, the reconnect policy, and the set of open
+    publishers the client aborts when it closes."""
+
+    host: str
+    port: int
+    reconnect: ReconnectPolicy | None
+    _brokers: dict[str, Broker]
+    _publishers: set[GrpcPublisher]
+
+    def _broker_channel(self, broker_id: str | None) -> grpc.aio.Channel:
+        """The grpc.aio channel to ``broker_id`` (``None``: the URL's server)."""
+        ...
+
+    async def _publish_call(self, broker_id: str | None, what: str) -> PublishCall:
+        """A PublishAsync call to ``broker_id`` over HTTP/2 or grpcio."""
+        ...
+
+    async def _publish_request(
+        self, request: pb.PublishRequest, *, timeout: float | None, what: str
+    ) -> Any:
+        """One unary Publish."""
+        ...
+
+
 class GrpcPublisher:
     """A producer's PublishAsync stream (or unary Publish calls), opened on first use."""
 
-    def __init__(self, client: Client, stream: str, *, request_timeout: float | None) -> None:
+    def __init__(
+        self, client: PublishChannels, stream: str, *, request_timeout: float | None
+    ) -> None:
         self._client = client
         self._what = f"PublishAsync to {stream!r}"
         self._request_timeout = request_timeout
@@ -471,6 +497,10 @@ class GrpcPublisher:
         return self.acks.waiting
 
     async def close(self) -> None:
+        """:meth:`stop` (an ``async`` method for the client's shutdown, which awaits it)."""
+        self.stop()
+
+    def stop(self) -> None:
         """Take no more messages. What is queued is still written, and the stream stays
         open for the acks of what was written until they arrive or time out; then it is
         half-closed (the server ends it). Idempotent; returns at once (nothing to cancel).

@@ -22,8 +22,6 @@ import grpc.aio
 from streamwire._api import OffsetBounds
 from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options, option_names
-from streamwire.codec.headers import HeaderInput, normalize_headers
-from streamwire.codec.message import Confirmation
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import (
     ClosedError,
@@ -38,6 +36,7 @@ from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._cursors import Cursors
 from streamwire.liftbridge._grpc import AddressResolver, Channels
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
+from streamwire.liftbridge._grpc_publishing import GrpcPublishing
 from streamwire.liftbridge._h2_subscription import (
     SUBSCRIBE_TRANSPORTS,
     AnySubscription,
@@ -45,6 +44,7 @@ from streamwire.liftbridge._h2_subscription import (
 )
 from streamwire.liftbridge._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.liftbridge._nats import NatsLink, NatsStats
+from streamwire.liftbridge._nats_side import NatsSide
 from streamwire.liftbridge._publish_calls import (
     PUBLISH_TRANSPORTS,
     GrpcioPublishCall,
@@ -58,20 +58,9 @@ from streamwire.liftbridge.group import GroupConsumer, GroupConsumerKwargs, Grou
 from streamwire.liftbridge.producer import Producer, ProducerOptions
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import (
-    ACK_ERRORS,
     GRPC_ERRORS,
-    AckErrorCode,
     GrpcStatus,
     StreamNotFound,
-    UnknownLiftbridgeError,
-)
-from streamwire.liftbridge.protocol.messages import (
-    NO_EXPECTED_OFFSET,
-    Ack,
-    AckPolicy,
-    ack_from_pb,
-    headers_to_wire,
-    is_literal_subject,
 )
 from streamwire.liftbridge.protocol.metadata import (
     Broker,
@@ -115,7 +104,7 @@ class ClientStats(ConnectionStats):
     nats: NatsStats = field(default_factory=NatsStats)
 
 
-class Client(Cursors, AsyncClosing):
+class Client(Cursors, GrpcPublishing, AsyncClosing):
     """A Liftbridge client. Create with :func:`streamwire.liftbridge.connect`."""
 
     def __init__(
@@ -169,10 +158,8 @@ class Client(Cursors, AsyncClosing):
             keepalive_time=keepalive_time,
             keepalive_timeout=keepalive_timeout,
         )
-        self._link: NatsLink | None = None
-        self._acks: AckRouter | None = None
-        self._acks_inbox = ""
-        self._max_payload = 1 << 20
+        self._nats = NatsSide()
+        """NATS as the producers use it: the link, the ack inbox (``_nats_side``)."""
         self._metadata: Metadata | None = None
         self._brokers: dict[str, Broker] = {}
         self._children: set[Producer | Consumer | GroupConsumer] = set()
@@ -253,24 +240,21 @@ class Client(Cursors, AsyncClosing):
             name=self.name,
             options=self._nats_options,
         )
-        self._link = link
+        self._nats.link = link  # (closed by _drop_nats if the inbox fails)
         link.on_closed.append(self._nats_closed)
         link.on_disconnected.append(self._meter.failed)
         link.on_reconnected.append(lambda: self._meter.connected(again=True))
-        self._max_payload = link.max_payload
         acks = AckRouter(link)
         async with deadline.scope():
             await acks.start()
             await link.flush(deadline.remaining())
-        self._acks = acks
-        self._acks_inbox = acks.ack_inbox
+        self._nats.attach(link, acks)
         if self._closed:  # a redial that close gave up waiting for: its caller drops it
             raise ClosedError("the Liftbridge client closed while NATS connected")
 
     async def _drop_nats(self) -> None:
         """Undo a NATS connection that failed half-way (``require_nats=False``)."""
-        link, self._link = self._link, None
-        self._acks, self._acks_inbox = None, ""
+        link = self._nats.detach()
         if link is not None:
             await link.close()
 
@@ -299,14 +283,21 @@ class Client(Cursors, AsyncClosing):
         """Whether the client's NATS connection is up now (producers with
         ``transport="auto"`` publish over gRPC while it is not). Up means set up: connected,
         with the ack inbox subscribed and flushed (a redial half-way through is not up yet)."""
-        link = self._link
-        return (
-            link is not None and self._acks is not None and not self._closed and link.is_connected
-        )
+        return self._nats.connected
+
+    @property
+    def _link(self) -> NatsLink | None:
+        """The NATS connection (None while there is none)."""
+        return self._nats.link
+
+    @property
+    def _acks(self) -> AckRouter | None:
+        """The ack inbox (None while there is no NATS connection)."""
+        return self._nats.acks
 
     def _nats_closed(self, exc: StreamwireError) -> None:
-        if self._acks is not None:
-            self._acks.close(exc)
+        if self._nats.acks is not None:
+            self._nats.acks.close(exc)
 
     def _check(self) -> None:
         if self._closed:
@@ -318,59 +309,13 @@ class Client(Cursors, AsyncClosing):
             raise ClosedError("the Liftbridge client is closed")
         return channels
 
-    # --- NATS side (used by producers) -------------------------------------------------
-
-    def _next_correlation_id(self) -> str:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.next_id()
-
-    def _next_correlation_ids(self, count: int) -> list[str]:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.next_ids(count)
-
-    def _expect(
-        self,
-        cid: str,
-        timeout: float | None,
-        what: str,
-        on_done: Callable[[asyncio.Future[Confirmation]], object] | None = None,
-    ) -> asyncio.Future[Confirmation]:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.expect(cid, timeout, what, on_done)
-
-    def _forget(self, cid: str) -> None:
-        if self._acks is not None:
-            self._acks.forget(cid)
-
-    def _reply_subject(self, cid: str) -> str:
-        if self._acks is None:
-            raise ClosedError("the Liftbridge client is closed")
-        return self._acks.reply_subject(cid)
-
-    async def _publish(
-        self, subject: str, data: bytes, reply: str, timeout: float | None = None
-    ) -> None:
-        link = self._link
-        if link is None or self._closed:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.publish(subject, data, reply, timeout=timeout)
-
-    async def _publish_many(
-        self, messages: Sequence[tuple[str, bytes, str]], timeout: float | None = None
-    ) -> None:
-        link = self._link
-        if link is None or self._closed:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.publish_many(messages, timeout=timeout)
+    def _forget_child(self, child: object) -> None:
+        """Called by a producer or consumer once it is closed."""
+        self._children.discard(child)
 
     async def _flush_nats(self, timeout: float | None) -> None:
-        link = self._link
-        if link is None:
-            raise ClosedError("the Liftbridge client is closed")
-        await link.flush(timeout)
+        """Write out what NATS buffered (used by tests)."""
+        await self._nats.flush(timeout)
 
     @property
     def stats(self) -> ClientStats:
@@ -385,7 +330,7 @@ class Client(Cursors, AsyncClosing):
     @property
     def max_payload(self) -> int:
         """The NATS server's max_payload: the largest envelope a producer can publish."""
-        return self._max_payload
+        return self._nats.max_payload
 
     # --- gRPC calls --------------------------------------------------------------------
 
@@ -719,92 +664,6 @@ class Client(Cursors, AsyncClosing):
             what=f"SetStreamReadonly {name!r}",
         )
 
-    # --- publishing through the gRPC API ----------------------------------------------------
-
-    async def publish(
-        self,
-        stream: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        partition: int = 0,
-        ack_policy: AckPolicy = AckPolicy.LEADER,
-        expected_offset: int = NO_EXPECTED_OFFSET,
-        timeout: float | Default | None = DEFAULT,
-    ) -> Ack | None:
-        """Publish one message through the gRPC API (the Publish RPC) rather than straight
-        onto NATS, and return its ack (``None`` with :attr:`AckPolicy.NONE`).
-
-        Slower than a :meth:`producer` (one round trip per message, through a server), but
-        it needs no NATS connection of the client's own: the way to publish when NATS is not
-        reachable from here, as go-liftbridge publishes. Error acks raise their typed error
-        (``IncorrectOffset``, ``TooLarge``, ...); a missing stream raises ``StreamNotFound``.
-
-        Cancellation: the message may or may not have been stored.
-        """
-        request = pb.PublishRequest(
-            key=key or b"",
-            value=value,
-            stream=stream,
-            partition=partition,
-            headers=headers_to_wire(normalize_headers(headers)),
-            ackPolicy=pb.AckPolicy.ValueType(ack_policy),
-            expectedOffset=expected_offset,
-        )
-        what = f"Publish to {stream}/{partition}"
-        response = await self._publish_request(request, timeout=self._timeout(timeout), what=what)
-        return self._ack_of(response, what)
-
-    async def _publish_request(
-        self, request: pb.PublishRequest, *, timeout: float | None, what: str
-    ) -> Any:
-        """One unary Publish; a wrong expected offset raises IncorrectOffset."""
-        try:
-            return await self._call("Publish", request, timeout=timeout, what=what)
-        except UnknownLiftbridgeError as exc:
-            # v1.9.0 answers a wrong expected offset with status UNKNOWN, not an error ack
-            if "incorrect expected offset" in str(exc):
-                raise ACK_ERRORS.from_code(AckErrorCode.INCORRECT_OFFSET, what) from exc
-            raise
-
-    async def publish_to_subject(
-        self,
-        subject: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        ack_policy: AckPolicy = AckPolicy.LEADER,
-        timeout: float | Default | None = DEFAULT,
-    ) -> Ack | None:
-        """Publish one message to a NATS ``subject`` through the gRPC API (PublishToSubject):
-        every stream attached to that subject stores it; returns the ack of one of them
-        (``None`` with :attr:`AckPolicy.NONE`, or when no stream listens)."""
-        if not is_literal_subject(subject):
-            raise ConfigurationError(f"not a subject one can publish to: {subject!r}")
-        request = pb.PublishToSubjectRequest(
-            key=key or b"",
-            value=value,
-            subject=subject,
-            headers=headers_to_wire(normalize_headers(headers)),
-            ackPolicy=pb.AckPolicy.ValueType(ack_policy),
-        )
-        what = f"PublishToSubject {subject!r}"
-        response = await self._call(
-            "PublishToSubject", request, timeout=self._timeout(timeout), what=what
-        )
-        return self._ack_of(response, what)
-
-    @staticmethod
-    def _ack_of(response: Any, what: str) -> Ack | None:
-        if not response.HasField("ack"):
-            return None
-        ack = ack_from_pb(response.ack)
-        if ack.ack_error:
-            raise ACK_ERRORS.from_code(ack.ack_error, what)
-        return ack
-
     def activity_stream(
         self,
         *,
@@ -942,7 +801,7 @@ class Client(Cursors, AsyncClosing):
             await self._shutdown()
 
     async def _shutdown(self) -> None:
-        self._closed = True
+        self._closed = self._nats.closed = True
         self._children.clear()
         redial, self._redial = self._redial, None
         if redial is not None:
@@ -961,9 +820,9 @@ class Client(Cursors, AsyncClosing):
             for publisher in publishers:
                 await publisher.abort(ConnectionClosed("the client closed before the ack arrived"))
         finally:
-            if self._acks is not None:
-                self._acks.close()
-            link, self._link = self._link, None  # after the redial: it may have set one
+            if self._nats.acks is not None:
+                self._nats.acks.close()
+            link = self._nats.detach()  # after the redial: it may have set one
             try:
                 if link is not None:
                     await link.close()

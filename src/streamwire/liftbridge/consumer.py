@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, Self
+from typing import Final, Self
 
 from streamwire.codec.message import Message, datetime_to_us
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -44,6 +44,7 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
 from streamwire.liftbridge._h2_subscription import AnySubscription
+from streamwire.liftbridge._link import ConsumerLink
 from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
@@ -63,9 +64,6 @@ from streamwire.transport.backoff import Backoff
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
 from streamwire.transport.resources import AsyncStartable
-
-if TYPE_CHECKING:
-    from streamwire.liftbridge.client import Client
 
 __all__ = ("Consumer", "ConsumerOptions")
 
@@ -119,7 +117,7 @@ class Consumer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: ConsumerLink,
         stream: str,
         *,
         offset: OffsetLike = "first",
@@ -526,4 +524,4 @@ class Consumer(AsyncStartable):
         finally:
             self._subscription = None
             self._handover.finish(_END)
-            self._client._children.discard(self)
+            self._client._forget_child(self)

@@ -39,7 +39,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Self, TypedDict
+from typing import Final, Self, TypedDict
 
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
@@ -54,6 +54,7 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._grpc import RpcFailed, translate
 from streamwire.liftbridge._h2_subscription import AnySubscription
+from streamwire.liftbridge._link import GroupLink
 from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
@@ -80,9 +81,6 @@ from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.reconnect import is_retriable
 from streamwire.transport.resources import AsyncStartable
-
-if TYPE_CHECKING:
-    from streamwire.liftbridge.client import Client
 
 __all__ = ("GroupConsumer", "GroupConsumerKwargs", "GroupConsumerOptions")
 
@@ -183,7 +181,7 @@ class GroupConsumer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: GroupLink,
         group: str,
         streams: Sequence[str],
         *,
@@ -887,4 +885,4 @@ class GroupConsumer(AsyncStartable):
         finally:
             self._parts.clear()
             self._handover.finish(_END)
-            self._client._children.discard(self)
+            self._client._forget_child(self)

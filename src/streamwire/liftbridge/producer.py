@@ -21,13 +21,12 @@ was never made (``connect(require_nats=False)``): same futures, acks, errors, ``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Literal, Protocol, Self
+from typing import Literal, Protocol, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation, Message, outgoing
@@ -35,11 +34,10 @@ from streamwire.errors import (
     ClosedError,
     ConfigurationError,
     ConnectError,
-    ProducerBufferFull,
-    StreamwireError,
 )
 from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
+from streamwire.liftbridge._link import ProducerLink
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.messages import (
     NO_EXPECTED_OFFSET,
@@ -53,15 +51,7 @@ from streamwire.liftbridge.protocol.messages import (
 from streamwire.liftbridge.protocol.publish_template import PublishTemplate, RequestTemplate
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
-from streamwire.transport.resources import (
-    AsyncStartable,
-    wait_confirmed,
-    wait_flushed,
-    wait_for_room,
-)
-
-if TYPE_CHECKING:
-    from streamwire.liftbridge.client import Client
+from streamwire.transport.producer_core import ProducerCore, and_wait
 
 __all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions", "Transport")
 
@@ -189,11 +179,15 @@ class _Settlement:
             self.meter.settled(self.started, self.count - self.failed, self.failed)
 
 
-class Producer(AsyncStartable):
+class Producer(ProducerCore):
     """Publishes to one stream over NATS. Use ``async with client.producer(stream) as p``."""
 
-    def __init__(self, client: Client, stream: str, *, options: ProducerOptions) -> None:
+    options: ProducerOptions
+
+    def __init__(self, client: ProducerLink, stream: str, *, options: ProducerOptions) -> None:
+        super().__init__(stream, None)
         self._client = client
+        self._loop = asyncio.get_running_loop()
         self.stream = stream
         self.options = options
         self.subject = ""
@@ -203,12 +197,7 @@ class Producer(AsyncStartable):
         self._pending: set[asyncio.Future[Confirmation]] = set()
         self._in_runs = 0
         """Messages of ledger runs (``send_batch``) awaiting their ack."""
-        self._room = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._first_failure: BaseException | None = None
         self._started = False
-        self._closed = False
         policy = options.ack_policy
         self._acked = options.envelope and policy != AckPolicy.NONE
         self._template: PublishTemplate | None = None
@@ -232,7 +221,7 @@ class Producer(AsyncStartable):
                 "subject: give the producer subject= to publish on a matching one"
             )
         client = self._client
-        if self.options.transport == "nats" and client._link is None:
+        if self.options.transport == "nats" and client._nats.link is None:
             raise ConnectError(
                 f"producer for {self.stream!r}: the client has no NATS connection "
                 f"({client.nats_error}); use transport='grpc' or 'auto'"
@@ -261,14 +250,9 @@ class Producer(AsyncStartable):
     def _is_started(self) -> bool:
         return bool(self._started)
 
-    async def _close_on_exit(self, clean: bool) -> None:
-        await self.close(flush=clean)
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError(f"producer for {self.stream!r} is closed")
-        if not self._started:
-            raise ClosedError("producer not started: use 'async with' or 'await'")
+    def _has_room(self, size: int) -> bool:
+        """Room is counted in messages awaiting their ack (``max_in_flight``)."""
+        return self.pending < self.options.max_in_flight
 
     @property
     def pending(self) -> int:
@@ -347,7 +331,7 @@ class Producer(AsyncStartable):
         return payload, key, wire
 
     def _limit(self) -> int:
-        limit = self._client._max_payload
+        limit = self._client._nats.max_payload
         if self.options.max_message_bytes is not None:
             limit = min(limit, self.options.max_message_bytes)
         return limit
@@ -432,7 +416,7 @@ class Producer(AsyncStartable):
                 )
             data = payload
         elif not wire and expected_offset is None:  # the usual message: shared fields cached
-            template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+            template, inbox = self._template, self._client._nats.inbox if self._acked else ""
             if template is None or template.ack_inbox != inbox:
                 template = self._template = PublishTemplate(
                     ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
@@ -443,7 +427,7 @@ class Producer(AsyncStartable):
                 payload,
                 key=key,
                 headers=wire,
-                ack_inbox=self._client._acks_inbox if self._acked else "",
+                ack_inbox=self._client._nats.inbox if self._acked else "",
                 correlation_id=cid,
                 ack_policy=opts.ack_policy,
                 expected_offset=NO_EXPECTED_OFFSET if expected_offset is None else expected_offset,
@@ -464,12 +448,12 @@ class Producer(AsyncStartable):
             or not all(type(value) is bytes for value in values)
         ):
             return None
-        template, inbox = self._template, self._client._acks_inbox if self._acked else ""
+        template, inbox = self._template, self._client._nats.inbox if self._acked else ""
         if template is None or template.ack_inbox != inbox:
             template = self._template = PublishTemplate(
                 ack_inbox=inbox, ack_policy=opts.ack_policy, crc=opts.crc
             )
-        cids = self._client._next_correlation_ids(len(values))
+        cids = self._client._nats.next_ids(len(values))
         datas = template.encode_many(values, cids)  # type: ignore[arg-type]  # all bytes
         self._check_size(max(map(len, datas)))
         return list(zip(cids, datas, repeat(0), strict=False))
@@ -502,14 +486,14 @@ class Producer(AsyncStartable):
             cid = self._grpc.next_ids(1)[0] if self._acked else ""
             item = self._request(value, key, headers, expected_offset, partition, cid)
             if self.pending >= self.options.max_in_flight:
-                await self._wait_for_room(timeout)
+                await self._wait_for_room(0, timeout)
             return (await self._publish_grpc([item]))[0]
         client = self._client
-        cid = client._next_correlation_id()
+        cid = client._nats.next_id()
         data, key_bytes = self._encode(value, key, headers, cid, expected_offset)
         p = self._partition(key_bytes, partition)
         if self.pending >= self.options.max_in_flight:
-            await self._wait_for_room(timeout)
+            await self._wait_for_room(0, timeout)
         return await self._publish(cid, data, p)
 
     async def _publish(self, cid: str, data: bytes, p: int) -> asyncio.Future[Confirmation]:
@@ -517,16 +501,16 @@ class Producer(AsyncStartable):
         subject = self._subjects[p]
         block = self.options.max_block
         if not self._acked:
-            await client._publish(subject, data, "", block)
-            future: asyncio.Future[Confirmation] = client._loop.create_future()
+            await client._nats.publish(subject, data, "", block)
+            future: asyncio.Future[Confirmation] = self._loop.create_future()
             future.set_result(Confirmation(None, None, self.stream, p))
             self._meter.settled(self._meter.sent(1, len(data)), 1, 0)
             return future
         settle = _Settlement(self._meter, 1, len(data), self._done)
         future = self._expect(cid, f"a message to {subject}", settle)
-        reply = client._reply_subject(cid) if self.options.detect_no_responders else ""
+        reply = client._nats.reply_subject(cid) if self.options.detect_no_responders else ""
         try:
-            await client._publish(subject, data, reply, block)
+            await client._nats.publish(subject, data, reply, block)
         except BaseException:
             self._unexpect([cid], [future])
             raise
@@ -535,7 +519,7 @@ class Producer(AsyncStartable):
     def _expect(self, cid: str, what: str, on_done: _Settlement) -> asyncio.Future[Confirmation]:
         """Register the ack future of ``cid`` and count it as pending from now on (before
         the publish: its ack may arrive while the publish still waits for the buffer)."""
-        future = self._client._expect(cid, self.options.ack_timeout, what, on_done)
+        future = self._client._nats.expect(cid, self.options.ack_timeout, what, on_done)
         self._pending.add(future)
         self._idle.clear()
         return future
@@ -543,7 +527,7 @@ class Producer(AsyncStartable):
     def _unexpect(self, cids: list[str], futures: list[asyncio.Future[Confirmation]]) -> None:
         """The publish of these failed: stop waiting for their acks."""
         for cid in cids:
-            self._client._forget(cid)
+            self._client._nats.forget(cid)
         self._pending.difference_update(futures)
         self._settled()
 
@@ -556,8 +540,8 @@ class Producer(AsyncStartable):
 
     def _done(self, future: asyncio.Future[Confirmation]) -> None:
         self._pending.discard(future)
-        if self._first_failure is None and not future.cancelled():
-            self._first_failure = future.exception()
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            self._note_failure(exc)
         self._settled()
 
     def _run_settled(self, run: AckRun, n: int, exc: BaseException | None) -> None:
@@ -565,44 +549,12 @@ class Producer(AsyncStartable):
         self._in_runs -= n
         if exc is not None:
             run.failed += n
-            if self._first_failure is None:
-                self._first_failure = exc
+            self._note_failure(exc)
         if run.left <= 0:
             self._meter.settled(run.started, len(run.cids) - run.failed, run.failed)
         self._settled()
 
-    async def _wait_for_room(self, timeout: float | None) -> None:
-        await wait_for_room(
-            lambda: self.pending < self.options.max_in_flight,
-            self._room,
-            self.options.max_block if timeout is None else timeout,
-            check=self._check,
-            full=lambda t: ProducerBufferFull(
-                f"{self.pending} messages to {self.stream!r} stayed unacknowledged for {t} s"
-            ),
-        )
-
-    async def send_and_wait(
-        self,
-        value: bytes | Message,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        partition: int | None = None,
-        expected_offset: int | None = None,
-        timeout: float | None = None,
-    ) -> Confirmation:
-        """Send one message and wait for its confirmation (``timeout`` defaults to
-        ``confirm_timeout``; the ack itself is bounded by ``ack_timeout``).
-
-        Cancellation: the message may still be stored; only the wait stops.
-        """
-        future = await self.send(
-            value, key=key, headers=headers, partition=partition, expected_offset=expected_offset
-        )
-        return await wait_confirmed(  # the message's own AckTimeout passes through
-            future, self.options.confirm_timeout if timeout is None else timeout
-        )
+    send_and_wait = and_wait(send)
 
     async def send_batch(
         self, values: Iterable[bytes | Message], *, timeout: float | None = None
@@ -621,7 +573,7 @@ class Producer(AsyncStartable):
         if encoded is None:
             encoded = []
             for value in values:  # a message that cannot be encoded fails the call: none sent
-                cid = self._client._next_correlation_id()
+                cid = self._client._nats.next_id()
                 data, key_bytes = self._encode(value, None, None, cid, None)
                 encoded.append((cid, data, self._partition(key_bytes, None)))
         futures: list[asyncio.Future[Confirmation]] = []
@@ -629,7 +581,7 @@ class Producer(AsyncStartable):
         start = 0
         while start < len(encoded):
             if self.pending >= limit:
-                await self._wait_for_room(timeout)
+                await self._wait_for_room(0, timeout)
             end = start + max(limit - self.pending, 1)
             futures += await publish(encoded[start:end])
             start = end
@@ -661,7 +613,7 @@ class Producer(AsyncStartable):
         self, items: list[tuple[str, bytes, int]], nbytes: int
     ) -> list[asyncio.Future[Confirmation]]:
         """The futures of messages nothing acks (already handed over), confirmed."""
-        loop = self._client._loop
+        loop = self._loop
         done: list[asyncio.Future[Confirmation]] = []
         for _, _, p in items:
             future: asyncio.Future[Confirmation] = loop.create_future()
@@ -677,7 +629,7 @@ class Producer(AsyncStartable):
         client, subjects, opts = self._client, self._subjects, self.options
         nbytes = sum(len(data) for _, data, _ in items)
         if not self._acked:
-            await client._publish_many([(subjects[p], data, "") for _, data, p in items])
+            await client._nats.publish_many([(subjects[p], data, "") for _, data, p in items])
             return self._unacked(items, nbytes)
         whats = {p: f"a message to {subjects[p]}" for p in {p for _, _, p in items}}
         if not opts.detect_no_responders:
@@ -686,10 +638,10 @@ class Producer(AsyncStartable):
         expect = self._expect
         settle = _Settlement(self._meter, len(items), nbytes, self._done)
         futures = [expect(cid, whats[p], settle) for cid, _, p in items]
-        reply = client._reply_subject
+        reply = client._nats.reply_subject
         messages = [(subjects[p], data, reply(cid)) for cid, data, p in items]
         try:
-            await client._publish_many(messages, opts.max_block)
+            await client._nats.publish_many(messages, opts.max_block)
         except BaseException:
             self._unexpect([cid for cid, _, _ in items], futures)
             raise
@@ -701,13 +653,13 @@ class Producer(AsyncStartable):
         """Publish acked messages as one ledger run per partition (:meth:`_open_runs`); the
         messages go out in their order, in one write."""
         client = self._client
-        acks = client._acks
+        acks = client._nats.acks
         if acks is None:
             raise ClosedError("the Liftbridge client is closed")
         runs = self._open_runs(acks, items, nbytes, whats)
         subjects = self._subjects
         try:
-            await client._publish_many(
+            await client._nats.publish_many(
                 [(subjects[p], data, "") for _, data, p in items], self.options.max_block
             )
         except BaseException:  # the caller gets none of these futures
@@ -735,7 +687,7 @@ class Producer(AsyncStartable):
         else:
             for i, (_, _, p) in enumerate(items):
                 groups[p].append(i)
-        meter, loop, timeout = self._meter, self._client._loop, self.options.ack_timeout
+        meter, loop, timeout = self._meter, self._loop, self.options.ack_timeout
         meter.accepted(len(items), nbytes)
         runs: list[tuple[AckRun, list[int]]] = []
         for p, at in groups.items():
@@ -782,47 +734,19 @@ class Producer(AsyncStartable):
                 futures[i] = future
         return futures
 
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every message sent so far is confirmed or failed, and everything is
-        written to NATS. Raises the first failure since the previous flush, or
-        FlushTimeout.
-
-        Cancellation: only the wait stops.
-        """
-        await wait_flushed(
-            self._idle,
-            self.options.confirm_timeout if timeout is None else timeout,
-            pending=lambda: self.pending,
-            take_failure=self._take_failure,
-            first=self._flush_nats,
-        )
-
-    async def _flush_nats(self) -> None:
-        """NATS's part of a flush: nothing when this producer publishes over gRPC now."""
+    async def _flush_wire(self) -> None:
+        """A flush first writes out what nats-py buffered (nothing to do when this producer
+        publishes over gRPC now)."""
         if self.options.transport == "nats" or self._client.nats_connected:
-            await self._client._flush_nats(None)
-
-    def _take_failure(self) -> BaseException | None:
-        failure, self._first_failure = self._first_failure, None
-        return failure
+            await self._client._nats.flush(None)
 
     # --- closing -----------------------------------------------------------------------
 
-    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
-        """Flush (unless ``flush=False``) and stop. Idempotent. Messages still unconfirmed
-        afterwards keep waiting for their acks until their own deadline.
-
-        Cancellation: the producer is closed without waiting further.
-        """
-        if self._closed:
-            return
-        try:
-            if flush and self._started:
-                with contextlib.suppress(StreamwireError):
-                    await self.flush(timeout)
-        finally:
-            self._closed = True
-            self._room.set()
-            self._client._children.discard(self)
-            if self._grpc is not None:
-                await self._grpc.close()
+    def abort(self) -> None:
+        """Stop taking messages. Messages still unconfirmed keep waiting for their acks
+        until their own deadline (a gRPC publisher still writes what it queued). Idempotent."""
+        self._closed = True
+        self._room.set()
+        self._client._forget_child(self)
+        if self._grpc is not None:
+            self._grpc.stop()

@@ -25,8 +25,12 @@ from streamwire.errors import (
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol._frame import Frame
 from streamwire.rabbitmq.protocol.constants import ResponseCode
-from streamwire.rabbitmq.protocol.consuming import UnsubscribeRequest
-from streamwire.rabbitmq.protocol.errors import ERRORS
+from streamwire.rabbitmq.protocol.consuming import (
+    QueryOffsetRequest,
+    QueryOffsetResponse,
+    UnsubscribeRequest,
+)
+from streamwire.rabbitmq.protocol.errors import ERRORS, NoOffset
 from streamwire.rabbitmq.protocol.machine import (
     ConnectionSettings,
     ProtocolFailed,
@@ -277,6 +281,16 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
                 f"expected {expect.__name__}, got {type(response).__name__} (correlation {corr})"
             )
         return response
+
+    async def query_offset(self, stream: str, name: str) -> int | None:
+        """The offset consumer ``name`` stored on ``stream`` (QueryOffset; None: none)."""
+        try:
+            resp = await self.request(
+                lambda corr: QueryOffsetRequest(corr, name, stream), QueryOffsetResponse
+            )
+        except NoOffset:
+            return None
+        return resp.offset
 
     # --- events ------------------------------------------------------------------------
 

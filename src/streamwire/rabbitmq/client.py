@@ -43,14 +43,11 @@ from streamwire.rabbitmq.protocol.connection import (
 )
 from streamwire.rabbitmq.protocol.constants import CommandKey, ResponseCode
 from streamwire.rabbitmq.protocol.consuming import (
-    QueryOffsetRequest,
-    QueryOffsetResponse,
     ResolveOffsetSpecRequest,
     ResolveOffsetSpecResponse,
     StoreOffset,
     offset_spec,
 )
-from streamwire.rabbitmq.protocol.errors import NoOffset
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings, StreamsConnection
 from streamwire.rabbitmq.protocol.streams import (
     CreateRequest,
@@ -140,7 +137,7 @@ class Client(Placement, AsyncClosing):
         self._locator = await self._dial_seeds()
         return self
 
-    def _forget_child(self, child: _Child) -> None:
+    def _forget_child(self, child: object) -> None:
         """Called by a producer or consumer once it is closed."""
         self._children.discard(child)
 
@@ -285,7 +282,7 @@ class Client(Placement, AsyncClosing):
         super stream, ``partition`` picks its partition stream."""
         name = consumer_name(name)
         stream = await self._partition_stream(stream, partition)
-        return await self._query_offset(await self._consumer_connection(stream), stream, name)
+        return await (await self._consumer_connection(stream)).query_offset(stream, name)
 
     async def store_offset(
         self, stream: str, name: str, offset: int, *, partition: int | None = None
@@ -300,7 +297,7 @@ class Client(Placement, AsyncClosing):
         stream = await self._partition_stream(stream, partition)
         conn = await self._leader_connection(stream)
         await conn.send(StoreOffset(name, stream, offset))
-        await self._query_offset(conn, stream, name)  # after the store: the writer has it
+        await conn.query_offset(stream, name)  # after the store: the writer has it
 
     async def _partition_stream(self, stream: str, partition: int | None) -> str:
         """The stream holding ``partition`` of ``stream``: without a partition, ``stream``;
@@ -316,16 +313,6 @@ class Client(Placement, AsyncClosing):
         if not 0 <= partition < len(names):
             raise ConfigurationError(f"super stream {stream!r} has no partition {partition}")
         return names[partition]
-
-    @staticmethod
-    async def _query_offset(conn: Connection, stream: str, name: str) -> int | None:
-        try:
-            resp = await conn.request(
-                lambda corr: QueryOffsetRequest(corr, name, stream), QueryOffsetResponse
-            )
-        except NoOffset:
-            return None
-        return resp.offset
 
     async def offset_bounds(self, stream: str) -> dict[int, OffsetBounds]:
         """``{0: OffsetBounds(first, next)}``: a stream is one partition. ``first`` is the

@@ -29,6 +29,7 @@ from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
 from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
+from streamwire.rabbitmq._link import ClientLink
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
@@ -49,7 +50,6 @@ from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
-    from streamwire.rabbitmq.client import Client
 
 __all__ = ("Consumer", "ConsumerOptions")
 
@@ -143,7 +143,7 @@ class Consumer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: ClientLink,
         stream: str,
         *,
         offset: OffsetLike = "first",
@@ -203,7 +203,7 @@ class Consumer(AsyncStartable):
         return offset_spec(offset)
 
     async def _query_offset(self, conn: Connection) -> int | None:
-        return await self._client._query_offset(conn, self.stream, self.name or "")
+        return await conn.query_offset(self.stream, self.name or "")
 
     async def _subscribe(self, offset: Offset) -> None:
         conn = await self._client._consumer_connection(

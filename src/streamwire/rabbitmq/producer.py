@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TYPE_CHECKING, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Self, cast
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.codec.headers import HeaderInput
@@ -32,6 +32,7 @@ from streamwire.errors import (
 )
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.rabbitmq._amqp_map import encode_message
+from streamwire.rabbitmq._link import ClientLink
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import CommandKey
@@ -48,23 +49,15 @@ from streamwire.rabbitmq.protocol.publishing import (
     validate_reference,
 )
 from streamwire.transport.pending import Ledger
-from streamwire.transport.resources import (
-    AsyncStartable,
-    wait_confirmed,
-    wait_flushed,
-    wait_for_bytes,
-)
+from streamwire.transport.producer_core import ProducerCore, and_wait
 from streamwire.transport.tasks import cancel_now, cancel_tasks
 
 if TYPE_CHECKING:
     from streamwire.rabbitmq._connection import Connection
-    from streamwire.rabbitmq.client import Client
 
 __all__ = ("BatchConfirmation", "Producer", "ProducerOptions")
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,16 +113,19 @@ def _futures(group: Group) -> list[asyncio.Future[Confirmation]]:
     return group.ledger.futures()
 
 
-class Producer(AsyncStartable):
+class Producer(ProducerCore):
     """Publishes to one stream. Use ``async with client.producer(stream) as p``."""
 
+    options: ProducerOptions
+
     def __init__(
-        self, client: Client, stream: str, *, name: str | None = None, options: ProducerOptions
+        self, client: ClientLink, stream: str, *, name: str | None = None, options: ProducerOptions
     ) -> None:
         if name is not None:
             if not name:
                 raise ConfigurationError("a producer name must not be empty")
             validate_reference(name)
+        super().__init__(stream, options.max_buffer_bytes)
         self._client = client
         self.stream = stream
         self.name = name
@@ -140,13 +136,8 @@ class Producer(AsyncStartable):
         self._next_id = 1
         self._meter = ProducerMeter(Destination("rabbitmq", stream, f"{client.host}:{client.port}"))
         self._outbox = Outbox(stream, self._meter)
-        self._room = asyncio.Event()
         self._work = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._sender: asyncio.Task[None] | None = None
-        self._error: StreamwireError | None = None
-        self._closed = False
         self._recovering: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -166,9 +157,6 @@ class Producer(AsyncStartable):
 
     def _is_started(self) -> bool:
         return self._sender is not None
-
-    async def _close_on_exit(self, clean: bool) -> None:
-        await self.close(flush=clean)
 
     async def _declare(self) -> None:
         conn = await self._client._leader_connection(self.stream)
@@ -219,14 +207,6 @@ class Producer(AsyncStartable):
 
     # --- accepting -----------------------------------------------------------------------
 
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise ClosedError(f"producer for {self.stream!r} is closed")
-        if self._sender is None:
-            raise ClosedError("producer not started: use 'async with' or 'await'")
-
     def _encode(self, value: bytes | Message) -> tuple[bytes, str | None]:
         opts = self.options
         if type(value) is bytes and opts.filter_value is None:
@@ -245,17 +225,6 @@ class Producer(AsyncStartable):
         return (
             box.unwritten < opts.max_buffer_messages
             and box.unwritten_bytes + size <= opts.max_buffer_bytes
-        )
-
-    async def _wait_for_room(self, size: int, timeout: float | None) -> None:
-        await wait_for_bytes(
-            size,
-            self.options.max_block if timeout is None else timeout,
-            has_room=self._has_room,
-            wake=self._room,
-            max_bytes=self.options.max_buffer_bytes,
-            check=self._check,
-            what=self.stream,
         )
 
     def _add(
@@ -320,27 +289,7 @@ class Producer(AsyncStartable):
         assert group.ledger is not None  # futures=True
         return group.ledger.real(0)
 
-    async def send_and_wait(
-        self,
-        value: bytes | Message,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, HeaderInput] | None = None,
-        publishing_id: int | None = None,
-        timeout: float | None = None,
-    ) -> Confirmation:
-        """Send one message and wait for its confirmation (``timeout`` defaults to
-        ``confirm_timeout``).
-
-        Cancellation: the message may still be stored; only the wait stops.
-        """
-        future = await self.send(value, key=key, headers=headers, publishing_id=publishing_id)
-        return await self._wait(future, timeout, "no confirmation")
-
-    async def _wait(self, future: asyncio.Future[_T], timeout: float | None, what: str) -> _T:
-        return await wait_confirmed(
-            future, self.options.confirm_timeout if timeout is None else timeout, what
-        )
+    send_and_wait = and_wait(send)
 
     async def _accept_many(
         self,
@@ -529,26 +478,11 @@ class Producer(AsyncStartable):
             future.set_result(BatchConfirmation(self._next_id, self._next_id - 1, 0, self.stream))
         return future
 
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until nothing is pending: every accepted message confirmed or failed. Raises
-        the first failure since the previous flush, or :class:`FlushTimeout`.
-
-        Cancellation: only the wait stops.
-        """
-        if self._error is not None:
-            raise self._error
-        await wait_flushed(
-            self._idle,
-            self.options.confirm_timeout if timeout is None else timeout,
-            pending=lambda: self.pending,
-            take_failure=self._take_failure,
-        )
-
     def _take_failure(self) -> BaseException | None:
-        if self._error is not None:
-            return self._error
         failure, self._outbox.first_failure = self._outbox.first_failure, None
-        return failure
+        if failure is not None:
+            self._note_failure(failure)
+        return super()._take_failure()
 
     # --- the sender task -----------------------------------------------------------------
 
@@ -641,40 +575,23 @@ class Producer(AsyncStartable):
         )
         self._work.set()
 
-    def _fail_all(self, exc: StreamwireError) -> None:
-        self._error = exc
+    def _fail_pending(self, exc: StreamwireError) -> None:
         self._outbox.fail_all(exc)
-        self._room.set()
-        self._idle.set()
 
-    async def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
-        """Flush (unless ``flush=False``), delete the publisher and stop. Idempotent.
-
-        Messages still unconfirmed afterwards fail with :class:`ClosedError`.
-
-        Cancellation: the producer is aborted (:meth:`abort`) before ``CancelledError``
-        propagates.
-        """
-        if self._closed:
-            return
-        try:
-            if flush and self._error is None:
-                with contextlib.suppress(StreamwireError):
-                    await self.flush(timeout)
-            self._closed = True
-            await cancel_tasks((self._sender, self._recovering), timeout=1.0)
-            conn = self._conn
-            if conn is not None and conn.is_open:
-                with contextlib.suppress(StreamwireError, TimeoutError):
-                    await conn.request(
-                        lambda corr: DeletePublisherRequest(corr, self._publisher_id),
-                        SimpleResponse,
-                        timeout=5.0,
-                    )
-                conn.remove_publisher(self._publisher_id)
-                self._conn = None
-        finally:
-            self.abort()
+    async def _close_wire(self) -> None:
+        """Stop the sender and delete the publisher (messages still unconfirmed afterwards
+        fail with :class:`ClosedError` in :meth:`abort`)."""
+        await cancel_tasks((self._sender, self._recovering), timeout=1.0)
+        conn = self._conn
+        if conn is not None and conn.is_open:
+            with contextlib.suppress(StreamwireError, TimeoutError):
+                await conn.request(
+                    lambda corr: DeletePublisherRequest(corr, self._publisher_id),
+                    SimpleResponse,
+                    timeout=5.0,
+                )
+            conn.remove_publisher(self._publisher_id)
+            self._conn = None
 
     def abort(self) -> None:
         """Stop at once: tasks are cancelled, the publisher is deleted without waiting for

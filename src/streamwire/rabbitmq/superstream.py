@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal, Self
+from typing import Final, Literal, Protocol, Self, Unpack
 
 import mmh3
 
@@ -38,14 +38,12 @@ from streamwire.rabbitmq.consumer import Consumer
 from streamwire.rabbitmq.producer import Producer
 from streamwire.transport.resources import AsyncStartable
 
-if TYPE_CHECKING:
-    from streamwire.rabbitmq.client import Client
-
 __all__ = (
     "JAVA_HASH_SEED",
     "NoRouteError",
     "Router",
     "SuperStreamConsumer",
+    "SuperStreamLink",
     "SuperStreamProducer",
     "hash_partition",
 )
@@ -57,6 +55,41 @@ Router = Callable[[Message, Sequence[str]], str | Sequence[str]]
 streams) ``message`` goes to; each must be one of ``partitions``."""
 
 Routing = Literal["hash", "key"] | Router
+
+
+class SuperStreamLink(Protocol):
+    """The part of :class:`streamwire.rabbitmq.Client` a super stream's producer and consumer
+    use (a narrow interface, so that this module does not import the client, which imports
+    it)."""
+
+    async def partitions(self, super_stream: str) -> list[str]:
+        """The partition streams of ``super_stream``, in partition order."""
+        ...
+
+    async def route(self, routing_key: str, super_stream: str) -> list[str]:
+        """The partitions bound to ``routing_key``."""
+        ...
+
+    def producer(
+        self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]
+    ) -> Producer:
+        """A producer of one partition."""
+        ...
+
+    def consumer(
+        self,
+        stream: str,
+        *,
+        offset: OffsetLike = "first",
+        name: str | None = None,
+        **options: Unpack[ConsumerKwargs],
+    ) -> Consumer:
+        """A consumer of one partition."""
+        ...
+
+    def _forget_child(self, child: object) -> None:
+        """A closed super stream producer or consumer leaves the client's children."""
+        ...
 
 
 class NoRouteError(ConfigurationError):
@@ -74,7 +107,7 @@ class SuperStreamProducer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: SuperStreamLink,
         super_stream: str,
         *,
         routing: Routing = "hash",
@@ -217,7 +250,7 @@ class SuperStreamConsumer(AsyncStartable):
 
     def __init__(
         self,
-        client: Client,
+        client: SuperStreamLink,
         super_stream: str,
         *,
         offset: OffsetLike = "first",
