@@ -30,6 +30,7 @@ from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
 from streamwire.rabbitmq._link import ClientLink
+from streamwire.rabbitmq._recovery import Recovery
 from streamwire.rabbitmq.protocol import events as ev
 from streamwire.rabbitmq.protocol.chunk import parse_chunk_header
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
@@ -41,7 +42,6 @@ from streamwire.rabbitmq.protocol.consuming import (
     UnsubscribeRequest,
     offset_spec,
 )
-from streamwire.rabbitmq.protocol.errors import ERRORS, StreamDoesNotExist
 from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.publishing import validate_reference
 from streamwire.transport.ready import NATIVE_PAYS, ready_iterator
@@ -134,12 +134,13 @@ class ConsumerOptions:
         return props
 
 
-class Consumer(AsyncStartable):
+class Consumer(Recovery, AsyncStartable):
     """Consumes one stream. ``async for message in consumer`` or ``next_batch()``."""
 
     __slots__ = ("_last_offset",)
     # a slot: the native ``async for`` iterator stores each message's offset straight into
     # it (streamwire.transport.ready); the other attributes live in the instance dict
+    ROLE = "consumer"
 
     def __init__(
         self,
@@ -552,25 +553,11 @@ class Consumer(AsyncStartable):
             logger.exception("on_activate for %s failed; using the default", self.stream)
         return None
 
-    def metadata_changed(self, stream: str, code: int) -> None:
-        if stream == self.stream:
-            self._lost(ERRORS.from_code(code, f"stream {stream!r} changed (metadata update)"))
+    def _detach(self, conn: Connection) -> None:
+        conn.remove_subscriber(self._sid)
 
-    def connection_lost(self, exc: StreamwireError) -> None:
-        self._lost(exc)
-
-    def _lost(self, exc: StreamwireError) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.remove_subscriber(self._sid)
-        if self._closed or self._error is not None or self._recovering is not None:
-            return
-        if self._client.reconnect is None or isinstance(exc, ClosedError | StreamDoesNotExist):
-            self._fail(exc)
-            return
-        self._recovering = asyncio.create_task(
-            self._recover(exc), name=f"streamwire-consumer-recover {self.stream}"
-        )
+    def _give_up(self, exc: StreamwireError) -> None:
+        self._fail(exc)
 
     async def _recover(self, cause: StreamwireError) -> None:
         self._chunks.clear()  # not yet parsed: they come again after the resubscription

@@ -34,9 +34,10 @@ from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.rabbitmq._amqp_map import encode_message
 from streamwire.rabbitmq._link import ClientLink
 from streamwire.rabbitmq._outbox import Batch, BatchConfirmation, Group, Outbox
+from streamwire.rabbitmq._recovery import Recovery
 from streamwire.rabbitmq.protocol.connection import SimpleResponse
 from streamwire.rabbitmq.protocol.constants import CommandKey
-from streamwire.rabbitmq.protocol.errors import ERRORS, StreamDoesNotExist
+from streamwire.rabbitmq.protocol.errors import ERRORS
 from streamwire.rabbitmq.protocol.publishing import (
     MAX_SUB_BATCH_RECORDS,
     SUB_BATCH_CODECS,
@@ -113,10 +114,11 @@ def _futures(group: Group) -> list[asyncio.Future[Confirmation]]:
     return group.ledger.futures()
 
 
-class Producer(ProducerCore):
+class Producer(Recovery, ProducerCore):
     """Publishes to one stream. Use ``async with client.producer(stream) as p``."""
 
     options: ProducerOptions
+    ROLE = "producer"
 
     def __init__(
         self, client: ClientLink, stream: str, *, name: str | None = None, options: ProducerOptions
@@ -537,25 +539,11 @@ class Producer(ProducerCore):
         elif not box.pending:
             self._idle.set()
 
-    def metadata_changed(self, stream: str, code: int) -> None:
-        if stream == self.stream:
-            self._lost(ERRORS.from_code(code, f"stream {stream!r} changed (metadata update)"))
+    def _detach(self, conn: Connection) -> None:
+        conn.remove_publisher(self._publisher_id)
 
-    def connection_lost(self, exc: StreamwireError) -> None:
-        self._lost(exc)
-
-    def _lost(self, exc: StreamwireError) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.remove_publisher(self._publisher_id)
-        if self._closed or self._error is not None or self._recovering is not None:
-            return
-        if self._client.reconnect is None or isinstance(exc, StreamDoesNotExist | ClosedError):
-            self._fail_all(exc)
-            return
-        self._recovering = asyncio.create_task(
-            self._recover(exc), name=f"streamwire-producer-recover {self.stream}"
-        )
+    def _give_up(self, exc: StreamwireError) -> None:
+        self._fail_all(exc)
 
     async def _recover(self, cause: StreamwireError) -> None:
         """Re-declare and re-send every unresolved message with its original id."""
