@@ -43,11 +43,6 @@ __all__ = (
     "RunProducer",
 )
 
-#: Protocols on which the sink stores a replayed row once: by broker-side deduplication
-#: (RabbitMQ: producer name and publishing id) or by reading back what an earlier attempt
-#: stored (Liftbridge, Iggy: ``_resume``). What the driver reports before any executor has
-#: connected; executors ask the producer itself.
-_EXACTLY_ONCE: Final = frozenset({"rabbitmq", "liftbridge", "iggy"})
 #: The producer option bounding unconfirmed messages, where a producer has one.
 _IN_FLIGHT_OPTION: Final = "max_in_flight"
 #: Messages a read asks for per request, at most (where the broker fetches by request).
@@ -103,12 +98,6 @@ class Broker:
         if not stream:
             raise SparkConfigurationError("a stream is required")
         return stream
-
-    @property
-    def exactly_once(self) -> bool:
-        """Whether the sink can make replays store nothing twice, as far as the driver can
-        tell from the URL; executors decide from the producer they open."""
-        return self.protocol in _EXACTLY_ONCE
 
     # --- publishing ----------------------------------------------------------------------
 

@@ -411,8 +411,10 @@ def publish_partition(
     runs of at most ``spec.chunk_rows``, one confirmation future per run (per broker
     partition when resuming)."""
     broker = Broker.of(spec.url)
-    exactly_once = broker.exactly_once and query_id is not None
-    ref = reference(spec.name, query_id, partition) if exactly_once and query_id else None
+    # attempted whenever the query is known; whether it holds, the producers tell (a
+    # deduplicating one, key-routed ones to resume after, a super stream's named ones)
+    exactly_once = query_id is not None
+    ref = reference(spec.name, query_id, partition) if query_id is not None else None
     if exactly_once:
         publishing_id(batch_id, 0)  # validates the batch id before anything is sent
     rt = runtime()

@@ -89,7 +89,7 @@ class SinkMetrics:
 
 
 #: What each task of the publishing job returns: its counts, one row.
-_COUNTS_SCHEMA: Final = "rows long, published long, skipped long"
+_COUNTS_SCHEMA: Final = "rows long, published long, skipped long, exactly_once long"
 
 
 class _PartitionTask:
@@ -101,7 +101,7 @@ class _PartitionTask:
         self.query_id = query_id
         self.batch_id = batch_id
 
-    def counts(self, items: Iterator[Any]) -> tuple[int, int, int]:
+    def counts(self, items: Iterator[Any]) -> tuple[int, int, int, int]:
         result = publish_partition(
             self.spec,
             runs(items, self.spec.chunk_rows),
@@ -109,7 +109,7 @@ class _PartitionTask:
             batch_id=self.batch_id,
             partition=_identity.task().partition,
         )
-        return result.rows, result.published, result.skipped
+        return result.rows, result.published, result.skipped, int(result.exactly_once)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         """``mapInArrow``: record batches in, one row of counts out."""
@@ -117,10 +117,10 @@ class _PartitionTask:
 
         yield pa.RecordBatch.from_arrays(
             [pa.array([n], pa.int64()) for n in self.counts(batches)],
-            names=["rows", "published", "skipped"],
+            names=["rows", "published", "skipped", "exactly_once"],
         )
 
-    def rows(self, rows: Iterator[Any]) -> Iterator[tuple[int, int, int]]:
+    def rows(self, rows: Iterator[Any]) -> Iterator[tuple[int, int, int, int]]:
         """``rdd.mapPartitions``: rows in, one tuple of counts out."""
         yield self.counts(rows)
 
@@ -185,7 +185,7 @@ class ForeachBatchSink:
     def __repr__(self) -> str:
         return (
             f"ForeachBatchSink({self.broker.protocol}, stream={self.stream!r}, "
-            f"name={self.name!r}, exactly_once={self.broker.exactly_once})"
+            f"name={self.name!r})"
         )
 
     def check(self, df_or_schema: Any) -> SinkLayout:
@@ -220,7 +220,7 @@ class ForeachBatchSink:
                 "foreach_batch_sink(..., query_id=...), a name stable across restarts of this "
                 "checkpoint and new for a new one (the checkpoint location will do)"
             )
-        if query_id is None and self.broker.exactly_once:
+        if query_id is None:
             logger.warning(
                 "sink %s: no streaming query id (called outside a streaming query?) and no "
                 "query_id given: publishing at-least-once",
@@ -235,7 +235,8 @@ class ForeachBatchSink:
             rows=rows,
             published=published,
             skipped=skipped,
-            exactly_once=self.broker.exactly_once and query_id is not None,
+            # as the tasks' producers found it (every task's, when there is a query id)
+            exactly_once=query_id is not None and all(c[3] for c in counts),
         )
         self.metrics.record(metrics)
         logger.info(
