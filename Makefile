@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
 	@echo "make demo    install everything and run a round trip through every available broker"
-	@echo "make lint    ruff + mypy --strict on src, tests and integration (+ shellcheck)"
+	@echo "make lint    ruff + mypy --strict on src, tests and integration, import-linter (+ shellcheck)"
 	@echo "make unit    unit and property tests only (no brokers), native core and pure Python"
 	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
 	@echo "make dist    the sdist, native wheels for CPython 3.11-3.13 (manylinux) and a pure wheel"
@@ -110,6 +110,7 @@ lint: venv
 	$(VENV)/bin/ruff check src tests bench examples fuzz integration release setup.py native/build.py
 	$(VENV)/bin/ruff format --check src tests bench examples fuzz integration release setup.py native/build.py
 	$(VENV)/bin/mypy --strict src tests bench examples fuzz integration release
+	$(VENV)/bin/lint-imports --no-cache
 	@if command -v shellcheck >/dev/null; then shellcheck integration/brokers.sh; \
 	  else echo "shellcheck not installed: integration/brokers.sh not checked"; fi
 

@@ -184,8 +184,7 @@ class ForeachBatchSink:
 
     def __repr__(self) -> str:
         return (
-            f"ForeachBatchSink({self.broker.protocol}, stream={self.stream!r}, "
-            f"name={self.name!r})"
+            f"ForeachBatchSink({self.broker.protocol}, stream={self.stream!r}, name={self.name!r})"
         )
 
     def check(self, df_or_schema: Any) -> SinkLayout:
