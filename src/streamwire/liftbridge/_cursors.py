@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 from streamwire._default import DEFAULT, Default
 from streamwire._stored import consumer_name, offset_to_store
 from streamwire.errors import ConfigurationError, ConnectError
+from streamwire.liftbridge._calls import UnaryCalls
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import FailedPrecondition
 from streamwire.liftbridge.protocol.metadata import CURSORS_STREAM, Metadata, cursor_partition
@@ -21,7 +22,13 @@ _CURSORS_LOOKUPS: Final = 5
 _CURSORS_LOOKUP_PAUSE: Final = 0.5
 
 
-class Cursors:
+if TYPE_CHECKING:  # the client's unary calls, which these methods use
+    _Calls = UnaryCalls
+else:
+    _Calls = object
+
+
+class Cursors(_Calls):
     """SetCursor and FetchCursor at the right server, and the unified API's stored offsets."""
 
     _metadata: Metadata | None
@@ -33,18 +40,6 @@ class Cursors:
         ) -> Metadata: ...
 
         def _invalidate_metadata(self) -> None: ...
-
-        def _timeout(self, timeout: float | Default | None) -> float | None: ...
-
-        async def _call(
-            self,
-            method: str,
-            request: Any,
-            *,
-            timeout: float | None,
-            what: str,
-            broker: str | None = None,
-        ) -> Any: ...
 
         async def partition_ids(self, stream: str) -> list[int]: ...
 

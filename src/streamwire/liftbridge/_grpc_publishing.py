@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from streamwire._default import DEFAULT, Default
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.errors import ConfigurationError
+from streamwire.liftbridge._calls import UnaryCalls
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.errors import ACK_ERRORS, AckErrorCode, UnknownLiftbridgeError
 from streamwire.liftbridge.protocol.messages import (
@@ -25,22 +26,14 @@ from streamwire.liftbridge.protocol.messages import (
 __all__ = ("GrpcPublishing",)
 
 
-class GrpcPublishing:
+if TYPE_CHECKING:  # the client's unary calls, which these methods use
+    _Calls = UnaryCalls
+else:
+    _Calls = object
+
+
+class GrpcPublishing(_Calls):
     """Publish and PublishToSubject, one message and its ack per call."""
-
-    if TYPE_CHECKING:  # the client's, used here
-
-        def _timeout(self, timeout: float | Default | None) -> float | None: ...
-
-        async def _call(
-            self,
-            method: str,
-            request: Any,
-            *,
-            timeout: float | None,
-            what: str,
-            broker: str | None = None,
-        ) -> Any: ...
 
     async def publish(
         self,

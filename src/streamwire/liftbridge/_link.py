@@ -8,6 +8,7 @@ from typing import Any, Protocol, TypeVar
 
 from streamwire._default import DEFAULT, Default
 from streamwire.errors import StreamwireError
+from streamwire.liftbridge._calls import UnaryCalls
 from streamwire.liftbridge._grpc_publish import PublishChannels
 from streamwire.liftbridge._h2_subscription import AnySubscription
 from streamwire.liftbridge._nats_side import NatsSide
@@ -111,20 +112,8 @@ class ConsumerLink(Protocol):
         ...
 
 
-class GroupLink(ConsumerLink, Protocol):
+class GroupLink(ConsumerLink, UnaryCalls, Protocol):
     """What a group consumer uses besides a consumer's: unary calls and metadata."""
-
-    async def _call(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float | None,
-        what: str,
-        broker: str | None = None,
-    ) -> Any:
-        """One unary RPC at ``broker``, or at any server."""
-        ...
 
     async def fetch_metadata(
         self, *streams: str, timeout: float | Default | None = DEFAULT
