@@ -4,7 +4,9 @@ deduplication with a named producer, and re-sending after a reconnect.
 Flow: ``send()`` encodes the message, gives it the next publishing id and puts it in the
 buffer (waiting while the buffer is full); a sender task packs buffered messages into Publish
 frames no larger than the connection's frame_max, as long as fewer than ``max_in_flight``
-messages await confirmation. Confirms and errors resolve the per-message futures.
+messages await confirmation. Confirms and errors resolve the per-message futures; a confirm
+that opens the window writes the frames that now fit at once, from the reader's callback
+(the sender task takes over whenever the socket's send buffer is above its high-water mark).
 
 With ``name`` the broker deduplicates by publishing id: on start the producer asks the broker
 for the last id stored under that name and continues after it, so re-sending after a crash
@@ -369,9 +371,13 @@ class Producer(Recovery, ProducerCore):
         while start < count:
             take = min(count - start, opts.max_buffer_messages - box.unwritten)
             room_bytes = opts.max_buffer_bytes - box.unwritten_bytes
-            chunk = list(values[start : start + take]) if take > 0 else []
-            # the sizes are summed only when the call does not fit whole (``total``)
-            nbytes = total if take == count else sum(map(len, chunk))
+            # ``values`` is a list or a tuple (``bytes_total``); a slice of a list is a new
+            # list already, so the caller's list is never kept and copied only once
+            part = values[start : start + take] if take > 0 else []
+            chunk = part if type(part) is list else list(part)
+            # the sizes are summed only when the call does not fit whole (``total``): in
+            # one native pass when the core is loaded
+            nbytes = total if take == count else (bytes_total(chunk) or 0)
             if chunk and nbytes > room_bytes:
                 ends = list(accumulate(map(len, chunk)))
                 take = bisect_right(ends, room_bytes)
@@ -488,22 +494,34 @@ class Producer(Recovery, ProducerCore):
 
     # --- the sender task -----------------------------------------------------------------
 
-    async def _send_loop(self) -> None:
+    def _next_frame(self, conn: Connection) -> bytes | None:
+        """The next Publish frame the window has room for, or None (nothing waiting, no
+        room). Taking messages out of the buffer wakes a sender waiting for room."""
         box, opts = self._outbox, self.options
-        filters = opts.filter_value is not None
+        room = opts.max_in_flight - box.in_flight
+        if room <= 0 or not box.unwritten:
+            return None
+        frame = box.next_frame(
+            self._publisher_id,
+            conn.frame_max,
+            min(room, opts.max_frame_messages),
+            opts.filter_value is not None,
+        )
+        self._room.set()
+        return frame
+
+    async def _send_loop(self) -> None:
+        """Write frames while messages wait and the window has room, waiting for TCP flow
+        control after each (new messages wake it; so do confirms the window could not take
+        at once, see :meth:`_write_ready`)."""
         while True:
             await self._work.wait()
             conn = self._conn
-            room = opts.max_in_flight - box.in_flight
-            if conn is None or self._recovering is not None or room <= 0 or not box.unwritten:
+            frame = None
+            if conn is not None and self._recovering is None:
+                frame = self._next_frame(conn)
+            if conn is None or frame is None:
                 self._work.clear()
-                self._settle()
-                continue
-            frame = box.next_frame(
-                self._publisher_id, conn.frame_max, min(room, opts.max_frame_messages), filters
-            )
-            self._room.set()
-            if frame is None:
                 self._settle()
                 continue
             try:
@@ -511,6 +529,26 @@ class Producer(Recovery, ProducerCore):
             except StreamwireError as exc:
                 logger.debug("publish on %s failed: %s", self.stream, exc)
                 self._work.clear()  # the connection listener takes it from here
+
+    def _write_ready(self) -> None:
+        """Right after a confirm opened the window: write the frames that fit now, from the
+        reader's callback, as long as the socket's send buffer is below its high-water mark,
+        instead of waking the sender task for each. The next frame leaves in the same step
+        of the event loop as the confirm that made room for it; the window bounds what this
+        writes (at most the messages just confirmed), and a backlogged socket leaves the
+        rest to the sender, which waits for flow control."""
+        conn = self._conn
+        if conn is None or self._recovering is not None:
+            return
+        try:
+            while not conn.backlogged:
+                frame = self._next_frame(conn)
+                if frame is None:
+                    return
+                conn.send_nowait(frame)
+        except StreamwireError as exc:
+            logger.debug("publish on %s failed: %s", self.stream, exc)
+            # the connection listener takes it from here
 
     def _settle(self) -> None:
         box = self._outbox
@@ -523,6 +561,8 @@ class Producer(Recovery, ProducerCore):
 
     def confirmed(self, publishing_ids: tuple[int, ...]) -> None:
         self._outbox.confirm(publishing_ids)
+        if self._outbox.unwritten:
+            self._write_ready()
         self._moved()
 
     def errored(self, errors: tuple[tuple[int, int], ...]) -> None:

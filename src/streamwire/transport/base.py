@@ -32,6 +32,13 @@ class ByteStream(Protocol):
         """True once closed locally or broken underneath."""
         ...
 
+    @property
+    def backlogged(self) -> bool:
+        """True while the send buffer is above its high-water mark: :meth:`drain` would
+        wait. A writer that does not await :meth:`drain` (one writing from a callback)
+        writes only while this is False."""
+        ...
+
     async def read(self, timeout: float | None = None) -> bytes:
         """Up to one read-size of bytes; ``b""`` on a clean end of stream.
 

@@ -87,6 +87,12 @@ class Driver(Generic[M, E, K]):
         """Why the connection ended, once it has."""
         return self._error
 
+    @property
+    def backlogged(self) -> bool:
+        """True while the socket's send buffer is above its high-water mark (a write from a
+        callback, which cannot wait for flow control, should leave the rest for later)."""
+        return self._stream.backlogged
+
     def check(self) -> None:
         """Raise the recorded reason if the connection is no longer usable."""
         if self._error is not None:

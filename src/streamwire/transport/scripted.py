@@ -156,6 +156,12 @@ class ScriptedStream:
         """True once closed locally."""
         return self.closed
 
+    @property
+    def backlogged(self) -> bool:
+        """True while more than ``write_buffer_size`` written bytes are unconsumed."""
+        limit = self.write_buffer_size
+        return limit is not None and self.unconsumed > limit
+
     def _limit(self, timeout: float | None, what: str) -> DeadlineScope:
         return Deadline(timeout, exc_type=TimeoutError, what=f"{what} ({self.name})").scope()
 

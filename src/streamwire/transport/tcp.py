@@ -208,6 +208,13 @@ class TcpStream:
         return self._closed or self._writer.is_closing()
 
     @property
+    def backlogged(self) -> bool:
+        """True while the transport's send buffer is above its high-water mark (asyncio's
+        public ``get_write_buffer_size`` and ``get_write_buffer_limits``)."""
+        transport = self._writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+
+    @property
     def ssl_object(self) -> ssl.SSLObject | None:
         """The TLS session (peer certificate, cipher, version), or ``None`` for plain TCP."""
         obj = self._writer.get_extra_info("ssl_object")

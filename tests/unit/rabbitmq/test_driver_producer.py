@@ -132,6 +132,38 @@ async def test_max_in_flight_holds_back_unconfirmed_messages(
     assert published_ids(broker) == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize("backlogged", [False, True])
+async def test_a_confirm_writes_the_frames_it_makes_room_for_at_once(
+    broker: RabbitMQDouble,
+    client: rmq.Client,
+    stream: str,
+    backlogged: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frames a confirm makes room for are written from the reader's callback, before
+    any other task runs, unless the socket is backlogged: then the sender writes them after
+    waiting for flow control. Either way every message is written once, in order."""
+    broker.hold_confirms = True
+    async with client.producer(stream, max_in_flight=2, max_frame_messages=1) as producer:
+        futures = await producer.send_batch([b"%d" % i for i in range(5)])
+        await broker.until(lambda: len(published_ids(broker)) == 2)
+        box, conn = producer._outbox, producer._conn
+        assert conn is not None
+        assert (box.in_flight, box.unwritten) == (2, 3)
+        if backlogged:
+            monkeypatch.setattr(type(conn), "backlogged", property(lambda _: True))
+        producer.confirmed((1, 2))  # what the connection's reader calls for a PublishConfirm
+        assert (box.in_flight, box.unwritten) == ((0, 3) if backlogged else (2, 1))
+        monkeypatch.undo()
+        broker.hold_confirms = False
+        broker.release_confirms()
+        async with asyncio.timeout(5):
+            results = await asyncio.gather(*futures)
+        assert [r.publishing_id for r in results] == [1, 2, 3, 4, 5]
+    assert published_ids(broker) == [1, 2, 3, 4, 5]
+    assert stored_values(broker, stream) == [b"0", b"1", b"2", b"3", b"4"]
+
+
 async def test_a_full_buffer_blocks_send_then_raises(
     broker: RabbitMQDouble, client: rmq.Client, stream: str
 ) -> None:

@@ -162,11 +162,15 @@ async def test_bounded_write_buffer_blocks_drain_until_consumed() -> None:
     stream.consume(1)
     await asyncio.wait_for(task, 1.0)
     stream.write(b"67890")
+    seen = [stream.backlogged]
     with pytest.raises(TimeoutError):
         await stream.drain(timeout=0.02)
     stream.consume()
+    seen.append(stream.backlogged)
+    assert seen == [True, False]
     await stream.drain(timeout=1.0)
     assert stream.unconsumed == 0
+    assert not ScriptedStream().backlogged  # unbounded: the peer reads instantly
 
 
 async def test_sends_are_serialised_by_the_write_lock() -> None:

@@ -328,6 +328,26 @@ async def test_aclose_aborts_when_flush_takes_too_long(start_server: ServerFacto
     assert stream._writer.transport.is_closing()
 
 
+async def test_backlogged_while_the_send_buffer_is_over_its_high_water_mark(
+    start_server: ServerFactory,
+) -> None:
+    release = asyncio.Event()
+
+    async def reads_when_released(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
+        await release.wait()
+        while await reader.read(1 << 20):
+            pass
+
+    async with await connect(await start_server(reads_when_released)) as stream:
+        seen = [stream.backlogged]
+        stream.write(b"x" * (64 * 1024 * 1024))  # far more than the kernel buffers hold
+        seen.append(stream.backlogged)  # what drain() would wait for
+        release.set()
+        await stream.drain(timeout=30.0)
+        seen.append(stream.backlogged)
+    assert seen == [False, True, False]
+
+
 async def test_receive_into_reuses_one_buffer_and_reads_the_same_bytes(
     start_server: ServerFactory, receive_into: bool
 ) -> None:
