@@ -1,7 +1,9 @@
 """Run the benchmarks: ``python -m bench [--brokers rabbitmq,liftbridge,iggy] [--rounds 3]``.
 
 RabbitMQ (``--messages 200000 --sizes 100,1000``): each round runs every client against the
-same broker, in an order that rotates from round to round: each publishes to a fresh stream;
+same broker, in an order that rotates from round to round (a cycle of :data:`RUN_ORDER`, which
+runs each peer of the headline next to the streamwire call it is held against): each
+publishes to a fresh stream;
 all consume one shared stream written once per round (the same chunk layout for all).
 Liftbridge (``bench/liftbridge.py``) and Iggy (``bench/iggy.py``, on the conformance double
 unless ``--iggy URL``) follow the same scheme with their own message counts. Medians over the
@@ -94,8 +96,32 @@ async def _drop(url: str, name: str) -> None:
 
 
 def _clients() -> list[str]:
-    """Every RabbitMQ client, publishers first (some only consume)."""
+    """Every RabbitMQ client, publishers first (some only consume): the tables' columns."""
     return list(dict.fromkeys([*rabbitmq.PUBLISHERS, *rabbitmq.CONSUMERS]))
+
+
+RUN_ORDER = (
+    "streamwire",
+    "raw ceiling",
+    "streamwire futures",
+    "rbfly",
+    "rstream",
+    "streamwire async for",
+    "java",
+)
+"""The cyclic order the RabbitMQ clients run in, rotated per round (:func:`rotated`). Each
+peer the headline holds a streamwire call against runs next to it: the raw ceiling right
+after ``send_many``, java right before ``send_many``/``next_batch`` and right after ``async
+for``. A ratio pairs two runs of one round, and runs further apart in time differ more by
+the machine's drift alone: the same client's rate, run after run, differed by a median 5.5 %
+from the run before and 7.5 % from the fifth before at 100 B, 4.7 % and 8.6 % at 1000 B
+(docs/benchmarks/notes/2026-11.md, "the order of a round")."""
+
+
+def _run_order() -> list[str]:
+    """:data:`RUN_ORDER`, then any client it does not name."""
+    names = _clients()
+    return [n for n in RUN_ORDER if n in names] + [n for n in names if n not in RUN_ORDER]
 
 
 async def _cpu_timed(
@@ -116,7 +142,7 @@ async def _cpu_timed(
 
 async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    names = _clients()
+    names = _run_order()
     for size in sizes:
         pub: dict[str, list[float]] = {name: [] for name in rabbitmq.PUBLISHERS}
         con: dict[str, list[float]] = {name: [] for name in rabbitmq.CONSUMERS}

@@ -16,7 +16,7 @@ import pytest
 from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq_consume_ab, rabbitmq_publish_ab, soak
-from bench.__main__ import parse_brokers
+from bench.__main__ import _clients, _run_order, parse_brokers
 from bench._common import (
     Measurement,
     Stopwatch,
@@ -134,6 +134,23 @@ def test_rotated_starts_each_round_elsewhere() -> None:
     assert rotated(names, 1) == ["b", "c", "a"]
     assert rotated(names, 4) == ["b", "c", "a"]
     assert rotated([], 3) == []
+
+
+def test_each_headline_peer_runs_next_to_the_streamwire_call_it_is_held_against() -> None:
+    order = _run_order()
+    assert sorted(order) == sorted(_clients())  # every client, once
+
+    def after(name: str) -> str:
+        return order[(order.index(name) + 1) % len(order)]
+
+    assert after("streamwire") == "raw ceiling"  # send_many against the ceiling
+    assert after("java") == "streamwire"  # send_many and next_batch against java
+    assert after("streamwire async for") == "java"
+    # rotated, the order of each round is a cycle of this one: neighbours stay neighbours
+    # but for the one round that starts between them
+    rounds = [rotated(order, r) for r in range(len(order))]
+    apart = [r for r in rounds if abs(r.index("streamwire") - r.index("raw ceiling")) != 1]
+    assert apart == [rotated(order, order.index("raw ceiling"))]
 
 
 def test_markdown_table_alignment_and_shape() -> None:
