@@ -1,9 +1,10 @@
 """Run the benchmarks: ``python -m bench [--brokers rabbitmq,liftbridge,iggy] [--rounds 3]``.
 
-RabbitMQ (``--messages 200000 --sizes 100,1000``): each round runs every client against the
-same broker, in an order that rotates from round to round (a cycle of :data:`RUN_ORDER`, which
-runs each peer of the headline next to the streamwire call it is held against): each
-publishes to a fresh stream;
+RabbitMQ (``--messages 200000 --sizes 100,1000``): after an untimed warm-up round, each round
+runs every client against the same broker, in an order that rotates from round to round (a
+cycle of :data:`RUN_ORDER`, which runs each peer of the headline next to the streamwire call
+it is held against), every publisher first and then every consumer: each publishes to a
+fresh stream;
 all consume one shared stream written once per round (the same chunk layout for all).
 Liftbridge (``bench/liftbridge.py``) and Iggy (``bench/iggy.py``, on the conformance double
 unless ``--iggy URL``) follow the same scheme with their own message counts. Medians over the
@@ -150,21 +151,27 @@ async def warm_up_rabbitmq(url: str, names: list[str], count: int, size: int) ->
     shared = await _fresh_stream(url)
     try:
         await rabbitmq.streamwire_futures_publish(url, shared, count, size)
-        for name in names:
-            if name not in rabbitmq.IN_PROCESS:
-                continue
+        here = [name for name in names if name in rabbitmq.IN_PROCESS]
+        for name in (n for n in here if n in rabbitmq.PUBLISHERS):
             stream = await _fresh_stream(url)
             try:
-                if name in rabbitmq.PUBLISHERS:
-                    await rabbitmq.PUBLISHERS[name](url, stream, count, size)
-                if name in rabbitmq.CONSUMERS:
-                    await rabbitmq.CONSUMERS[name](url, shared, count)
+                await rabbitmq.PUBLISHERS[name](url, stream, count, size)
             except Exception as exc:  # reported by the timed rounds too
-                print(f"  warm-up {name} failed: {exc!r}", file=sys.stderr)
+                print(f"  warm-up: {name} failed to publish: {exc!r}", file=sys.stderr)
             finally:
                 await _drop(url, stream)
+        for name in (n for n in here if n in rabbitmq.CONSUMERS):
+            try:
+                await rabbitmq.CONSUMERS[name](url, shared, count)
+            except Exception as exc:
+                print(f"  warm-up: {name} failed to consume: {exc!r}", file=sys.stderr)
     finally:
         await _drop(url, shared)
+
+
+def _progress(size: int, rnd: int, direction: str, name: str, rates: list[float]) -> None:
+    rate = f"{rates[-1]:>10,.0f}/s" if rates else "failed"
+    print(f"  size {size} round {rnd + 1} {direction:<7} {name:<20} {rate}", file=sys.stderr)
 
 
 async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> dict[str, Any]:
@@ -184,37 +191,37 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
             try:
                 # the order rotates per round, as in the Liftbridge and Iggy parts: a client
                 # run right after the round's shared stream was written, or after another
-                # client's garbage, is not always the same one
-                for name in rotated(names, rnd):
+                # client's garbage, is not always the same one. Every publisher runs first,
+                # then every consumer: a publish never follows a read of the shared stream,
+                # which would make what ran before a publish differ from client to client
+                order = rotated(names, rnd)
+                for name in (n for n in order if n in rabbitmq.PUBLISHERS):
                     stream = await _fresh_stream(url)
                     try:
-                        if name in rabbitmq.PUBLISHERS:
-                            await _cpu_timed(
-                                rabbitmq.PUBLISHERS[name](url, stream, count, size),
-                                name,
-                                count,
-                                pub[name],
-                                pub_cpu[name],
-                            )
-                        if name in rabbitmq.CONSUMERS:
-                            await _cpu_timed(
-                                rabbitmq.CONSUMERS[name](url, shared, count),
-                                name,
-                                count,
-                                con[name],
-                                con_cpu[name],
-                            )
+                        await _cpu_timed(
+                            rabbitmq.PUBLISHERS[name](url, stream, count, size),
+                            name,
+                            count,
+                            pub[name],
+                            pub_cpu[name],
+                        )
                     except Exception as exc:  # a peer that fails is reported, not fatal
-                        print(f"  {name} failed: {exc!r}", file=sys.stderr)
+                        print(f"  {name} failed to publish: {exc!r}", file=sys.stderr)
                     finally:
                         await _drop(url, stream)
-                    p = pub.get(name) or [0.0]
-                    c = con.get(name) or [0.0]
-                    print(
-                        f"  size {size} round {rnd + 1} {name:<20} "
-                        f"publish {p[-1]:>10,.0f}/s  consume {c[-1]:>10,.0f}/s",
-                        file=sys.stderr,
-                    )
+                    _progress(size, rnd, "publish", name, pub[name])
+                for name in (n for n in order if n in rabbitmq.CONSUMERS):
+                    try:
+                        await _cpu_timed(
+                            rabbitmq.CONSUMERS[name](url, shared, count),
+                            name,
+                            count,
+                            con[name],
+                            con_cpu[name],
+                        )
+                    except Exception as exc:  # a peer that fails is reported, not fatal
+                        print(f"  {name} failed to consume: {exc!r}", file=sys.stderr)
+                    _progress(size, rnd, "consume", name, con[name])
             finally:
                 await _drop(url, shared)
         results[str(size)] = {
