@@ -169,6 +169,16 @@ async def warm_up_rabbitmq(url: str, names: list[str], count: int, size: int) ->
         await _drop(url, shared)
 
 
+async def _reported(
+    run: Any, name: str, direction: str, count: int, rates: list[float], cpu: list[float]
+) -> None:
+    """:func:`_cpu_timed`, with a peer that fails reported rather than fatal."""
+    try:
+        await _cpu_timed(run, name, count, rates, cpu)
+    except Exception as exc:
+        print(f"  {name} failed to {direction}: {exc!r}", file=sys.stderr)
+
+
 def _progress(size: int, rnd: int, direction: str, name: str, rates: list[float]) -> None:
     rate = f"{rates[-1]:>10,.0f}/s" if rates else "failed"
     print(f"  size {size} round {rnd + 1} {direction:<7} {name:<20} {rate}", file=sys.stderr)
@@ -198,29 +208,14 @@ async def run_rabbitmq(url: str, rounds: int, count: int, sizes: list[int]) -> d
                 for name in (n for n in order if n in rabbitmq.PUBLISHERS):
                     stream = await _fresh_stream(url)
                     try:
-                        await _cpu_timed(
-                            rabbitmq.PUBLISHERS[name](url, stream, count, size),
-                            name,
-                            count,
-                            pub[name],
-                            pub_cpu[name],
-                        )
-                    except Exception as exc:  # a peer that fails is reported, not fatal
-                        print(f"  {name} failed to publish: {exc!r}", file=sys.stderr)
+                        run = rabbitmq.PUBLISHERS[name](url, stream, count, size)
+                        await _reported(run, name, "publish", count, pub[name], pub_cpu[name])
                     finally:
                         await _drop(url, stream)
                     _progress(size, rnd, "publish", name, pub[name])
                 for name in (n for n in order if n in rabbitmq.CONSUMERS):
-                    try:
-                        await _cpu_timed(
-                            rabbitmq.CONSUMERS[name](url, shared, count),
-                            name,
-                            count,
-                            con[name],
-                            con_cpu[name],
-                        )
-                    except Exception as exc:  # a peer that fails is reported, not fatal
-                        print(f"  {name} failed to consume: {exc!r}", file=sys.stderr)
+                    run = rabbitmq.CONSUMERS[name](url, shared, count)
+                    await _reported(run, name, "consume", count, con[name], con_cpu[name])
                     _progress(size, rnd, "consume", name, con[name])
             finally:
                 await _drop(url, shared)
