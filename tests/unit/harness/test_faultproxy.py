@@ -1,0 +1,135 @@
+"""The harness's fault proxy against a loopback server: what a clean cut, a dirty cut (bytes
+the client wrote and never delivered), a cut at a byte mark and a black hole do, on the
+test's loop and on a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from integration.harness.faultproxy import FaultProxy, ThreadedFaultProxy
+
+
+class _Counting:
+    """A server that reads everything and counts it."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                self.received += len(data)
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def _until(condition: object, what: str) -> None:
+    async with asyncio.timeout(5):
+        while not condition():  # type: ignore[operator]
+            await asyncio.sleep(0.01)
+
+
+async def _reset_seen(reader: asyncio.StreamReader) -> bool:
+    try:
+        async with asyncio.timeout(5):
+            return await reader.read(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+async def test_a_dirty_cut_drops_what_the_client_wrote_then_resets() -> None:
+    upstream = _Counting()
+    port = await upstream.start()
+    try:
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            reader, writer = await asyncio.open_connection(*proxy.address)
+            writer.write(b"a" * 1000)
+            await writer.drain()
+            await _until(lambda: upstream.received == 1000, "the first bytes arrive")
+            assert proxy.cut(hold=0.3) == 1
+            writer.write(b"b" * 500)  # accepted by the kernel, never delivered
+            await writer.drain()
+            await _until(lambda: proxy.dropped == 500, "the proxy swallows them")
+            assert await _reset_seen(reader)
+            assert (upstream.received, proxy.bytes_up, proxy.cuts) == (1000, 1000, [1000])
+            assert proxy.open_connections == 0
+            writer.close()
+    finally:
+        await upstream.close()
+
+
+async def test_cuts_at_byte_marks_happen_once_each_as_traffic_passes_them() -> None:
+    upstream = _Counting()
+    port = await upstream.start()
+    try:
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            proxy.cut_at(3000, 1500)
+            for expected_cuts in (1, 2):
+                reader, writer = await asyncio.open_connection(*proxy.address)
+                try:
+                    for _ in range(4):
+                        writer.write(b"x" * 500)
+                        await writer.drain()
+                        await asyncio.sleep(0.05)
+                except ConnectionResetError:
+                    pass  # the cut, seen by a write
+                else:
+                    assert await _reset_seen(reader)
+                assert len(proxy.cuts) == expected_cuts
+                writer.close()
+            assert proxy.cuts[0] >= 1500 and proxy.cuts[1] >= 3000
+            # no mark left: a third connection is relayed whole
+            reader, writer = await asyncio.open_connection(*proxy.address)
+            before = upstream.received
+            writer.write(b"y" * 4000)
+            await writer.drain()
+            await _until(lambda: upstream.received == before + 4000, "relayed whole")
+            assert len(proxy.cuts) == 2
+            writer.close()
+    finally:
+        await upstream.close()
+
+
+def test_the_threaded_proxy_serves_blocking_clients_and_cuts_on_command() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with ThreadedFaultProxy("127.0.0.1", port) as proxy:
+            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+            accepted, _ = server.accept()
+            client.sendall(b"hello")
+            accepted.settimeout(5)
+            assert accepted.recv(16) == b"hello"
+            proxy.blackhole(True)
+            client.sendall(b"lost?")
+            time.sleep(0.2)
+            accepted.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                accepted.recv(16)  # a stall: nothing forwarded, nothing reset
+            proxy.blackhole(False)
+            accepted.settimeout(5)
+            assert accepted.recv(16) == b"lost?"  # held, then forwarded once healed
+            assert proxy.cut() == 1
+            assert proxy.cuts == [10]
+            client.settimeout(5)
+            with pytest.raises((ConnectionResetError, OSError)):
+                if client.recv(1) == b"":
+                    raise ConnectionResetError("closed")
+            client.close()
+            accepted.close()
