@@ -34,6 +34,7 @@ from streamwire.errors import (
     ClosedError,
     ConfigurationError,
     ConnectError,
+    RequestTimeout,
 )
 from streamwire.liftbridge._acks import AckRun
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
@@ -736,9 +737,16 @@ class Producer(ProducerCore):
 
     async def _flush_wire(self) -> None:
         """A flush first writes out what nats-py buffered (nothing to do when this producer
-        publishes over gRPC now)."""
+        publishes over gRPC now), waiting for its PING/PONG up to ``ack_timeout``. A PONG
+        that does not come is no failure of its own: the PING went with a connection that
+        dropped what it held (nats-py then waits for that PONG for ever, seen through a cut
+        proxy), and every message's ack has its own deadline, which the flush then waits
+        for."""
         if self.options.transport == "nats" or self._client.nats_connected:
-            await self._client._nats.flush(None)
+            try:
+                await self._client._nats.flush(self.options.ack_timeout)
+            except RequestTimeout as exc:
+                logger.debug("flush of %r: %s; waiting for the acks", self.stream, exc)
 
     # --- closing -----------------------------------------------------------------------
 

@@ -226,6 +226,34 @@ async def test_nats_cut_with_acks_pending_then_publishing_while_disconnected(
     assert_readable(stored, acked | {after.offset: b"after"})
 
 
+async def test_a_flush_whose_ping_a_dirty_cut_dropped_still_ends_with_the_acks(
+    client: lb.Client, stream: str, broker: BrokerInfo, nats_proxy: FaultProxy
+) -> None:
+    """The proxy holds the flush's PING (and the messages before it), then drops all it holds
+    and resets. nats-py reconnects, but never answers the lost PING: the flush must not wait
+    on it (it did, for its whole 60 s, failing with a timeout that named 0 messages) but end
+    with the messages' own outcome, an ack timeout for the dropped ones."""
+    pc = await lb.connect(url_via(broker, nats=nats_proxy), timeout=10, nats_options=FAST_RECONNECT)
+    try:
+        async with pc.producer(stream, ack_timeout=ACK_TIMEOUT) as producer:
+            await producer.send_and_wait(b"before", timeout=SLACK)
+            nats_proxy.blackhole(True)
+            lost = await send_all(producer, values("lost", 50))
+            flushing = asyncio.create_task(producer.flush(timeout=120.0))
+            await asyncio.sleep(0.3)  # the PING is written into the black hole
+            nats_proxy.cut(hold=0.1)
+            nats_proxy.blackhole(False)
+            with pytest.raises(StreamwireError) as caught:
+                await flushing
+            assert isinstance(caught.value, lb.AckTimeout), repr(caught.value)
+            await settle(lost, SLACK)
+            assert_typed(failures(lost), lb.AckTimeout)
+            after = await producer.send_and_wait(b"after", timeout=SLACK)
+            assert after.offset is not None
+    finally:
+        await pc.close()
+
+
 async def test_black_holed_nats_fails_pending_acks_within_the_ping_bound(
     stream: str, broker: BrokerInfo, nats_proxy: FaultProxy
 ) -> None:
