@@ -11,6 +11,7 @@ import time
 import pytest
 
 from integration.harness.faultproxy import FaultProxy, ThreadedFaultProxy
+from tests.proxy import wait_until
 
 
 class _Counting:
@@ -40,12 +41,6 @@ class _Counting:
             await self.server.wait_closed()
 
 
-async def _until(condition: object, what: str) -> None:
-    async with asyncio.timeout(5):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
-
-
 async def _reset_seen(reader: asyncio.StreamReader) -> bool:
     try:
         async with asyncio.timeout(5):
@@ -62,11 +57,11 @@ async def test_a_dirty_cut_drops_what_the_client_wrote_then_resets() -> None:
             reader, writer = await asyncio.open_connection(*proxy.address)
             writer.write(b"a" * 1000)
             await writer.drain()
-            await _until(lambda: upstream.received == 1000, "the first bytes arrive")
+            await wait_until(lambda: upstream.received == 1000, 5.0, "the first bytes arrive")
             assert proxy.cut(hold=0.3) == 1
             writer.write(b"b" * 500)  # accepted by the kernel, never delivered
             await writer.drain()
-            await _until(lambda: proxy.dropped == 500, "the proxy swallows them")
+            await wait_until(lambda: proxy.dropped == 500, 5.0, "the proxy swallows them")
             assert await _reset_seen(reader)
             assert (upstream.received, proxy.bytes_up, proxy.cuts) == (1000, 1000, [1000])
             assert proxy.open_connections == 0
@@ -94,13 +89,14 @@ async def test_cuts_at_byte_marks_happen_once_each_as_traffic_passes_them() -> N
                     assert await _reset_seen(reader)
                 assert len(proxy.cuts) == expected_cuts
                 writer.close()
-            assert proxy.cuts[0] >= 1500 and proxy.cuts[1] >= 3000
+            assert proxy.cuts[0] >= 1500
+            assert proxy.cuts[1] >= 3000
             # no mark left: a third connection is relayed whole
             reader, writer = await asyncio.open_connection(*proxy.address)
             before = upstream.received
             writer.write(b"y" * 4000)
             await writer.drain()
-            await _until(lambda: upstream.received == before + 4000, "relayed whole")
+            await wait_until(lambda: upstream.received == before + 4000, 5.0, "relayed whole")
             assert len(proxy.cuts) == 2
             writer.close()
     finally:
@@ -128,8 +124,10 @@ def test_the_threaded_proxy_serves_blocking_clients_and_cuts_on_command() -> Non
             assert proxy.cut() == 1
             assert proxy.cuts == [10]
             client.settimeout(5)
-            with pytest.raises((ConnectionResetError, OSError)):
-                if client.recv(1) == b"":
-                    raise ConnectionResetError("closed")
+            try:
+                got = client.recv(1)
+            except ConnectionResetError:
+                got = b""
+            assert got == b""  # reset (or closed): nothing more comes
             client.close()
             accepted.close()
