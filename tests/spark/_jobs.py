@@ -121,6 +121,8 @@ def check_stored(t: Target, stream: str) -> None:
     """Every id once in ``stream``, with its key."""
     back = read_back(t, stream, expect=TOTAL)
     values = [int(m.value) for m in back]
-    assert len(values) == TOTAL, f"{t.broker}: {len(values) - len(set(values))} duplicates"
+    lost = TOTAL - len(set(values) & set(range(TOTAL)))
+    duplicated = len(values) - len(set(values))
+    assert len(values) == TOTAL, f"{t.broker}: {lost} ids lost, {duplicated} stored twice"
     assert sorted(values) == list(range(TOTAL)), t.broker
     assert all(m.key == m.value for m in back), t.broker

@@ -2,11 +2,13 @@
 Spark while a micro-batch is being published (``test_kill.py``, ``test_cluster.py``)::
 
     python -m tests.spark.kill_driver SOURCE CHECKPOINTS URL=STREAM... [--pace S] [--master M]
+        [--connect N=JSON]...
 
 One query per ``URL=STREAM`` target, all running at once: files of ids (``{"id": n}`` per
 line) from ``SOURCE``, two files per micro-batch, go through ``foreach_batch_sink`` to the
 target's stream (value = the id, key = the id), ``Trigger.AvailableNow``, checkpointed in
-``CHECKPOINTS/<n>``. ``--pace`` seconds of sleep per row slow the batches down in a Python
+``CHECKPOINTS/<n>``; ``--connect n=JSON`` gives the sink of target ``n`` those
+``connect_options``. ``--pace`` seconds of sleep per row slow the batches down in a Python
 UDF, so that a test can kill something while a batch is being published. Prints ``app <id>``
 (Spark's application id) first, ``started`` once the queries run, then per target ``n``
 one ``batch <n> <id> <rows> <published> <skipped>`` line per micro-batch its sink finished;
@@ -17,6 +19,7 @@ the data source; ``done`` at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -31,7 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--read-back", action="store_true", help="then read the streams through the data source"
     )
+    parser.add_argument(
+        "--connect", action="append", default=[], metavar="N=JSON", help="connect_options"
+    )
     args = parser.parse_args(argv)
+    connect = {
+        int(n): json.loads(options) for n, options in (c.split("=", 1) for c in args.connect)
+    }
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
@@ -57,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
             udf("id").cast("string").cast("binary").alias("value"),
             F.col("id").cast("string").cast("binary").alias("key"),
         )
-        sink = foreach_batch_sink(url, stream, name="kill", chunk_rows=100)
+        sink = foreach_batch_sink(
+            url, stream, name="kill", chunk_rows=100, connect_options=connect.get(n)
+        )
         query = (
             out.writeStream.foreachBatch(sink)
             .option("checkpointLocation", f"{args.checkpoints}/{n}")

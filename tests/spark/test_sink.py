@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 from streamwire.rabbitmq.superstream import hash_partition
-from streamwire.spark import SinkSchemaError, foreach_batch_sink
+from streamwire.spark import SinkIdentityError, SinkSchemaError, foreach_batch_sink
 from tests.spark._replay import check_metrics, run_replay
 from tests.spark._support import Target, read_back
 
@@ -46,9 +46,13 @@ def test_round_trip_keeps_keys_headers_and_partition_order(spark: Any, any_broke
         data = rows(40)
         # two Spark partitions: rows 0-19 and 20-39, each published in its order
         df = spark.createDataFrame(spark.sparkContext.parallelize(data, 2), SINK_SCHEMA)
-        sink = foreach_batch_sink(any_broker.url, stream, max_in_flight=8)
+        # at-least-once, asked for: no identity, so no row tag among the headers
+        sink = foreach_batch_sink(
+            any_broker.url, stream, max_in_flight=8, guarantee="at-least-once"
+        )
         metrics = sink(df, 0)
         assert (metrics.rows, metrics.published, metrics.skipped) == (40, 40, 0)
+        assert (metrics.query_id, metrics.exactly_once) == (None, False)
         assert sink.metrics.last == metrics
         stored = read_back(any_broker, stream, expect=40)
         assert sorted(m.value for m in stored) == [v for v, _, _ in data]
@@ -129,7 +133,7 @@ def test_wrong_schema_fails_on_the_driver_before_any_job(spark: Any, rabbitmq: T
 def test_sink_pickles_without_live_resources_after_use(spark: Any, rabbitmq: Target) -> None:
     stream = rabbitmq.new_stream("pickle")
     try:
-        sink = foreach_batch_sink(rabbitmq.url, stream)
+        sink = foreach_batch_sink(rabbitmq.url, stream, query_id="pickled")
         sink(spark.createDataFrame(rows(5), SINK_SCHEMA), 0)
         for dumps in (pickle.dumps, cloudpickle.dumps):
             clone = pickle.loads(dumps(sink))  # noqa: S301 (our own bytes)
@@ -178,3 +182,26 @@ def test_deduplication_is_scoped_by_query_identity(spark: Any, rabbitmq: Target)
         assert len(read_back(rabbitmq, stream, expect=30)) == 30
     finally:
         rabbitmq.delete_stream(stream)
+
+
+def test_a_query_identity_reused_with_a_new_checkpoint_fails_loudly(
+    spark: Any, any_broker: Target
+) -> None:
+    """Two queries with ``query_id="orders"`` and their own checkpoints: the second one's
+    batch 0 meets the first one's batch 2 in the stream. Every broker refuses it with a
+    SinkIdentityError that says what to do, instead of dropping its rows as already stored
+    (RabbitMQ's deduplication) or mixing the two; the first query's rows stay as they were."""
+    stream = any_broker.new_stream("reused")
+    try:
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows(20), 2), SINK_SCHEMA)
+        first = foreach_batch_sink(any_broker.url, stream, query_id="orders")
+        for batch in range(3):
+            assert first(df, batch).published == 20
+        second = foreach_batch_sink(any_broker.url, stream, query_id="orders")
+        with pytest.raises(SinkIdentityError, match="query_id") as caught:
+            second(df, 0)
+        assert "new for a new checkpoint" in str(caught.value)
+        assert second.metrics.batches == []
+        assert len(read_back(any_broker, stream, expect=60)) == 60
+    finally:
+        any_broker.delete_stream(stream)

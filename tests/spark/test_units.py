@@ -337,3 +337,58 @@ def test_sink_arguments_are_checked_when_it_is_made() -> None:
         foreach_batch_sink(URL, "s", max_in_flight=0)
     with pytest.raises(SparkConfigurationError, match="stream"):
         foreach_batch_sink(URL, "")
+
+
+# --- what exactly-once needs (checked on the driver) ----------------------------------------
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class _Session:
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = _Conf(conf)
+        self.sparkContext = self
+
+    def getLocalProperty(self, name: str) -> str | None:
+        return None  # outside a streaming query
+
+
+class _BatchFrame:
+    """What the sink asks of a micro-batch's DataFrame before any job: its schema and its
+    session (conf, local properties). Publishing it would need Spark, so it has no rows."""
+
+    def __init__(self, conf: dict[str, str] | None = None) -> None:
+        self.schema = schema(("value", BinaryType()))
+        self.sparkSession = _Session(conf or {})
+
+
+def test_exactly_once_without_a_query_identity_is_refused_unless_at_least_once_is_asked() -> None:
+    sink = foreach_batch_sink(URL, "events")
+    with pytest.raises(SparkConfigurationError, match=r"no streaming query id .* query_id="):
+        sink(_BatchFrame(), 0)
+    with pytest.raises(SparkConfigurationError, match="guarantee='at-least-once'"):
+        sink(_BatchFrame(), 0)
+    assert sink.metrics.batches == []
+    # an identity given: the check passes (the job itself is not run here)
+    assert foreach_batch_sink(URL, "e", query_id="q")._identity(_BatchFrame()) == "q"
+    lenient = foreach_batch_sink(URL, "e", guarantee="at-least-once")
+    assert lenient._identity(_BatchFrame({"spark.speculation": "true"})) is None
+
+
+def test_speculative_execution_is_refused_for_exactly_once() -> None:
+    sink = foreach_batch_sink(URL, "events", query_id="q")
+    for on in ("true", "TRUE", " true "):
+        with pytest.raises(SparkConfigurationError, match=r"spark\.speculation is on"):
+            sink(_BatchFrame({"spark.speculation": on}), 0)
+    assert sink._identity(_BatchFrame({"spark.speculation": "false"})) == "q"
+
+
+def test_an_unknown_guarantee_is_refused_when_the_sink_is_made() -> None:
+    with pytest.raises(SparkConfigurationError, match="guarantee must be one of"):
+        foreach_batch_sink(URL, "s", guarantee="at-most-once")  # type: ignore[arg-type]

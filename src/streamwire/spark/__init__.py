@@ -20,11 +20,18 @@ require("streamwire.spark", "spark", "pyspark", "pyarrow")
 
 from streamwire.spark.errors import (
     DataLossError,
+    SinkIdentityError,
     SinkSchemaError,
     SourceSchemaError,
     SparkConfigurationError,
 )
-from streamwire.spark.sink import BatchMetrics, ForeachBatchSink, SinkMetrics, foreach_batch_sink
+from streamwire.spark.sink import (
+    BatchMetrics,
+    ForeachBatchSink,
+    Guarantee,
+    SinkMetrics,
+    foreach_batch_sink,
+)
 
 if TYPE_CHECKING:
     from streamwire.spark.datasource import StreamwireDataSource
@@ -33,6 +40,8 @@ __all__ = (
     "BatchMetrics",
     "DataLossError",
     "ForeachBatchSink",
+    "Guarantee",
+    "SinkIdentityError",
     "SinkMetrics",
     "SinkSchemaError",
     "SourceSchemaError",

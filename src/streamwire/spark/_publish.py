@@ -20,11 +20,20 @@ which Spark guarantees for deterministic plans over replayable sources (same off
 partitioning: keep ``spark.sql.shuffle.partitions`` and any ``repartition(n)`` fixed for a
 checkpoint; sort within partitions after a shuffle).
 
+A stored id of a *later* micro-batch than the one being written means the reference was
+used before (a ``query_id`` reused with a new checkpoint): :class:`SinkIdentityError`, since
+writing on would drop the whole batch as already stored.
+
 Liftbridge and Iggy have no such dedup: there every message carries its row's identity and
-a task reads back, before sending, the last row an earlier attempt of it stored in each
-broker partition (``_resume``); it sends the rows after it, through producers pinned to each
-partition. Without a query id (a batch write without ``writeId``, the sink called outside a
-streaming query) every broker publishes plainly: at-least-once.
+a task reads back, before sending, which of its rows an earlier attempt stored in each
+broker partition (``_resume``); it sends exactly the missing ones, through producers pinned
+to each partition. Without a query id (at-least-once, asked for explicitly) every broker
+publishes plainly.
+
+On every broker a task fails fast: once one of its runs failed, its next send raises that
+failure instead of sending on (so an attempt leaves as few rows behind a gap as it can),
+and a task that fails drops its worker's cached client, so that nothing the failed attempt
+handed over (a reconnecting client's buffer) is sent after the retry has read back.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -42,10 +52,10 @@ import streamwire
 from streamwire.spark._brokers import Broker, Publisher
 from streamwire.spark._messages import Run, run_values
 from streamwire.spark._options import DEFAULT_CHUNK_ROWS
-from streamwire.spark._resume import ROW_HEADER, RowTag, query_tag, stored_rows
+from streamwire.spark._resume import ROW_HEADER, RowTag, StoredRows, query_tag, stored_rows
 from streamwire.spark._runtime import ClientKey, runtime
 from streamwire.spark._schema import SinkLayout
-from streamwire.spark.errors import SparkConfigurationError
+from streamwire.spark.errors import SinkIdentityError, SparkConfigurationError
 
 __all__ = (
     "MAX_BATCH_ID",
@@ -132,10 +142,60 @@ def _slices(runs: Iterable[Run], size: int) -> Iterator[Run]:
             yield run[start : start + size]
 
 
+class _Runs:
+    """The confirmation futures of a task's runs not yet seen done: :meth:`check` raises
+    the first failure among those done, so a task stops sending at its first failed run
+    instead of leaving later rows behind a gap. Done futures are dropped as they are
+    checked (runs confirm in order, mostly), so this holds only what is in flight."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: deque[asyncio.Future[Any]] = deque()
+
+    def track(self, future: asyncio.Future[Any]) -> None:
+        future.add_done_callback(_retrieve)
+        self._futures.append(future)
+
+    def check(self) -> None:
+        futures = self._futures
+        while futures and futures[0].done():
+            _raise_failure(futures.popleft())
+        for future in futures:  # a later run failed first (another connection's)
+            if future.done():
+                _raise_failure(future)
+
+
+def _raise_failure(future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        raise streamwire.ClosedError("a run of this task was cancelled before its confirmation")
+    failure = future.exception()
+    if failure is not None:
+        raise failure
+
+
 def _retrieve(future: asyncio.Future[Any]) -> None:
-    # Failures surface through flush(); mark them retrieved so asyncio does not log them.
+    # Failures surface through _Runs.check or flush(); mark them retrieved so asyncio does
+    # not log them.
     if not future.cancelled():
         future.exception()
+
+
+def check_identity(publisher: Publisher, batch_id: int, stream: str, reference: str) -> None:
+    """Raise :class:`SinkIdentityError` when the broker stored, under ``reference``, an id of
+    a later micro-batch than ``batch_id``: the reference was used before (a reused
+    ``query_id`` or ``writeId``, a checkpoint rolled back), and every row of this batch would
+    be skipped as already stored."""
+    if publisher.dedup and publisher.last_stored >= (batch_id + 1) << 32:
+        stored_batch = (publisher.last_stored - 1) >> 32
+        raise SinkIdentityError(
+            f"producer {reference!r} on {stream!r} already stored micro-batch {stored_batch} "
+            f"(publishing id {publisher.last_stored}) while batch {batch_id} is being written: "
+            "this query identity was used before, by another checkpoint or before this "
+            "checkpoint was rolled back, and the broker would drop every row of this batch as "
+            "a duplicate. Give the sink a query_id (or the write a writeId) that is new for a "
+            "new checkpoint (its location will do), or write to a new stream"
+        )
 
 
 class _Partition:
@@ -146,6 +206,7 @@ class _Partition:
         self.batch_id = batch_id
         self.published = 0
         self.skipped = 0
+        self.runs = _Runs()
 
     def already_stored(self, first_position: int, count: int) -> int:
         """How many of the ``count`` rows from ``first_position`` on the broker stored
@@ -160,9 +221,9 @@ class _Partition:
     async def send(self, first_position: int, values: list[Any]) -> None:
         """Accept ``values``, the rows from ``first_position`` on, as one run: one
         confirmation future, consecutive publishing ids."""
+        self.runs.check()
         pid = publishing_id(self.batch_id, first_position)
-        future = await self.publisher.send_run(values, pid)
-        future.add_done_callback(_retrieve)
+        self.runs.track(await self.publisher.send_run(values, pid))
         self.published += len(values)
 
     async def flush(self, timeout: float) -> None:
@@ -239,6 +300,8 @@ class _SuperStream:
                 max_in_flight=self.spec.max_in_flight,
             )
             part = self.parts[partition] = _Partition(publisher, self.batch_id)
+            if self.reference is not None:
+                check_identity(publisher, self.batch_id, self.streams[partition], self.reference)
         return part
 
     async def send(self, first_position: int, values: list[Any]) -> None:
@@ -287,7 +350,7 @@ class _Resuming:
         spec: PublishSpec,
         options: dict[str, Any],
         tag: RowTag,
-        stored: dict[int, int],
+        stored: dict[int, StoredRows],
     ) -> None:
         self.client = client
         self.router = router
@@ -300,6 +363,7 @@ class _Resuming:
         self.pinned: dict[int, Publisher] = {}
         self.published = 0
         self.skipped = 0
+        self.runs = _Runs()
 
     @classmethod
     async def open(
@@ -361,13 +425,14 @@ class _Resuming:
 
     async def send(self, first_position: int, values: list[Any]) -> None:
         """The rows from ``first_position`` on, each tagged, to its partition's producer
-        (in order per partition); rows stored before are skipped."""
+        (in order per partition); rows an earlier attempt stored are skipped."""
+        self.runs.check()
         by_partition: dict[int, list[streamwire.Message]] = {}
         tag = self.tag
         for i, value in enumerate(values):
             row = first_position + i
             partition = self._route(value)
-            if row <= self.stored[partition]:
+            if row in self.stored[partition]:
                 self.skipped += 1
                 continue
             header = RowTag(tag.query, tag.batch, tag.task, row).encode()
@@ -380,8 +445,7 @@ class _Resuming:
             by_partition.setdefault(partition, []).append(message)
         for partition, messages in by_partition.items():
             publisher = await self._publisher(partition)
-            future = await publisher.send_run(list(messages), 0)
-            future.add_done_callback(_retrieve)
+            self.runs.track(await publisher.send_run(list(messages), 0))
             self.published += len(messages)
 
     async def flush(self, timeout: float) -> None:
@@ -421,7 +485,11 @@ def publish_partition(
     options = dict(spec.producer_options)
     tag = RowTag(query_tag(query_id or ""), batch_id, partition, -1)
 
+    used: list[streamwire.Client] = []
+
     def open_with(client: streamwire.Client) -> _Partition | _Resuming | _SuperStream:
+        used.append(client)
+
         async def start() -> _Partition | _Resuming | _SuperStream:
             streams = await broker.super_partitions(client, spec.stream)
             if streams is not None:
@@ -449,6 +517,12 @@ def publish_partition(
                 and isinstance(publisher.producer, streamwire.KeyRouted)
             ):
                 return await _Resuming.open(broker, client, publisher, spec, options, tag)
+            if ref is not None:
+                try:
+                    check_identity(publisher, batch_id, spec.stream, ref)
+                except SinkIdentityError:
+                    await publisher.close()
+                    raise
             return _Partition(publisher, batch_id)
 
         return rt.call(start, timeout=spec.timeout)
@@ -478,6 +552,8 @@ def publish_partition(
             rt.call(state.close, timeout=spec.timeout)
         except Exception as exc:  # keep the original failure
             logger.debug("closing the producer after a failure failed too: %s", exc)
+        # nothing this attempt handed over may reach the broker after a retry read back
+        rt.discard(spec.client_key, used[-1])
         raise
     rt.call(state.close, timeout=spec.timeout)
     logger.debug(

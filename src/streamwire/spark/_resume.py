@@ -1,18 +1,25 @@
 """Exactly-once where the broker does not deduplicate (Liftbridge, Iggy): every message
-carries its row's identity, and a task reads back what an earlier attempt of it stored.
+carries its row's identity, and a task reads back which of its rows an earlier attempt stored.
 
 * Each message of a sink task carries the header :data:`ROW_HEADER`,
   ``<query>:<batch>:<task>:<row>`` (ASCII): a digest of the query id, the micro-batch id, the
   Spark partition and the row's 0-based position in it.
-* A task sends each broker partition's rows in row order through a producer pinned to that
-  partition (keyless rows of Spark partition *t* go to broker partition *t* mod the count;
-  keyed rows where the producer's key partitioner puts them), so what an interrupted attempt
-  stored in a partition is a prefix of the rows the task routes there.
-* Before sending, the task reads each partition back from its tail
-  (:func:`stored_rows`) to the last row of its own (same query, batch and task), or to a
-  message of an earlier batch of the same query, or to the partition's start, or until
-  :data:`SCAN_LIMIT` messages in a row were none of the query's; rows at or below the last
-  stored one are skipped.
+* Before sending, the task reads each partition back from its tail (:func:`stored_rows`) and
+  collects **every** row of its own (same query, batch and task) it finds there, as a
+  bitmap (:class:`StoredRows`): one bit per row, so memory is bounded by the task's row
+  count. It does not assume that what an earlier attempt stored is a prefix of what it
+  sent: after a cut connection a gap followed by later rows is normal (a producer keeps
+  sending after a send that failed unseen, nats-py flushes its buffer on reconnecting while
+  what sat in the dead socket is gone, Iggy sends the next run over a new connection).
+  The task then sends exactly the rows that are missing.
+* The scan stops at the partition's start; or :data:`OLDER_MARGIN` messages of earlier
+  batches of the same query after the first one (a batch starts only once the one before
+  it was stored whole, so this batch's rows lie after them; the margin catches a straggler
+  of an earlier batch's failed attempt landing amid this batch's rows); or after
+  :data:`SCAN_LIMIT` messages in a row none of the query's.
+* A message of the same query from a *later* batch than the one being written means the
+  query identity was used before (a ``query_id`` reused with a new checkpoint, or a
+  checkpoint rolled back): :class:`~streamwire.spark.SinkIdentityError`, not a skip.
 
 A first attempt finds nothing of its own and sends everything. docs/spark.md has the
 guarantees and their limits.
@@ -28,13 +35,23 @@ from typing import Final
 
 import streamwire
 from streamwire.spark._brokers import Broker
+from streamwire.spark.errors import SinkIdentityError
 
-__all__ = ("ROW_HEADER", "SCAN_LIMIT", "RowTag", "query_tag", "stored_rows")
+__all__ = (
+    "OLDER_MARGIN",
+    "ROW_HEADER",
+    "SCAN_LIMIT",
+    "RowTag",
+    "StoredRows",
+    "query_tag",
+    "stored_rows",
+)
 
 ROW_HEADER: Final = "x-streamwire-row"
-#: Messages read back in a row, none of them the query's, after which a task stops looking
-#: and takes the partition as holding nothing of its own.
+#: Messages read back in a row, none of them the query's, after which a task stops looking.
 SCAN_LIMIT: Final = 100_000
+#: Messages of earlier batches of the query read past the first one before the scan stops.
+OLDER_MARGIN: Final = 256
 _FIRST_WINDOW: Final = 256
 _MAX_WINDOW: Final = 16_384
 _POLL: Final = 1000
@@ -78,6 +95,50 @@ class RowTag:
             return None
 
 
+class StoredRows:
+    """The rows of one task found stored in one partition: a bitmap, one bit per row up to
+    the highest found."""
+
+    __slots__ = ("_bits", "count")
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        #: How many distinct rows were found.
+        self.count = 0
+
+    def add(self, row: int) -> None:
+        if row < 0:
+            return
+        byte, bit = divmod(row, 8)
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(byte + 1 - len(self._bits)))
+        if not self._bits[byte] >> bit & 1:
+            self._bits[byte] |= 1 << bit
+            self.count += 1
+
+    def __contains__(self, row: object) -> bool:
+        if not isinstance(row, int) or row < 0:
+            return False
+        byte, bit = divmod(row, 8)
+        return byte < len(self._bits) and bool(self._bits[byte] >> bit & 1)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def rows(self) -> list[int]:
+        """The rows found, ascending."""
+        return [
+            byte * 8 + bit
+            for byte, value in enumerate(self._bits)
+            if value
+            for bit in range(8)
+            if value >> bit & 1
+        ]
+
+    def __repr__(self) -> str:
+        return f"StoredRows(count={self.count})"
+
+
 async def _read(
     broker: Broker,
     client: streamwire.Client,
@@ -109,7 +170,18 @@ async def _read(
                     return taken
 
 
-async def _last_row(
+def _reused(stream: str, partition: int, mine: RowTag, found: RowTag) -> SinkIdentityError:
+    return SinkIdentityError(
+        f"partition {partition} of {stream!r} holds rows of micro-batch {found.batch} of this "
+        f"query's identity (row tag {found.query}) while micro-batch {mine.batch} is being "
+        "written: the identity was used before, by another checkpoint or before this "
+        "checkpoint was rolled back, and writing on would store rows twice or not at all. Give "
+        "the sink a query_id that is new for a new checkpoint (its location will do), or "
+        "write to a new stream"
+    )
+
+
+async def _stored(
     broker: Broker,
     client: streamwire.Client,
     stream: str,
@@ -118,10 +190,11 @@ async def _last_row(
     mine: RowTag,
     timeout: float,
     scan_limit: int,
-) -> int:
-    """The last row of ``mine``'s (query, batch, task) stored in ``partition``; -1: none."""
+) -> StoredRows:
+    """Every row of ``mine``'s (query, batch, task) stored in ``partition``."""
+    found = StoredRows()
     first, hi = bounds
-    window, strangers = _FIRST_WINDOW, 0
+    window, strangers, older = _FIRST_WINDOW, 0, 0
     while hi > first:
         lo = max(first, hi - window)
         for message in reversed(await _read(broker, client, stream, partition, lo, hi, timeout)):
@@ -129,15 +202,19 @@ async def _last_row(
             if tag is None or tag.query != mine.query:
                 strangers += 1
                 if strangers >= scan_limit:
-                    return -1
+                    return found
                 continue
             strangers = 0
-            if tag.batch != mine.batch:
-                return -1  # an earlier batch: this batch's rows would all be after it
-            if tag.task == mine.task:
-                return tag.row  # rows go out in order: the newest is the last
+            if tag.batch > mine.batch:
+                raise _reused(stream, partition, mine, tag)
+            if tag.batch < mine.batch:
+                older += 1
+                if older > OLDER_MARGIN:
+                    return found
+            elif tag.task == mine.task:
+                found.add(tag.row)
         hi, window = lo, min(window * 2, _MAX_WINDOW)
-    return -1
+    return found
 
 
 async def stored_rows(
@@ -151,14 +228,15 @@ async def stored_rows(
     task: int,
     timeout: float,
     scan_limit: int = SCAN_LIMIT,
-) -> dict[int, int]:
-    """For each partition (``{partition: (first offset, tail)}``): the last row the task
-    ``task`` of micro-batch ``batch`` of ``query`` (a :func:`query_tag`) stored there, -1
-    where it stored none."""
+) -> dict[int, StoredRows]:
+    """For each partition (``{partition: (first offset, tail)}``): the rows the task
+    ``task`` of micro-batch ``batch`` of ``query`` (a :func:`query_tag`) stored there.
+    Raises :class:`~streamwire.spark.SinkIdentityError` when a partition holds a later
+    batch of the same query."""
     mine = RowTag(query, batch, task, -1)
     found = await asyncio.gather(
         *(
-            _last_row(broker, client, stream, p, bounds, mine, timeout, scan_limit)
+            _stored(broker, client, stream, p, bounds, mine, timeout, scan_limit)
             for p, bounds in partitions.items()
         )
     )

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from streamwire import ConfigurationError, StreamwireError
 
-__all__ = ("DataLossError", "SinkSchemaError", "SourceSchemaError", "SparkConfigurationError")
+__all__ = (
+    "DataLossError",
+    "SinkIdentityError",
+    "SinkSchemaError",
+    "SourceSchemaError",
+    "SparkConfigurationError",
+)
 
 
 class SparkConfigurationError(ConfigurationError):
@@ -16,6 +22,14 @@ class SinkSchemaError(SparkConfigurationError):
     """The DataFrame handed to a streamwire sink has the wrong columns or types (checked on
     the driver before any Spark job runs), or a row breaks the schema contract (a null
     ``value``, found by the task that publishes it)."""
+
+
+class SinkIdentityError(SparkConfigurationError):
+    """A sink's write identity (the streaming query id or ``query_id``, a batch write's
+    ``writeId``) was used before for other rows: the broker holds a later micro-batch of it
+    than the one being written. Writing on would drop this batch's rows as already stored
+    (RabbitMQ's deduplication) or interleave two writers; the task fails instead. Raised on
+    an executor, so it fails the micro-batch; the message names what to change."""
 
 
 class SourceSchemaError(SparkConfigurationError):

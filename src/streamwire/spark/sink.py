@@ -28,7 +28,7 @@ import logging
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from streamwire.spark import _identity
 from streamwire.spark._brokers import Broker
@@ -36,11 +36,28 @@ from streamwire.spark._messages import runs
 from streamwire.spark._options import DEFAULT_CHUNK_ROWS, DEFAULT_MAX_IN_FLIGHT
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._schema import SinkLayout, sink_layout
-from streamwire.spark.errors import SparkConfigurationError
+from streamwire.spark.errors import SinkIdentityError, SparkConfigurationError
 
-__all__ = ("BatchMetrics", "ForeachBatchSink", "SinkMetrics", "foreach_batch_sink")
+__all__ = ("BatchMetrics", "ForeachBatchSink", "Guarantee", "SinkMetrics", "foreach_batch_sink")
 
 logger = logging.getLogger(__name__)
+
+#: What a sink promises: ``"exactly-once"`` (the default; it needs the query's identity and
+#: refuses speculative execution) or ``"at-least-once"`` (asked for explicitly: rows of a
+#: replayed micro-batch may be stored twice).
+Guarantee = Literal["exactly-once", "at-least-once"]
+_GUARANTEES: Final = get_args(Guarantee)
+
+
+def speculation_on(df: Any) -> bool:
+    """Whether ``spark.speculation`` is on for ``df``'s session (classic and Connect). A
+    speculative copy of a task publishes the same rows at the same time as the original,
+    which no read-back can order; a conf that cannot be read counts as off."""
+    try:
+        value = df.sparkSession.conf.get("spark.speculation", "false")
+    except Exception:  # a session that cannot answer: Spark's default (off)
+        return False
+    return str(value).strip().lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +154,20 @@ def _publish(batch_df: Any, task: _PartitionTask) -> list[Any]:
     return list(counted.collect())
 
 
+_IDENTITY_FAILURE: Final = f"{SinkIdentityError.__module__}.{SinkIdentityError.__name__}: "
+
+
+def _identity_failure(exc: Exception) -> SinkIdentityError | None:
+    """The :class:`SinkIdentityError` a task raised, out of the exception Spark raises on the
+    driver for it (its text ends with the task's Python traceback), so that the caller gets
+    the type it can catch; ``None`` for any other failure."""
+    text = str(exc)
+    at = text.rfind(_IDENTITY_FAILURE)
+    if at < 0:
+        return None
+    return SinkIdentityError(text[at + len(_IDENTITY_FAILURE) :].splitlines()[0])
+
+
 class ForeachBatchSink:
     """The callable :func:`foreach_batch_sink` returns. It holds configuration and
     metrics only, so it pickles (Spark Connect ships it to a server-side worker)."""
@@ -154,8 +185,13 @@ class ForeachBatchSink:
         ignore_extra_columns: bool = False,
         connect_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
+        guarantee: Guarantee = "exactly-once",
     ) -> None:
         self.broker = Broker.of(url)  # validates the URL now
+        if guarantee not in _GUARANTEES:
+            raise SparkConfigurationError(
+                f"guarantee must be one of {', '.join(map(repr, _GUARANTEES))}, not {guarantee!r}"
+            )
         if not stream:
             raise SparkConfigurationError("a target stream is required")
         self.broker.check_stream(stream)
@@ -177,6 +213,7 @@ class ForeachBatchSink:
         self.max_in_flight = max_in_flight
         self.chunk_rows = chunk_rows
         self.query_id = query_id
+        self.guarantee: Guarantee = guarantee
         self.ignore_extra_columns = ignore_extra_columns
         self.producer_options = tuple(sorted(options.items()))
         self.connect_options = tuple(sorted(connect.items()))
@@ -207,26 +244,48 @@ class ForeachBatchSink:
             connect_options=self.connect_options,
         )
 
-    def __call__(self, batch_df: Any, batch_id: int) -> BatchMetrics:
-        """Publish one micro-batch; returns (and records) its counts. Raises when any
-        partition failed, which fails the micro-batch: Spark runs it again on restart."""
-        layout = self.check(batch_df)  # on the driver, before any Spark job
+    def _identity(self, batch_df: Any) -> str | None:
+        """The query identity the tasks deduplicate by (``None``: at-least-once, as asked);
+        raises where exactly-once was asked for and cannot hold."""
+        if self.guarantee == "at-least-once":
+            return None
+        if speculation_on(batch_df):
+            raise SparkConfigurationError(
+                f"sink {self.name}: spark.speculation is on, so Spark may run a second copy of "
+                "a task that publishes the same rows at the same time, and exactly-once cannot "
+                "hold. Turn speculation off for this application, or pass "
+                "foreach_batch_sink(..., guarantee='at-least-once')"
+            )
         query_id = self.query_id or _identity.driver_query_id(batch_df)
-        if query_id is None and _identity.is_connect(batch_df):
+        if query_id is not None:
+            return query_id
+        if _identity.is_connect(batch_df):
             raise SparkConfigurationError(
                 f"sink {self.name}: Spark Connect does not tell a foreachBatch function which "
                 "query it runs, and exactly-once needs that identity: pass "
                 "foreach_batch_sink(..., query_id=...), a name stable across restarts of this "
                 "checkpoint and new for a new one (the checkpoint location will do)"
             )
-        if query_id is None:
-            logger.warning(
-                "sink %s: no streaming query id (called outside a streaming query?) and no "
-                "query_id given: publishing at-least-once",
-                self.name,
-            )
+        raise SparkConfigurationError(
+            f"sink {self.name}: no streaming query id (called outside a streaming query?) and no "
+            "query_id given, and exactly-once needs one: pass foreach_batch_sink(..., "
+            "query_id=...), a name stable across reruns of this write and new for a new one, or "
+            "foreach_batch_sink(..., guarantee='at-least-once') to publish without one"
+        )
+
+    def __call__(self, batch_df: Any, batch_id: int) -> BatchMetrics:
+        """Publish one micro-batch; returns (and records) its counts. Raises when any
+        partition failed, which fails the micro-batch: Spark runs it again on restart."""
+        layout = self.check(batch_df)  # on the driver, before any Spark job
+        query_id = self._identity(batch_df)
         task = _PartitionTask(self._spec(layout), query_id, batch_id)
-        counts = _publish(batch_df, task)
+        try:
+            counts = _publish(batch_df, task)
+        except Exception as exc:
+            reused = _identity_failure(exc)
+            if reused is None:
+                raise
+            raise reused from exc
         rows, published, skipped = (sum(c[i] for c in counts) for i in range(3))
         metrics = BatchMetrics(
             batch_id=batch_id,
@@ -234,7 +293,7 @@ class ForeachBatchSink:
             rows=rows,
             published=published,
             skipped=skipped,
-            # as the tasks' producers found it (every task's, when there is a query id)
+            # as the tasks' producers held it (every task's, when there is a query id)
             exactly_once=query_id is not None and all(c[3] for c in counts),
         )
         self.metrics.record(metrics)
@@ -260,6 +319,7 @@ def foreach_batch_sink(
     query_id: str | None = None,
     ignore_extra_columns: bool = False,
     connect_options: Mapping[str, Any] | None = None,
+    guarantee: Guarantee = "exactly-once",
     **producer_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``writeStream.foreachBatch`` that publishes each micro-batch to
@@ -275,18 +335,22 @@ def foreach_batch_sink(
     client cached per Python worker process; the call returns once the broker confirmed
     every message, and raises (failing the micro-batch) otherwise.
 
-    Guarantees: **exactly-once**. On RabbitMQ Streams by the broker's dedup (a named
-    producer per partition,
+    Guarantees: **exactly-once** (``guarantee="exactly-once"``, the default). On RabbitMQ
+    Streams by the broker's dedup (a named producer per partition,
     ``<name>-<queryId>-p<partition>``, publishing id ``batch_id * 2**32 + position + 1``;
     rows the broker already stored are skipped on a replay). On Liftbridge and Iggy every
     message carries its row's identity (header ``x-streamwire-row``), and a task first
-    reads back the last row an earlier attempt of it stored in each broker partition
-    and sends the rows after it. Without a streaming query id (the function called
-    directly) the sink is at-least-once unless ``query_id`` names a stable identity. In
-    Spark Connect the function cannot see the query, so ``query_id`` is required there (a
-    name stable across restarts of one checkpoint and new for a new checkpoint: the
-    checkpoint location will do); without it every batch fails with a
-    :class:`~streamwire.spark.SparkConfigurationError` saying so.
+    reads back which of its rows an earlier attempt stored in each broker partition and
+    sends exactly the others. A task stops at its first failed send and fails. It needs the
+    query's identity: the streaming query id, or ``query_id`` (required in Spark Connect,
+    where the function cannot see the query, and outside a streaming query): a name stable
+    across restarts of one checkpoint and new for a new checkpoint (the checkpoint location
+    will do). Where the identity is missing, or ``spark.speculation`` is on, every batch
+    fails with a :class:`~streamwire.spark.SparkConfigurationError` saying so; where the
+    broker already holds a later batch of the identity (reused with a new checkpoint) the
+    batch fails with a :class:`~streamwire.spark.SinkIdentityError`.
+    ``guarantee="at-least-once"`` publishes without an identity: a replayed batch may be
+    stored twice, and :attr:`BatchMetrics.exactly_once` says ``False``.
 
     ``timeout`` (seconds) bounds connecting, opening a producer and waiting for the
     confirmations of one partition. ``max_in_flight`` bounds unconfirmed messages per
@@ -308,4 +372,5 @@ def foreach_batch_sink(
         ignore_extra_columns=ignore_extra_columns,
         connect_options=connect_options,
         producer_options=producer_options,
+        guarantee=guarantee,
     )

@@ -1,0 +1,96 @@
+"""The foreachBatch sink through dirty cuts: a proxy in front of each broker (RabbitMQ with
+``load_balancer=True``, so every connection goes through it; Liftbridge's NATS link; Iggy)
+cuts every connection three times, once in each micro-batch, dropping the bytes it holds
+(what the client wrote and its kernel acknowledged never reaches the broker) before it
+resets both sides. The query runs in ``local[2,4]`` (four attempts per task, as a
+cluster's default ``spark.task.maxFailures``): it must succeed, and every row must be in
+the stream exactly once, on every broker. The history is the stream itself: every id of the
+input, read back whole, is checked for loss and duplication (``check_stored``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from integration.harness.faultproxy import ThreadedFaultProxy
+from tests.spark._jobs import TOTAL, batches, check_stored, finish, start_job, stored, write_input
+from tests.spark._support import Target
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
+
+#: When to cut: at these fractions of the input stored, in each of the three micro-batches.
+CUT_AT = (0.2, 0.5, 0.8)
+#: How long a dirty cut reads and drops what the peers write before it resets them.
+HOLD = 0.3
+
+
+def _proxied(url: str, port: int) -> str:
+    """``url`` with its address replaced by the proxy's."""
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _through_proxy(t: Target) -> tuple[ThreadedFaultProxy, Target, dict[str, object] | None]:
+    """A proxy in front of ``t``'s data path; ``t`` as the sink reaches it through the proxy,
+    and the connect options that keep every connection on it."""
+    parts = urlsplit(t.url)
+    if t.broker == "liftbridge":  # the NATS link carries the messages and their acks
+        nats = urlsplit(parts.query.partition("nats=")[2])
+        proxy = ThreadedFaultProxy(nats.hostname or "127.0.0.1", nats.port or 4222).start()
+        query = f"nats=nats://127.0.0.1:{proxy.port}"
+        return proxy, replace(t, url=urlunsplit(parts._replace(query=query))), None
+    proxy = ThreadedFaultProxy(parts.hostname or "127.0.0.1", parts.port or 0).start()
+    options: dict[str, object] | None = {"load_balancer": True} if t.broker == "rabbitmq" else None
+    return proxy, replace(t, url=_proxied(t.url, proxy.port)), options
+
+
+def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
+    every_broker: dict[str, Target], tmp_path: Path
+) -> None:
+    lanes = {name: t for name, t in every_broker.items() if not t.super_stream}
+    streams = {name: t.new_stream("cut") for name, t in lanes.items()}
+    proxies: dict[str, ThreadedFaultProxy] = {}
+    job = None
+    try:
+        jobs, extra = [], ["--master", "local[2,4]"]
+        for n, (name, t) in enumerate(lanes.items()):
+            proxy, via, options = _through_proxy(t)
+            proxies[name] = proxy
+            jobs.append((via, streams[name]))
+            if options:
+                extra += ["--connect", f"{n}={json.dumps(options)}"]
+        write_input(tmp_path)
+        log = tmp_path / "job.log"
+        job = start_job(jobs, tmp_path, log, *extra)
+        pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in lanes}
+        deadline = time.monotonic() + 600
+        while job.poll() is None and any(pending.values()) and time.monotonic() < deadline:
+            for name, t in lanes.items():
+                marks = pending[name]
+                if marks and stored(t, streams[name]) >= marks[0]:
+                    marks.pop(0)
+                    proxies[name].cut(hold=HOLD)
+            time.sleep(0.02)
+        out = finish(job, log, timeout=600)
+        for n, (name, t) in enumerate(lanes.items()):
+            assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, out[-2000:])
+            check_stored(t, streams[name])
+            done = batches(out, n)
+            assert sum(b[1] for b in done) == TOTAL, (name, done)
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        for proxy in proxies.values():
+            proxy.close()
+        for name, t in lanes.items():
+            t.delete_stream(streams[name])
