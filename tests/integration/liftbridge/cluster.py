@@ -203,7 +203,15 @@ class LocalCluster:
             f"  server.id: {server_id}",
             f"  namespace: {self.namespace}",
             f"  raft.bootstrap.peers: [{', '.join(peers)}]",
-            "  replica.max.leader.timeout: 2s",
+            # A partition fails over once a quorum of its followers reported the leader
+            # within one replica.max.leader.timeout (v1.9.0's ReportLeader), and a follower
+            # reports at most once a replica.max.idle.wait less up to 2 s of jitter: the
+            # timeout must be longer than the idle wait (the defaults: 15 s and 10 s). With
+            # a 2 s timeout and the 10 s wait, two followers' reports met only by chance and
+            # a killed leader's partition stayed leaderless for minutes (seen: over 2
+            # minutes, a CI timeout). Reports every 1-3 s within a 4 s window always meet.
+            "  replica.max.idle.wait: 3s",
+            "  replica.max.leader.timeout: 4s",
             "cursors:",
             "  stream.partitions: 1",
             "  stream.auto.pause.time: 0",

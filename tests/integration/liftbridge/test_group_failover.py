@@ -210,7 +210,7 @@ async def test_a_coordinator_that_answers_again_after_being_reported(
     the old one now names the new one too, and nothing the members own is lost or read
     twice. The members' clients and the publisher are seeded on the other two servers (a
     hung seed server holds a client's cluster-wide calls until their timeout)."""
-    stream, group = "group-hang", "hang-group"
+    stream, group = unique("group-hang"), "hang-group"
     ids = list(cluster.nodes)
     await cluster.create_stream(ids[0], stream, partitions=PARTITIONS, replication_factor=3)
     policy = lb.ReconnectPolicy(initial_delay=0.2, max_delay=1.0, max_elapsed=60.0)
