@@ -13,14 +13,17 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from integration.harness.config import KNOWN_TARGETS
+from integration.harness.config import KNOWN_TARGETS, OPTIONAL_WHEN_REQUIRED
+from integration.harness.config import required as _required
 from integration.harness.envfile import read_env  # the harness writes what tests read
 
 __all__ = [
     "KNOWN_BROKERS",
+    "OPTIONAL_WHEN_REQUIRED",
     "RESTARTABLE",
     "BrokerInfo",
     "HarnessError",
@@ -34,8 +37,10 @@ __all__ = [
     "read_env",
     "require",
     "require_tls",
+    "required",
     "restart",
     "restart_blocker",
+    "skip_missing",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -113,8 +118,29 @@ def _not_running(name: str) -> str:
     return f"broker {name} is not running: run integration/brokers.sh up {name}"
 
 
+def required() -> bool:
+    """``STREAMWIRE_REQUIRE=1`` (set by ``.ci/run``): a test that would skip for a missing
+    broker, listener or tool that the harness starts fails instead, so that CI cannot pass
+    with its brokers down."""
+    return _required(os.environ)
+
+
+def skip_missing(reason: str, *, name: str | None = None) -> NoReturn:
+    """Skips the current test for something this machine lacks (a broker, a listener, Java,
+    a cluster), or fails it under ``STREAMWIRE_REQUIRE=1`` unless ``name`` is one of
+    :data:`OPTIONAL_WHEN_REQUIRED`."""
+    if required() and name not in OPTIONAL_WHEN_REQUIRED:
+        pytest.fail(
+            f"{reason} (STREAMWIRE_REQUIRE=1: this run needs it; CI's brokers are started by "
+            "make test, so a test that would skip for one fails)",
+            pytrace=False,
+        )
+    pytest.skip(reason)
+
+
 def require(name: str) -> BrokerInfo:
-    """Returns the running broker ``name`` or skips the current test, saying why.
+    """Returns the running broker ``name`` or skips the current test, saying why (fails it
+    under ``STREAMWIRE_REQUIRE=1``, see :func:`skip_missing`).
 
     The reason is the one the harness recorded in ``.brokers/<name>.unavailable`` when it could
     not start the broker; otherwise it tells how to start it.
@@ -128,15 +154,16 @@ def require(name: str) -> BrokerInfo:
         info = _to_info(name, read_env(env_file))
         if _answers(info.host, info.port):
             return info
-        pytest.skip(
-            f"{_not_running(name)} (recorded at {info.host}:{info.port}, nothing answers there)"
+        skip_missing(
+            f"{_not_running(name)} (recorded at {info.host}:{info.port}, nothing answers there)",
+            name=name,
         )
     if unavailable.is_file():
         reason = unavailable.read_text(encoding="utf-8", errors="replace").strip()
         if len(reason) > _MAX_REASON_CHARS:
             reason = reason[:_MAX_REASON_CHARS] + " [...]"
-        pytest.skip(f"broker {name} is unavailable: {reason}")
-    pytest.skip(_not_running(name))
+        skip_missing(f"broker {name} is unavailable: {reason}", name=name)
+    skip_missing(_not_running(name), name=name)
 
 
 def require_tls(
@@ -150,15 +177,18 @@ def require_tls(
     ca_key, port_key = f"{prefix}CA", f"{prefix}PORT"
     missing = [k for k in (url_key, ca_key, port_key) if not info.extra.get(k)]
     if missing:
-        pytest.skip(
+        skip_missing(
             f"broker {name} records no TLS facts ({', '.join(missing)} missing from "
-            f".brokers/{name}.env): {why_missing}; run integration/brokers.sh up {name}"
+            f".brokers/{name}.env): {why_missing}; run integration/brokers.sh up {name}",
+            name=name,
         )
     url, ca, port = info.extra[url_key], info.extra[ca_key], int(info.extra[port_key])
     if not Path(ca).is_file():
-        pytest.skip(f"{ca_key}={ca} recorded by the harness does not exist")
+        skip_missing(f"{ca_key}={ca} recorded by the harness does not exist", name=name)
     if not _answers(info.host, port):
-        pytest.skip(f"nothing answers on the recorded {name} TLS port {info.host}:{port}")
+        skip_missing(
+            f"nothing answers on the recorded {name} TLS port {info.host}:{port}", name=name
+        )
     return url, ca, port
 
 

@@ -263,6 +263,10 @@ def _run(
         failed = [name for name in targets if not _up_one(name, ctx, compose)]
         if failed:
             say(f"not available: {' '.join(failed)} (reasons in {paths.state}/<name>.unavailable)")
+            must = config.must_start(failed, ctx.environ)
+            if must:
+                say(f"STREAMWIRE_REQUIRE=1 and {' '.join(must)} did not start: failing")
+                return 1
             return 0 if target == "all" else 1
         return 0
     if cmd == "down":

@@ -14,12 +14,15 @@ __all__ = [
     "DOWN_ORDER",
     "KNOWN_TARGETS",
     "LOOPBACK",
+    "OPTIONAL_WHEN_REQUIRED",
     "Paths",
     "SettingError",
     "cluster_port",
     "is_port_key",
+    "must_start",
     "parse_port",
     "ready_timeout",
+    "required",
     "resolved_environment",
     "setting",
     "settings",
@@ -55,7 +58,27 @@ DOWN_ORDER = (
     "nats",
 )
 
+#: Targets that may stay down under ``STREAMWIRE_REQUIRE=1``: no Iggy server installs from a
+#: registry (a real one joins when ``IGGY_SERVER_BIN`` or Docker is at hand).
+OPTIONAL_WHEN_REQUIRED = frozenset({"iggy"})
+
 CLUSTER_SIZE = 3
+
+
+def required(environ: Mapping[str, str]) -> bool:
+    """``STREAMWIRE_REQUIRE=1`` (``.ci/run`` sets it): what the harness starts must start,
+    and a test that would skip for it fails."""
+    return environ.get("STREAMWIRE_REQUIRE", "").lower() in {"1", "true", "yes"}
+
+
+def must_start(failed: list[str], environ: Mapping[str, str]) -> list[str]:
+    """Which of the ``failed`` targets make ``up`` fail: under :func:`required`, every one
+    but :data:`OPTIONAL_WHEN_REQUIRED`; otherwise none (``up all`` reports what did not
+    start and goes on, and the tests that need it skip saying why)."""
+    if not required(environ):
+        return []
+    return [name for name in failed if name not in OPTIONAL_WHEN_REQUIRED]
+
 
 #: Ports and node names per target; ``STREAMWIRE_<TARGET>_<KEY>`` overrides each one.
 DEFAULTS: Mapping[str, Mapping[str, str]] = {

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from integration.harness.lanes import LIFTBRIDGE_PREFERRED_VERSIONS
+from tests.brokers import skip_missing
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ _BUILD_TIMEOUT = 600
 def checker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     go = shutil.which("go")
     if go is None:
-        pytest.skip("no Go toolchain: the compose file is checked with compose-go")
+        skip_missing("no Go toolchain: the compose file is checked with compose-go")
     binary = tmp_path_factory.mktemp("composecheck") / "composecheck"
     built = subprocess.run(
         [go, "build", "-o", str(binary), "."],

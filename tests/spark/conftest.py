@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.brokers import skip_missing
+
 pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra (pyspark)")
 pytest.importorskip("pyarrow", reason="the Spark tests need the 'spark' extra (pyarrow)")
 
@@ -28,7 +30,7 @@ from tests.spark._support import Target, iggy_from_harness, iggy_target, spark_s
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17+ on PATH")
+        skip_missing("Spark needs Java 17+ on PATH")
     session = spark_session("streamwire-tests")
     yield session
     session.stop()

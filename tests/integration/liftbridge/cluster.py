@@ -16,11 +16,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import streamwire.liftbridge as lb
 from streamwire.errors import StreamwireError
-from tests.brokers import require
+from tests.brokers import require, skip_missing
 
 __all__ = (
     "ClusterDidNotForm",
@@ -319,5 +317,5 @@ def harness_liftbridge() -> tuple[str, str, str]:
     info = require("liftbridge")
     binary = info.extra.get("BINARY", "")
     if not binary or not Path(binary).is_file():
-        pytest.skip("the harness recorded no Liftbridge binary to start a cluster with")
+        skip_missing("the harness recorded no Liftbridge binary to start a cluster with")
     return binary, info.extra.get("NATS_URL", "nats://127.0.0.1:4222"), info.version

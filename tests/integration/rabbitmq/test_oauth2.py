@@ -12,7 +12,7 @@ import pytest
 import streamwire.rabbitmq as rmq
 from streamwire.errors import ConnectionClosed
 from streamwire.rabbitmq.protocol.errors import AuthenticationFailure
-from tests.brokers import BrokerInfo
+from tests.brokers import BrokerInfo, skip_missing
 from tests.oauth2_tokens import issue_token, oauth2_reason, token_expiry
 
 pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
@@ -26,7 +26,7 @@ def token_url(broker: BrokerInfo) -> str:
 def oauth2_broker(broker: BrokerInfo) -> BrokerInfo:
     reason = oauth2_reason(broker)
     if reason is not None:
-        pytest.skip(reason)
+        skip_missing(reason)
     return broker
 
 

@@ -25,7 +25,7 @@ import streamwire.rabbitmq as rmq
 from streamwire.codec.message import Confirmation
 from streamwire.errors import StreamwireError
 from tests import brokers
-from tests.brokers import BrokerInfo, require
+from tests.brokers import BrokerInfo, require, skip_missing
 from tests.proxy import LeakCheck, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq, pytest.mark.one_core]
@@ -41,7 +41,7 @@ def broker(request: pytest.FixtureRequest) -> BrokerInfo:
     info = require(request.param)
     reason = brokers.restart_blocker(info)
     if reason is not None:
-        pytest.skip(reason)
+        skip_missing(reason)
     return info
 
 
@@ -109,7 +109,7 @@ async def test_named_producer_and_consumer_survive_a_broker_restart(
         try:
             await restarting
         except brokers.NotManaged as exc:
-            pytest.skip(f"the harness does not run {broker.name}: {exc}")
+            skip_missing(f"the harness does not run {broker.name}: {exc}")
         up = len(sent)
         await wait_until(
             lambda: settled_since(up) >= 200 or bool(refused), SLACK, "publishing after restart"

@@ -38,7 +38,7 @@ from streamwire.rabbitmq.protocol.errors import AuthenticationFailure
 from streamwire.rabbitmq.protocol.events import HandshakeFailed
 from streamwire.rabbitmq.protocol.machine import StreamsConnection
 from streamwire.transport.tcp import TcpStream, open_tcp
-from tests.brokers import BrokerInfo, require
+from tests.brokers import BrokerInfo, require, skip_missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
 
@@ -88,7 +88,7 @@ def tls() -> TLSFacts:
     info = require("rabbitmq")
     missing = [key for key in _TLS_KEYS if not info.extra.get(key)]
     if missing:
-        pytest.skip(
+        skip_missing(
             f"broker rabbitmq records no TLS facts ({', '.join(missing)} missing from "
             ".brokers/rabbitmq.env): the docker backend has no TLS listener, or the native "
             "broker's TLS listener did not start (see .brokers/rabbitmq/harness.log); "
@@ -97,10 +97,10 @@ def tls() -> TLSFacts:
     extra = info.extra
     for key in ("TLS_CA", "TLS_CLIENT_CERT", "TLS_CLIENT_KEY"):
         if not Path(extra[key]).is_file():
-            pytest.skip(f"{key}={extra[key]} recorded by the harness does not exist")
+            skip_missing(f"{key}={extra[key]} recorded by the harness does not exist")
     port = int(extra["TLS_PORT"])
     if not _answers(info.host, port):
-        pytest.skip(f"nothing answers on the recorded TLS port {info.host}:{port}")
+        skip_missing(f"nothing answers on the recorded TLS port {info.host}:{port}")
     return TLSFacts(
         broker=info,
         host=extra.get("ADVERTISED_TLS_HOST", "localhost"),
@@ -118,7 +118,7 @@ def tls() -> TLSFacts:
 @pytest.fixture(scope="module")
 def external_user(tls: TLSFacts) -> str:
     if tls.external_user is None:
-        pytest.skip("the harness recorded no EXTERNAL_USER (creating it failed, see harness.log)")
+        skip_missing("the harness recorded no EXTERNAL_USER (creating it failed, see harness.log)")
     return tls.external_user
 
 
@@ -381,7 +381,7 @@ async def test_broker_sees_the_certificate_identity(tls: TLSFacts, external_user
         columns = ("user", "auth_mechanism", "ssl", "peer_cert_subject", "client_properties")
         listing = await _ctl(tls, "-q", "--formatter", "json", "list_stream_connections", *columns)
     if listing is None:
-        pytest.skip("the harness's rabbitmqctl wrapper (CTL) is not usable here (needs root)")
+        skip_missing("the harness's rabbitmqctl wrapper (CTL) is not usable here (needs root)")
     rows = [
         row
         for row in json.loads(listing)
@@ -505,6 +505,6 @@ async def test_a_plain_client_on_the_tls_port_gets_a_clear_error() -> None:
     broker = require("rabbitmq")
     port = broker.extra.get("TLS_PORT")
     if not port:
-        pytest.skip("the harness recorded no TLS listener")
+        skip_missing("the harness recorded no TLS listener")
     with pytest.raises(ConnectError, match=r"answered with TLS: use rabbitmq-stream\+tls://"):
         await rmq.connect(f"rabbitmq-stream://guest:guest@localhost:{port}/", timeout=5)

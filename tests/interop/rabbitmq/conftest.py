@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import streamwire.rabbitmq as rmq
-from tests.brokers import BrokerInfo, require
+from tests.brokers import BrokerInfo, require, skip_missing
 from tests.interop.rabbitmq._peers import credentials
 
 JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
@@ -124,10 +124,10 @@ def java_interop() -> JavaInterop:
     require("rabbitmq")  # no build when the broker is down anyway
     java = shutil.which("java")
     if java is None:
-        pytest.skip("Java interop: java is not on PATH")
+        skip_missing("Java interop: java is not on PATH")
     failure = _build_java()
     if failure is not None:
-        pytest.skip(f"Java interop: the helper in {JAVA_DIR} did not build: {failure}")
+        skip_missing(f"Java interop: the helper in {JAVA_DIR} did not build: {failure}")
     target = JAVA_DIR / "target"
     classpath = os.pathsep.join((str(target / "classes"), str(target / "dependency" / "*")))
     return JavaInterop(java, classpath)

@@ -154,3 +154,53 @@ def test_brokers_sh_runs_the_package(tmp_path: Path) -> None:
     usage = subprocess.run([str(BROKERS_SH)], env=env, capture_output=True, text=True, check=False)
     assert usage.returncode == 2
     assert "usage:" in usage.stderr
+
+
+@pytest.mark.parametrize(
+    ("require", "target", "fails", "code"),
+    [
+        ("", "all", ["nats"], 0),  # a developer's machine: report it and go on
+        ("1", "all", ["iggy"], 0),  # no registry has an Iggy server: optional in CI too
+        ("1", "all", ["nats", "iggy"], 1),
+        ("1", "all", [], 0),
+        ("1", "spark", ["spark"], 1),
+        ("", "spark", ["spark"], 1),  # a named lane that does not start always fails
+    ],
+)
+def test_up_fails_under_require_when_a_broker_does_not_start(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    require: str,
+    target: str,
+    fails: list[str],
+    code: int,
+) -> None:
+    started: list[str] = []
+
+    def lane(name: str) -> Callable[[lanes.Context], bool]:
+        def up(ctx: lanes.Context) -> bool:
+            started.append(name)
+            return ctx.unavailable(name, "did not start") if name in fails else True
+
+        return up
+
+    monkeypatch.setattr(cli, "PYTHON_UP", {name: lane(name) for name in config.KNOWN_TARGETS})
+    assert cli.main(["up", target], _env(tmp_path, STREAMWIRE_REQUIRE=require)) == code
+    assert started == cli.expand(target)  # every one is tried, failing or not
+    err = capsys.readouterr().err
+    must = [name for name in fails if name != "iggy"]
+    if require and must:
+        assert f"STREAMWIRE_REQUIRE=1 and {' '.join(must)} did not start: failing" in err
+    else:
+        assert "STREAMWIRE_REQUIRE" not in err
+
+
+def test_must_start_spares_only_the_optional_iggy_server() -> None:
+    failed = ["rabbitmq", "iggy", "spark-connect"]
+    assert config.must_start(failed, {"STREAMWIRE_REQUIRE": "true"}) == [
+        "rabbitmq",
+        "spark-connect",
+    ]
+    assert config.must_start(failed, {"STREAMWIRE_REQUIRE": "0"}) == []
+    assert config.must_start(failed, {}) == []
