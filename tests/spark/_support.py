@@ -98,6 +98,11 @@ class Target:
             name = name.partition("/")[0]  # the whole stream, with its topic
         asyncio.run(_delete(self.url, name, super_stream=self.super_stream))
 
+    def recreate_stream(self, name: str) -> None:
+        """Delete ``name`` and create it again, empty, under the same name."""
+        self.delete_stream(name)
+        asyncio.run(_create(self.url, name, self.partitions))
+
 
 async def _create(url: str, name: str, partitions: int) -> None:
     async with streamwire.connect(url, timeout=10.0) as client:

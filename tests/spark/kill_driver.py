@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--connect", action="append", default=[], metavar="N=JSON", help="connect_options"
     )
+    parser.add_argument("--timeout", type=float, default=60.0, help="the sink's timeout")
     args = parser.parse_args(argv)
     connect = {
         int(n): json.loads(options) for n, options in (c.split("=", 1) for c in args.connect)
@@ -67,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             F.col("id").cast("string").cast("binary").alias("key"),
         )
         sink = foreach_batch_sink(
-            url, stream, name="kill", chunk_rows=100, connect_options=connect.get(n)
+            url,
+            stream,
+            name="kill",
+            chunk_rows=100,
+            connect_options=connect.get(n),
+            timeout=args.timeout,
         )
         query = (
             out.writeStream.foreachBatch(sink)

@@ -32,6 +32,7 @@ from streamwire.spark.datasource import (
     ReadAllAvailable,
     ReadMaxBytes,
     ReadMaxRows,
+    StreamwirePartition,
 )
 from tests.spark._support import Target, publish, read_back, target
 
@@ -528,6 +529,95 @@ def test_offsets_retention_deleted_fail_the_read_unless_it_may_skip_them(
         assert sorted(r.offset for r in rows) == list(range(first, tail))
     finally:
         rabbitmq.delete_stream(stream)
+
+
+def test_offsets_retention_deletes_after_planning_fail_the_read_unless_it_may_skip_them(
+    rabbitmq: Target, caplog: pytest.LogCaptureFixture
+) -> None:
+    """failOnDataLoss at read time: a batch planned while its offsets were there, read after
+    retention deleted them (here: planned before the truncation, as a slow query's next
+    batch would be). The read fails naming them; with failOnDataLoss=false it reads what is
+    left and says what it skipped. Before, the read silently started at the first offset
+    still there."""
+    stream, first, tail = _truncated_stream(rabbitmq)
+    planned = StreamwirePartition(stream, 0, 0, tail)  # as planned before retention ran
+    try:
+        options = {"url": rabbitmq.url, "stream": stream}
+        reader = StreamwireDataSource(options).streamReader(None)
+        try:
+            with pytest.raises(DataLossError, match="between planning this batch and") as lost:
+                list(reader.read(planned))
+            assert lost.value.lost == {0: (0, first)}
+            assert f"partition 0: 0..{first - 1}" in str(lost.value)
+            # a range that starts where the partition now starts reads without a question
+            rest = StreamwirePartition(stream, 0, first, tail)
+            assert [r[5] for r in rows_of(reader.read(rest))] == list(range(first, tail))
+        finally:
+            reader.stop()
+
+        skipping = StreamwireDataSource({**options, "failOnDataLoss": "false"}).streamReader(None)
+        try:
+            with caplog.at_level("WARNING", logger="streamwire.spark.datasource"):
+                offsets = [r[5] for r in rows_of(skipping.read(planned))]
+            assert offsets == list(range(first, tail))
+            assert f"skipping {first} offsets deleted between planning" in caplog.text
+        finally:
+            skipping.stop()
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+@needs_admission_control
+def test_a_stream_recreated_below_the_checkpoint_fails_the_query_unless_it_may_start_over(
+    spark: Any, any_broker: Target, tmp_path: Path
+) -> None:
+    """A streaming query's stream deleted and created again (or reset) with fewer messages
+    than the checkpoint had read: its offsets now name other messages. The query fails
+    with DataLossError saying so; with failOnDataLoss=false it reads the new stream from
+    its start. Before, the reader kept the checkpoint's offsets (offsets never move
+    backwards) and waited there, silently, for the new stream to grow past them."""
+    stream = any_broker.new_stream("recreated")
+    checkpoint = tmp_path / "ckpt"
+    try:
+        publish(any_broker, stream, messages(10))
+        assert (
+            len([r for b in run_available_now(spark, any_broker, stream, checkpoint) for r in b])
+            == 10
+        )
+        any_broker.recreate_stream(stream)
+        publish(any_broker, stream, messages(3, start=100))
+
+        def run(**options: str) -> tuple[Any, list[Any]]:
+            rows: list[Any] = []
+            df = (
+                spark.readStream.format("streamwire")
+                .option("url", any_broker.url)
+                .option("stream", stream)
+                .options(**options)
+                .load()
+            )
+            query = (
+                df.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
+            try:
+                query.awaitTermination()
+            except Exception as exc:  # Spark's StreamingQueryException
+                return exc, rows
+            return None, rows
+
+        failure, rows = run()
+        assert failure is not None
+        assert rows == []
+        assert "DataLossError" in str(failure)
+        assert "deleted and created again, or reset" in str(failure)
+        failure, rows = run(failOnDataLoss="false")
+        assert failure is None
+        assert sorted(r.value for r in rows) == [m.value for m in messages(3, start=100)]
+    finally:
+        any_broker.delete_stream(stream)
 
 
 def test_min_partitions_reads_one_partition_in_several_tasks(spark: Any, rabbitmq: Target) -> None:

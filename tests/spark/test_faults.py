@@ -94,3 +94,62 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
             proxy.close()
         for name, t in lanes.items():
             t.delete_stream(streams[name])
+
+
+#: The sink's timeout in the stalled-link test, and how long the link stays silent.
+STALL_TIMEOUT, STALL = 5.0, 12.0
+
+
+def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_stores_every_row_once(
+    every_broker: dict[str, Target], tmp_path: Path
+) -> None:
+    """A black hole (bytes accepted, nothing forwarded, no reset) on every lane's link for
+    longer than the sink's timeout, half-way through the first micro-batch: the task waits
+    no longer than its timeout and fails with a timeout; its retries (``local[2,4]``) wait
+    out the silence, and once it heals the query completes with every row exactly once. What
+    the silent connections held is delivered when the link heals, as TCP retransmits it."""
+    lanes = {name: t for name, t in every_broker.items() if not t.super_stream}
+    streams = {name: t.new_stream("stall") for name, t in lanes.items()}
+    proxies: dict[str, ThreadedFaultProxy] = {}
+    job = None
+    try:
+        jobs, extra = [], ["--master", "local[2,4]", "--timeout", str(STALL_TIMEOUT)]
+        for n, (name, t) in enumerate(lanes.items()):
+            proxy, via, options = _through_proxy(t)
+            proxies[name] = proxy
+            jobs.append((via, streams[name]))
+            if options:
+                extra += ["--connect", f"{n}={json.dumps(options)}"]
+        write_input(tmp_path)
+        log = tmp_path / "job.log"
+        job = start_job(jobs, tmp_path, log, *extra)
+        silenced: dict[str, float] = {}
+        deadline = time.monotonic() + 600
+        while job.poll() is None and len(silenced) < len(lanes) and time.monotonic() < deadline:
+            for name, t in lanes.items():
+                if name not in silenced and stored(t, streams[name]) >= TOTAL // 6:
+                    proxies[name].blackhole(True)
+                    silenced[name] = time.monotonic()
+            time.sleep(0.02)
+        while job.poll() is None and any(time.monotonic() - at < STALL for at in silenced.values()):
+            for name, at in silenced.items():
+                if time.monotonic() - at >= STALL:
+                    proxies[name].blackhole(False)
+            time.sleep(0.1)
+        for proxy in proxies.values():
+            proxy.blackhole(False)
+        out = finish(job, log, timeout=600)
+        assert sorted(silenced) == sorted(lanes), (silenced, out[-2000:])
+        assert "TimeoutError" in out or "timed out" in out, out[-3000:]
+        for n, (name, t) in enumerate(lanes.items()):
+            check_stored(t, streams[name])
+            done = batches(out, n)
+            assert sum(b[1] for b in done) == TOTAL, (name, done)
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        for proxy in proxies.values():
+            proxy.close()
+        for name, t in lanes.items():
+            t.delete_stream(streams[name])

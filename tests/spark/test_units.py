@@ -3,6 +3,7 @@ the sink's column contract and pickling. No SparkSession, no broker."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import pickle
@@ -33,7 +34,9 @@ from streamwire.spark._offsets import (
 )
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
+from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SinkLayout, sink_layout
+from streamwire.spark.datasource import _store_progress
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -147,19 +150,24 @@ def test_admission_control_caps_proportionally_and_never_goes_backwards() -> Non
 def test_a_byte_limit_keeps_the_same_fraction_of_every_partition() -> None:
     sizes = {0: 100.0, 1: 300.0}
     # 10 and 10 available: 4 000 bytes; 2 000 allowed -> half of each
-    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 2000, sizes) == {0: 5, 1: 5}
+    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 2000, sizes, unsampled=1) == {0: 5, 1: 5}
     # within the limit: everything
-    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 4000, sizes) == {0: 10, 1: 10}
+    assert cap_bytes({0: 0, 1: 0}, {0: 10, 1: 10}, 4000, sizes, unsampled=1) == {0: 10, 1: 10}
     # a limit below one message still moves the partition with the most
-    assert cap_bytes({0: 0, 1: 4}, {0: 3, 1: 9}, 1, sizes) == {0: 0, 1: 5}
+    assert cap_bytes({0: 0, 1: 4}, {0: 3, 1: 9}, 1, sizes, unsampled=1) == {0: 0, 1: 5}
     # a partition without a sample counts as the mean of the others (200 bytes)
-    assert cap_bytes({0: 0, 1: 0, 2: 0}, {0: 4, 1: 4, 2: 4}, 1200, sizes) == {0: 2, 1: 2, 2: 2}
-    # nothing sampled: no estimate, no cut
-    assert cap_bytes({0: 0}, {0: 9}, 10, {}) == {0: 9}
+    assert cap_bytes({0: 0, 1: 0, 2: 0}, {0: 4, 1: 4, 2: 4}, 1200, sizes, unsampled=1) == {
+        0: 2,
+        1: 2,
+        2: 2,
+    }
+    # nothing sampled: no estimate, so a small batch (at most `unsampled` offsets each)
+    assert cap_bytes({0: 0, 1: 5}, {0: 900, 1: 6}, 10, {}, unsampled=100) == {0: 100, 1: 6}
+    assert cap_bytes({0: 7, 1: 0}, {0: 4, 1: 10}, 10, {}, unsampled=3) == {0: 7, 1: 3}
     # a partition with nothing to read keeps its offset, never going back
-    assert cap_bytes({0: 7, 1: 0}, {0: 4, 1: 10}, 1500, sizes) == {0: 7, 1: 5}
+    assert cap_bytes({0: 7, 1: 0}, {0: 4, 1: 10}, 1500, sizes, unsampled=1) == {0: 7, 1: 5}
     with pytest.raises(SparkConfigurationError):
-        cap_bytes({0: 0}, {0: 1}, 0, sizes)
+        cap_bytes({0: 0}, {0: 1}, 0, sizes, unsampled=1)
 
 
 @given(
@@ -176,7 +184,7 @@ def test_a_byte_limit_never_overshoots_more_than_one_message(
     start = {p: a for p, (a, _, _) in parts.items()}
     end = {p: a + n for p, (a, n, _) in parts.items()}
     sizes = {p: size for p, (_, _, size) in parts.items()}
-    out = cap_bytes(start, end, max_bytes, sizes)
+    out = cap_bytes(start, end, max_bytes, sizes, unsampled=100)
     assert all(start[p] <= out[p] <= end[p] for p in parts)
     taken = {p: out[p] - start[p] for p in parts}
     used = sum(taken[p] * sizes[p] for p in parts)
@@ -392,3 +400,35 @@ def test_speculative_execution_is_refused_for_exactly_once() -> None:
 def test_an_unknown_guarantee_is_refused_when_the_sink_is_made() -> None:
     with pytest.raises(SparkConfigurationError, match="guarantee must be one of"):
         foreach_batch_sink(URL, "s", guarantee="at-most-once")  # type: ignore[arg-type]
+
+
+# --- consumerName ------------------------------------------------------------------------
+
+
+def test_a_consumer_name_store_that_times_out_is_logged_not_raised(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checkpoint is what the query resumes from: a failed store of the progress under
+    ``consumerName`` is a WARNING. A store that timed out inside the coroutine (asyncio's
+    builtin TimeoutError) used to escape the StreamwireError handler and fail the commit."""
+
+    class SlowBroker:
+        async def store_offset(
+            self, stream: str, name: str, offset: int, *, partition: int | None = None
+        ) -> None:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(5)
+
+    rt = runtime()
+    try:
+        monkeypatch.setattr(rt, "with_client", lambda key, use: use(SlowBroker()))
+        opts = SourceOptions.parse(
+            {"url": "rabbitmq-stream://localhost", "stream": "s", "consumerName": "n"},
+            streaming=True,
+        )
+        with caplog.at_level("WARNING", logger="streamwire.spark.datasource"):
+            _store_progress(opts, "n", {0: 5})
+        assert "storing the progress of s as 'n' failed" in caplog.text
+        assert "timed out" in caplog.text
+    finally:
+        close_runtime()

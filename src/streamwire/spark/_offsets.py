@@ -134,19 +134,23 @@ def cap_bytes(
     end: Mapping[int, int],
     max_bytes: int,
     sizes: Mapping[int, float],
+    *,
+    unsampled: int,
 ) -> Offsets:
     """``end`` cut so that the offsets of ``[start, end)`` hold about ``max_bytes``, given
     each partition's estimated bytes per message (``sizes``; a partition without one counts
     as the mean of the others). When over, every partition keeps the same fraction of its
     offsets, rounded down, so each moves in step with the others; at least one offset is
-    kept in all (of the partition with the most) so a batch always makes progress. Never
-    moves a partition backwards, never past ``end``."""
+    kept in all (of the partition with the most) so a batch always makes progress. With no
+    estimate at all (the sample found no message), each partition moves at most
+    ``unsampled`` offsets: a small batch, never an unbounded one. Never moves a partition
+    backwards, never past ``end``."""
     if max_bytes < 1:
         raise SparkConfigurationError("maxBytesPerTrigger must be >= 1")
     available = {p: max(e - start.get(p, 0), 0) for p, e in end.items()}
     known = [sizes[p] for p in available if p in sizes]
     if not known:
-        return dict(sorted(end.items()))
+        return {p: start.get(p, 0) + min(n, unsampled) for p, n in sorted(available.items())}
     mean = sum(known) / len(known)
     total = sum(n * max(sizes.get(p, mean), 0.0) for p, n in available.items())
     if total <= max_bytes:

@@ -281,6 +281,7 @@ class _Losses:
         bounds: Mapping[int, tuple[int, int]],
     ) -> tuple[_offsets.Offsets, _offsets.Offsets]:
         """``(start, end)`` with the lost offsets left out, or a DataLossError."""
+        start = self.rewound(opts, start, end, bounds)
         gone = _offsets.lost(start, end, bounds)
         if not gone:
             return start, end
@@ -309,6 +310,84 @@ class _Losses:
         start = {**start, **{p: bounds[p][0] for p in gone if p in bounds}}
         end = {p: e for p, e in end.items() if p in bounds}
         return start, end
+
+    def rewound(
+        self,
+        opts: SourceOptions,
+        start: _offsets.Offsets,
+        end: Mapping[int, int],
+        bounds: Mapping[int, tuple[int, int]],
+    ) -> _offsets.Offsets:
+        """``start`` where a partition's end lies below it: the stream's tail went below
+        the checkpoint, so the stream was deleted and created again (or reset) since; what
+        the old one held past the checkpoint is gone and its offsets now name other
+        messages. A DataLossError, or (``failOnDataLoss=false``) that partition read again
+        from its earliest offset, logged and counted."""
+        behind = _behind(start, end)
+        if not behind:
+            return dict(start)
+        where = "; ".join(
+            f"partition {p}: tail {tail}, checkpoint at {at}" for p, (tail, at) in behind.items()
+        )
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"the tail of {opts.stream!r} is below the offsets this query already read "
+                f"({where}): the stream was deleted and created again, or reset, so the "
+                "checkpoint's offsets name other messages now and what the old stream held "
+                "after them is lost. Start the query with a new checkpoint, or set the option "
+                "failOnDataLoss=false to read such partitions again from their earliest "
+                "offset (logged and counted)",
+                {p: (tail, at) for p, (tail, at) in behind.items()},
+            )
+        self.skipped += sum(at - tail for tail, at in behind.values())
+        logger.warning(
+            "%s: the stream's tail is below the checkpoint (%s): recreated or reset; reading "
+            "those partitions again from their earliest offset (failOnDataLoss=false)",
+            opts.stream,
+            where,
+        )
+        return {**start, **{p: bounds.get(p, (0, 0))[0] for p in behind}}
+
+
+def _behind(start: Mapping[int, int], end: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """``{partition: (end, start)}`` where a partition's end lies below its start."""
+    return {p: (e, start[p]) for p, e in sorted(end.items()) if p in start and e < start[p]}
+
+
+def _read_gap(opts: SourceOptions, part: StreamwirePartition, first: int) -> None:
+    """The first message a read got is at ``first``, past the range's start: offsets
+    ``[start, first)`` hold no message. That is normal on RabbitMQ (offset-tracking chunks
+    take offsets), but when the partition's earliest offset is now past the start,
+    retention deleted them after the batch was planned: a DataLossError, or
+    (``failOnDataLoss=false``) a WARNING with the count. Asked once per read, only then."""
+    earliest = _bounds(opts).get(part.partition, (part.end, part.end))[0]
+    if earliest <= part.start:
+        return
+    stop = min(earliest, part.end)
+    count = stop - part.start
+    where = f"partition {part.partition}: {part.start}..{stop - 1}"
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            f"{count} offsets of {opts.stream!r} were deleted between planning this batch and "
+            f"reading it ({where}; the partition now starts at {earliest}): retention ran "
+            "meanwhile. Set the option failOnDataLoss=false to skip them (logged and counted), "
+            "or keep more of the stream (retention) than the query lags behind",
+            {part.partition: (part.start, stop)},
+        )
+    logger.warning(
+        "%s: skipping %d offsets deleted between planning this batch and reading it (%s; "
+        "failOnDataLoss=false)",
+        opts.stream,
+        count,
+        where,
+    )
+
+
+def _first_offset(item: Columns | list[streamwire.Message]) -> int:
+    if isinstance(item, Columns):
+        return int.from_bytes(item.offsets[:8], sys.byteorder, signed=True)
+    offset = item[0].offset
+    return -1 if offset is None else offset
 
 
 def _plan(opts: SourceOptions, start: _offsets.Offsets, end: _offsets.Offsets) -> list[Any]:
@@ -408,8 +487,10 @@ def read_range(
     consumer hands over put together into batches of up to ``_arrow.BATCH_ROWS`` rows
     (what is pending goes out when the read is done or a fetch finds nothing).
 
-    Offsets without a message (RabbitMQ offset-tracking chunks, retention) are simply not
-    there; the read ends at the first message at or past ``end - 1``. It fails with
+    Offsets without a message (RabbitMQ offset-tracking chunks) are simply not there; when
+    the first message comes past ``start``, the partition's earliest offset says whether
+    retention deleted the offsets before it since the batch was planned (``_read_gap``:
+    ``failOnDataLoss``). The read ends at the first message at or past ``end - 1``. It fails with
     :class:`streamwire.TimeoutError` when no message comes for ``timeout`` seconds."""
     rt, broker = runtime(), Broker.of(opts.url)
     start, end = part.start, part.end
@@ -431,6 +512,7 @@ def read_range(
     try:
         fetch = _fetch(consumer, end)
         progress = time.monotonic()
+        checked = False  # the first message's offset against the range's start
         while True:
             got = rt.call(fetch)
             if not got:
@@ -442,6 +524,11 @@ def read_range(
                     )
                 continue
             progress = time.monotonic()
+            if not checked:
+                checked = True
+                first = _first_offset(got[0])
+                if first > start:
+                    _read_gap(opts, part, first)
             for item in got:
                 if isinstance(item, Columns):
                     done = batcher.columns(item, start, end)
@@ -511,6 +598,11 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if start is None:  # pyspark < 4.2 calls latestOffset() without start or limit
             return _offsets.encode(opts.stream, tails)
         begin = _offsets.decode(opts.stream, start)
+        if _behind(begin, tails):  # the stream was recreated or reset: see _Losses.rewound
+            bounds = self._bounds or {}
+            if opts.fail_on_data_loss:
+                self._losses.rewound(opts, begin, tails, bounds)  # raises DataLossError
+            begin = {**begin, **{p: bounds.get(p, (0, 0))[0] for p in _behind(begin, tails)}}
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
             return _offsets.encode(opts.stream, _offsets.cap(begin, tails, None))
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
@@ -518,7 +610,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         end = _offsets.cap(begin, tails, max_rows)
         if max_bytes is not None:
             sizes = _message_sizes(opts, begin, end)
-            end = _offsets.cap_bytes(begin, end, max_bytes, sizes)
+            end = _offsets.cap_bytes(begin, end, max_bytes, sizes, unsampled=SIZE_SAMPLE)
         return _offsets.encode(opts.stream, end)
 
     def getDefaultReadLimit(self) -> Any:

@@ -23,7 +23,7 @@ from typing import TypeVar, TypeVarTuple
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from streamwire.errors import ClientStateError, ClosedError, TimeoutError
+from streamwire.errors import ClientStateError, ClosedError, StreamwireError, TimeoutError
 
 __all__ = ("SyncBridge",)
 
@@ -116,10 +116,20 @@ class SyncBridge:
         except concurrent.futures.CancelledError as exc:
             raise ClosedError(f"the SyncBridge {self.name!r} closed during the call") from exc
         except builtins.TimeoutError as exc:
-            if future.done():  # the coroutine itself raised a timeout error
+            if not future.done():  # the wait expired
+                future.cancel()
+                raise TimeoutError(
+                    f"call through {self.name!r} timed out after {timeout} s"
+                ) from exc
+            if future.cancelled() or future.exception() is not exc:
+                return self._result(future, 0)  # it ended as the wait expired: its outcome
+            if isinstance(exc, StreamwireError):
                 raise
-            future.cancel()
-            raise TimeoutError(f"call through {self.name!r} timed out after {timeout} s") from exc
+            # the coroutine's own (asyncio's, a library's) builtin TimeoutError: a streamwire
+            # one, so that callers' `except StreamwireError` sees it (still a TimeoutError)
+            raise TimeoutError(
+                f"call through {self.name!r}: an operation timed out ({exc or 'no detail'})"
+            ) from exc
 
     def close(self) -> None:
         """Cancel running calls, stop the loop and join its thread. Idempotent."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
+import concurrent.futures
 import threading
 
 import pytest
 
-from streamwire.errors import ClientStateError, ClosedError, TimeoutError
+from streamwire.errors import ClientStateError, ClosedError, StreamwireError, TimeoutError
 from streamwire.transport import SyncBridge, open_tcp
 
 
@@ -151,3 +153,62 @@ def test_network_io_through_the_bridge() -> None:
 
     with SyncBridge() as bridge:
         assert bridge.run(round_trip, timeout=10.0) == b"ping"
+
+
+def test_a_builtin_timeout_raised_inside_the_call_comes_out_as_a_streamwire_one() -> None:
+    """asyncio.timeout (or a library) inside the coroutine raises the builtin TimeoutError;
+    callers catch StreamwireError (the Spark source's consumerName store did, and the
+    builtin escaped it): it comes out as streamwire's TimeoutError, the cause kept."""
+
+    async def times_out() -> None:
+        async with asyncio.timeout(0.01):
+            await asyncio.sleep(5)
+
+    async def raises_ours() -> None:
+        raise TimeoutError("ours")
+
+    with SyncBridge() as bridge:
+        for timeout in (None, 5.0):
+            with pytest.raises(StreamwireError) as caught:
+                bridge.call(times_out, timeout=timeout)
+            assert isinstance(caught.value, TimeoutError)
+            assert type(caught.value.__cause__) is builtins.TimeoutError
+            with pytest.raises(TimeoutError, match="ours") as ours:
+                bridge.call(raises_ours, timeout=timeout)
+            assert ours.value.__cause__ is None
+
+
+def test_a_call_that_ends_as_its_wait_expires_gives_its_own_outcome() -> None:
+    """The wait for the result timing out while the call completes: its result (or its
+    error), not a timeout."""
+    bridge = SyncBridge()
+    done: concurrent.futures.Future[int] = concurrent.futures.Future()
+    done.set_result(7)
+    failed: concurrent.futures.Future[int] = concurrent.futures.Future()
+    failed.set_exception(ValueError("its own"))
+    assert bridge._result(_LateFuture(done), 0.01) == 7
+    with pytest.raises(ValueError, match="its own"):
+        bridge._result(_LateFuture(failed), 0.01)
+
+
+class _LateFuture(concurrent.futures.Future[int]):
+    """A future whose first wait times out although it is done (the race, made certain)."""
+
+    def __init__(self, inner: concurrent.futures.Future[int]) -> None:
+        super().__init__()
+        self._inner, self._waited = inner, False
+
+    def result(self, timeout: float | None = None) -> int:
+        if not self._waited:
+            self._waited = True
+            raise builtins.TimeoutError
+        return self._inner.result(timeout)
+
+    def done(self) -> bool:
+        return True
+
+    def cancelled(self) -> bool:
+        return False
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._inner.exception(timeout)
