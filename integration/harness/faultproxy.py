@@ -271,6 +271,10 @@ class ThreadedFaultProxy:
     def dropped(self) -> int:
         return self.proxy.dropped
 
+    @property
+    def connections_made(self) -> int:
+        return self.proxy.connections_made
+
     def cut(self, hold: float = 0.0) -> int:
         async def cut() -> int:
             return self.proxy.cut(hold)

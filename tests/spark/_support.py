@@ -247,3 +247,17 @@ def publish(t: Target, stream: str, messages: list[streamwire.Message]) -> None:
                 await producer.flush(30.0)
 
     asyncio.run(run())
+
+
+@dataclass(frozen=True)
+class PinnedAddress:
+    """A Liftbridge ``address_resolver`` that sends every broker address to one place (a
+    fault proxy in front of the server), so that no gRPC connection goes around it. A
+    frozen dataclass: it pickles to executors by reference and compares equal there, so
+    the worker's client cache (keyed by connect options) still finds its client."""
+
+    host: str
+    port: int
+
+    def __call__(self, host: str, port: int) -> tuple[str, int]:
+        return (self.host, self.port)

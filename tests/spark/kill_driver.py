@@ -38,16 +38,26 @@ def main(argv: list[str] | None = None) -> int:
         "--connect", action="append", default=[], metavar="N=JSON", help="connect_options"
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="the sink's timeout")
+    parser.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="N=HOST:PORT",
+        help="Liftbridge: every gRPC connection of query N goes to HOST:PORT (a proxy)",
+    )
     args = parser.parse_args(argv)
     connect = {
         int(n): json.loads(options) for n, options in (c.split("=", 1) for c in args.connect)
     }
-
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     from streamwire.spark import foreach_batch_sink
-    from tests.spark._support import spark_session
+    from tests.spark._support import PinnedAddress, spark_session
+
+    for n, address in (p.split("=", 1) for p in args.pin):
+        host, _, port = address.rpartition(":")
+        connect.setdefault(int(n), {})["address_resolver"] = PinnedAddress(host, int(port))
 
     spark = spark_session("streamwire-kill", args.master)
     print(f"app {spark.sparkContext.applicationId}", flush=True)

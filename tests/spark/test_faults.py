@@ -1,5 +1,6 @@
 """The foreachBatch sink through dirty cuts: a proxy in front of each broker (RabbitMQ with
-``load_balancer=True``, so every connection goes through it; Liftbridge's NATS link; Iggy)
+``load_balancer=True``, so every connection goes through it; Liftbridge's NATS link, and
+its gRPC link in a lane of its own; Iggy)
 cuts every connection three times, once in each micro-batch, dropping the bytes it holds
 (what the client wrote and its kernel acknowledged never reaches the broker) before it
 resets both sides. The query runs in ``local[2,4]`` (four attempts per task, as a
@@ -39,11 +40,25 @@ def _proxied(url: str, port: int) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _through_proxy(t: Target) -> tuple[ThreadedFaultProxy, Target, dict[str, object] | None]:
-    """A proxy in front of ``t``'s data path; ``t`` as the sink reaches it through the proxy,
-    and the connect options that keep every connection on it."""
+def _lanes(every_broker: dict[str, Target]) -> dict[str, Target]:
+    """The lanes of a fault test: each broker's plain streams, and Liftbridge twice: its NATS
+    link cut (``liftbridge``), and its gRPC link (``liftbridge-grpc``: metadata, and the
+    Subscribe a retry reads back with)."""
+    lanes = {name: t for name, t in every_broker.items() if not t.super_stream}
+    lanes["liftbridge-grpc"] = lanes["liftbridge"]
+    return lanes
+
+
+def _through_proxy(
+    name: str, t: Target
+) -> tuple[ThreadedFaultProxy, Target, dict[str, object] | None]:
+    """A proxy in front of lane ``name``'s link (see :func:`_lanes`); ``t`` as the sink
+    reaches it through the proxy, and the connect options that keep every connection on it."""
     parts = urlsplit(t.url)
-    if t.broker == "liftbridge":  # the NATS link carries the messages and their acks
+    if name == "liftbridge-grpc":  # every gRPC connection: metadata, Subscribe, PublishAsync
+        proxy = ThreadedFaultProxy(parts.hostname or "127.0.0.1", parts.port or 9292).start()
+        return proxy, replace(t, url=_proxied(t.url, proxy.port)), None
+    if name == "liftbridge":  # the NATS link carries the messages and their acks
         nats = urlsplit(parts.query.partition("nats=")[2])
         proxy = ThreadedFaultProxy(nats.hostname or "127.0.0.1", nats.port or 4222).start()
         query = f"nats=nats://127.0.0.1:{proxy.port}"
@@ -56,18 +71,20 @@ def _through_proxy(t: Target) -> tuple[ThreadedFaultProxy, Target, dict[str, obj
 def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
     every_broker: dict[str, Target], tmp_path: Path
 ) -> None:
-    lanes = {name: t for name, t in every_broker.items() if not t.super_stream}
+    lanes = _lanes(every_broker)
     streams = {name: t.new_stream("cut") for name, t in lanes.items()}
     proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
         jobs, extra = [], ["--master", "local[2,4]"]
         for n, (name, t) in enumerate(lanes.items()):
-            proxy, via, options = _through_proxy(t)
+            proxy, via, options = _through_proxy(name, t)
             proxies[name] = proxy
             jobs.append((via, streams[name]))
             if options:
                 extra += ["--connect", f"{n}={json.dumps(options)}"]
+            if name == "liftbridge-grpc":  # the brokers it learns of, through the proxy too
+                extra += ["--pin", f"{n}=127.0.0.1:{proxy.port}"]
         write_input(tmp_path)
         log = tmp_path / "job.log"
         job = start_job(jobs, tmp_path, log, *extra)
@@ -83,6 +100,7 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
         out = finish(job, log, timeout=600)
         for n, (name, t) in enumerate(lanes.items()):
             assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, out[-2000:])
+            assert proxies[name].connections_made > 0, name  # the link went through it
             check_stored(t, streams[name])
             done = batches(out, n)
             assert sum(b[1] for b in done) == TOTAL, (name, done)
@@ -100,6 +118,10 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
 STALL_TIMEOUT, STALL = 5.0, 12.0
 
 
+def _since(at: float) -> float:
+    return time.monotonic() - at
+
+
 def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_stores_every_row_once(
     every_broker: dict[str, Target], tmp_path: Path
 ) -> None:
@@ -108,40 +130,42 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
     no longer than its timeout and fails with a timeout; its retries (``local[2,4]``) wait
     out the silence, and once it heals the query completes with every row exactly once. What
     the silent connections held is delivered when the link heals, as TCP retransmits it."""
-    lanes = {name: t for name, t in every_broker.items() if not t.super_stream}
+    lanes = _lanes(every_broker)
     streams = {name: t.new_stream("stall") for name, t in lanes.items()}
     proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
         jobs, extra = [], ["--master", "local[2,4]", "--timeout", str(STALL_TIMEOUT)]
         for n, (name, t) in enumerate(lanes.items()):
-            proxy, via, options = _through_proxy(t)
+            proxy, via, options = _through_proxy(name, t)
             proxies[name] = proxy
             jobs.append((via, streams[name]))
             if options:
                 extra += ["--connect", f"{n}={json.dumps(options)}"]
+            if name == "liftbridge-grpc":  # the brokers it learns of, through the proxy too
+                extra += ["--pin", f"{n}=127.0.0.1:{proxy.port}"]
         write_input(tmp_path)
         log = tmp_path / "job.log"
         job = start_job(jobs, tmp_path, log, *extra)
         silenced: dict[str, float] = {}
+        healed: set[str] = set()
         deadline = time.monotonic() + 600
-        while job.poll() is None and len(silenced) < len(lanes) and time.monotonic() < deadline:
+        while job.poll() is None and len(healed) < len(lanes) and time.monotonic() < deadline:
             for name, t in lanes.items():
                 if name not in silenced and stored(t, streams[name]) >= TOTAL // 6:
                     proxies[name].blackhole(True)
                     silenced[name] = time.monotonic()
-            time.sleep(0.02)
-        while job.poll() is None and any(time.monotonic() - at < STALL for at in silenced.values()):
-            for name, at in silenced.items():
-                if time.monotonic() - at >= STALL:
+                elif name in silenced and name not in healed and _since(silenced[name]) >= STALL:
                     proxies[name].blackhole(False)
-            time.sleep(0.1)
+                    healed.add(name)
+            time.sleep(0.02)
         for proxy in proxies.values():
             proxy.blackhole(False)
         out = finish(job, log, timeout=600)
         assert sorted(silenced) == sorted(lanes), (silenced, out[-2000:])
         assert "TimeoutError" in out or "timed out" in out, out[-3000:]
         for n, (name, t) in enumerate(lanes.items()):
+            assert proxies[name].connections_made > 0, name  # the link went through it
             check_stored(t, streams[name])
             done = batches(out, n)
             assert sum(b[1] for b in done) == TOTAL, (name, done)

@@ -25,6 +25,8 @@ def token_url(broker: BrokerInfo) -> str:
 @pytest.fixture
 def oauth2_broker(broker: BrokerInfo) -> BrokerInfo:
     reason = oauth2_reason(broker)
+    if reason is not None and broker.name == "rabbitmq310":
+        pytest.skip(f"{reason}: the harness sets up OAuth 2 on the 4.x lanes only")
     if reason is not None:
         skip_missing(reason)
     return broker
