@@ -9,7 +9,7 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster unit lint format demo bench fuzz soak clean
+.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster test-faults unit lint format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
@@ -21,6 +21,7 @@ help:
 	@echo "make matrix  unit + property tests on every other CPython, from its wheel, both cores"
 	@echo "make spark-matrix  the Spark suite on pyspark 4.0 beside the pinned 4.x (brokers up)"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
+	@echo "make test-faults   the fault workloads, SEEDS=20 runs per broker and fault class, and their table"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
 	@echo "make soak    bounded mixed publish/consume load, RSS over time (SOAK_SECONDS)"
@@ -101,6 +102,16 @@ test: venv dist
 	@echo "[test] $$(date -u +%T) the whole suite less both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python"
 	STREAMWIRE_PURE=1 STREAMWIRE_TEST_RABBITMQ_LANES=rabbitmq \
 	  $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark $(PYTEST_ARGS)
+
+# The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
+# under every proxy fault class (make test runs one); each run's report goes to .faults/, and
+# their table is printed whatever the outcome.
+SEEDS ?= 20
+test-faults: venv brokers
+	@rm -rf .faults; status=0; \
+	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_RESULTS=$(CURDIR)/.faults \
+	  $(PY) -m pytest tests/faults $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m tests.faults.table .faults; exit $$status
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.

@@ -4,8 +4,9 @@
 dirty, black holes, refusals, latency, bandwidth), re-exported for the tests that import it
 from here.
 
-Also here, for fault scenarios: :func:`wait_until` (a condition, within a time limit) and
-:class:`LeakCheck` (no task or socket left behind after close).
+Also here, for fault scenarios: :func:`wait_until` (a condition, within a time limit),
+:func:`proxied` (a URL with its address replaced by a proxy's) and :class:`LeakCheck` (no
+task or socket left behind after close).
 """
 
 from __future__ import annotations
@@ -15,12 +16,22 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 from integration.harness.faultproxy import FaultProxy
 from tests.holders import describe_grpc_holders
 from tests.sockets import describe_sockets, open_sockets
 
-__all__ = ("FaultProxy", "LeakCheck", "wait_until")
+__all__ = ("FaultProxy", "LeakCheck", "proxied", "wait_until")
+
+
+def proxied(url: str, port: int) -> str:
+    """``url`` with its address replaced by a proxy's on 127.0.0.1:``port`` (the user
+    name, password, path and query kept)."""
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def wait_until(

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from integration.harness.faultproxy import ThreadedFaultProxy
+from tests.proxy import proxied
 from tests.spark._jobs import TOTAL, batches, check_stored, finish, start_job, stored, write_input
 from tests.spark._support import Target
 
@@ -30,14 +31,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(90
 CUT_AT = (0.2, 0.5, 0.8)
 #: How long a dirty cut reads and drops what the peers write before it resets them.
 HOLD = 0.3
-
-
-def _proxied(url: str, port: int) -> str:
-    """``url`` with its address replaced by the proxy's."""
-    parts = urlsplit(url)
-    auth = parts.netloc.rpartition("@")[0]
-    netloc = f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _lanes(every_broker: dict[str, Target]) -> dict[str, Target]:
@@ -57,7 +50,7 @@ def _through_proxy(
     parts = urlsplit(t.url)
     if name == "liftbridge-grpc":  # every gRPC connection: metadata, Subscribe, PublishAsync
         proxy = ThreadedFaultProxy(parts.hostname or "127.0.0.1", parts.port or 9292).start()
-        return proxy, replace(t, url=_proxied(t.url, proxy.port)), None
+        return proxy, replace(t, url=proxied(t.url, proxy.port)), None
     if name == "liftbridge":  # the NATS link carries the messages and their acks
         nats = urlsplit(parts.query.partition("nats=")[2])
         proxy = ThreadedFaultProxy(nats.hostname or "127.0.0.1", nats.port or 4222).start()
@@ -65,7 +58,7 @@ def _through_proxy(
         return proxy, replace(t, url=urlunsplit(parts._replace(query=query))), None
     proxy = ThreadedFaultProxy(parts.hostname or "127.0.0.1", parts.port or 0).start()
     options: dict[str, object] | None = {"load_balancer": True} if t.broker == "rabbitmq" else None
-    return proxy, replace(t, url=_proxied(t.url, proxy.port)), options
+    return proxy, replace(t, url=proxied(t.url, proxy.port)), options
 
 
 def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(

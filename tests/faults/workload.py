@@ -1,0 +1,223 @@
+"""One workload, the same code on every broker through ``streamwire.connect``, run while a
+nemesis injects one fault class through the fault proxy in front of the broker's data link,
+recorded in a :class:`~integration.harness.history.History` and checked against the stream
+read back whole afterwards.
+
+* **Producer** (a user's retry loop): messages go out in rounds of :data:`ROUND`, a
+  :data:`PAUSE` apart, through a producer opened for the round; every send,
+  acknowledgement and failure is recorded; what was not acknowledged is sent again in the
+  next round, with the same id. On RabbitMQ the producer is named and each message keeps
+  its publishing id across retries, so the broker deduplicates (a run there promises no
+  duplicates); elsewhere a retry of an unknown outcome may store a message twice
+  (reported, not a failure), and so may the client's own resending after a reconnect.
+* **Consumer**: reads the first half, stores the offset under its name, closes; opens
+  again with ``offset="next"`` and reads on (a resume the checker holds to the stored
+  offset).
+* **Nemesis**: the fault, seeded: after a random number of acknowledged messages, for a
+  random time (``cut``: a dirty cut at a random byte of the upstream traffic that
+  follows, so that it drops bytes in flight; ``blackhole``: nothing forwarded, no reset,
+  then healed; ``slow``: 50 ms per forwarded chunk, then back to normal), once during
+  production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import streamwire
+from integration.harness.faultproxy import FaultProxy
+from integration.harness.history import History, Report, Stored, check
+from tests.proxy import wait_until
+
+__all__ = ("FAULTS", "ROUND", "Lane", "Outcome", "run")
+
+Fault = Literal["cut", "blackhole", "slow"]
+FAULTS: tuple[Fault, ...] = ("cut", "blackhole", "slow")
+
+#: Messages per producer round, and the pause between rounds: production takes about a
+#: second per 1,000 messages, so the nemesis's fault lands while messages are in flight.
+ROUND, PAUSE = 50, 0.05
+#: Seconds one round (open, send, confirmations, close) may take before what it did not
+#: confirm counts as unknown.
+ROUND_TIMEOUT = 20.0
+#: Seconds the whole production may take.
+PRODUCE_BUDGET = 180.0
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A broker as the workload reaches it: ``url`` (direct), the address the proxy fronts,
+    how a URL through the proxy is made, and connect options for it."""
+
+    name: str
+    url: str
+    upstream: tuple[str, int]
+    through: Callable[[int], str]  # the URL through the proxy on that port
+    options: Mapping[str, Any] = field(default_factory=dict)
+    topic: bool = False  # Iggy: a stream's messages live in a topic ("stream/topic")
+
+    def stream(self, base: str) -> str:
+        return f"{base}/t" if self.topic else base
+
+    def drop(self, stream: str) -> str:
+        """What to delete to remove ``stream`` (Iggy: the stream with its topic)."""
+        return stream.partition("/")[0] if self.topic else stream
+
+
+@dataclass
+class Outcome:
+    report: Report
+    deduplicating: bool
+    history: History
+    final: list[Stored]
+
+
+def _id(message: streamwire.Message) -> str:
+    return message.value.decode()
+
+
+async def _round(
+    client: Any, stream: str, name: str, batch: list[tuple[int, str]], history: History
+) -> set[str]:
+    """Send ``batch`` ((publishing id, id) pairs) through a producer opened for the round;
+    the ids acknowledged."""
+    acked: set[str] = set()
+    resolved: set[str] = set()
+    futures: dict[str, asyncio.Future[streamwire.Confirmation]] = {}
+    try:
+        async with asyncio.timeout(ROUND_TIMEOUT):
+            async with client.producer(stream, name=name) as producer:
+                dedup = isinstance(producer, streamwire.DeduplicatingProducer)
+                for pid, msg_id in batch:
+                    history.send(name, msg_id)
+                    if dedup:
+                        futures[msg_id] = await producer.send(msg_id.encode(), publishing_id=pid)
+                    else:
+                        futures[msg_id] = await producer.send(msg_id.encode())
+                for msg_id, future in futures.items():
+                    try:
+                        confirmation = await future
+                    except streamwire.StreamwireError as exc:
+                        history.unknown(name, msg_id, exc)
+                    else:
+                        history.ack(name, msg_id, confirmation.partition or 0, confirmation.offset)
+                        acked.add(msg_id)
+                    resolved.add(msg_id)
+    except (streamwire.StreamwireError, TimeoutError) as exc:
+        for msg_id in futures:  # sent, no outcome seen: unknown (what was not sent: nothing)
+            if msg_id not in resolved:
+                history.unknown(name, msg_id, exc)
+    return acked
+
+
+async def _produce(lane: Lane, url: str, stream: str, ids: list[str], history: History) -> None:
+    name = f"{stream}-producer"
+    pending = [(i + 1, msg_id) for i, msg_id in enumerate(ids)]
+    async with asyncio.timeout(PRODUCE_BUDGET):
+        while pending:
+            try:
+                async with streamwire.connect(url, timeout=5, **lane.options) as client:
+                    while pending:
+                        batch = pending[:ROUND]
+                        acked = await _round(client, stream, name, batch, history)
+                        pending = [p for p in pending if p[1] not in acked]
+                        await asyncio.sleep(PAUSE)
+                        if len(acked) < len(batch):
+                            await asyncio.sleep(0.2)
+                            break  # a fresh client: the old one may hold a dead link
+            except streamwire.StreamwireError:
+                await asyncio.sleep(0.2)
+
+
+async def _consume(url: str, stream: str, history: History, total: int) -> None:
+    """Read half, store, close; resume with "next" and read the rest."""
+    name = f"{stream}-consumer"
+    seen = 0
+    async with streamwire.connect(url, timeout=10) as client:
+        last, partition = -1, 0
+        async with client.consumer(stream, offset="first", name=name) as consumer:
+            async with asyncio.timeout(60):
+                while seen < total // 2:
+                    for m in await consumer.next_batch(max_messages=total // 2 - seen, timeout=5):
+                        history.read(name, _id(m), m.partition or 0, m.offset or 0)
+                        last, partition, seen = m.offset or 0, m.partition or 0, seen + 1
+            await client.store_offset(stream, name, last, partition=partition)
+            history.store(name, partition, last)
+        history.resume(name, partition, last)
+        async with client.consumer(stream, offset="next", name=name) as consumer:
+            batch = await consumer.next_batch(max_messages=10, timeout=10)
+            for m in batch:
+                history.read(name, _id(m), m.partition or 0, m.offset or 0)
+
+
+async def _final(url: str, stream: str) -> list[Stored]:
+    """The stream read back whole (the workload's streams have one partition)."""
+    async with streamwire.connect(url, timeout=10) as client:
+        assert isinstance(client, streamwire.Bounded)
+        ((partition, bounds),) = (await client.offset_bounds(stream)).items()
+        out: list[Stored] = []
+        async with client.consumer(stream, offset="first") as consumer:
+            last = bounds.first - 1
+            async with asyncio.timeout(60):
+                while last < bounds.next - 1:
+                    for m in await consumer.next_batch(max_messages=5000, timeout=5):
+                        out.append(Stored(partition, m.offset or 0, _id(m)))
+                        last = m.offset or 0
+        return out
+
+
+async def _nemesis(
+    proxy: FaultProxy, fault: Fault, rng: random.Random, history: History, acked: Any, total: int
+) -> None:
+    at = rng.randint(total // 10, total * 6 // 10)
+    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    lasting = rng.uniform(1.0, 4.0)
+    history.fault(fault)
+    if fault == "cut":  # at a byte of the next round's upstream traffic: bytes in flight
+        cuts = len(proxy.cuts)
+        proxy.cut_at(proxy.bytes_up + rng.randint(1, 4000), hold=min(lasting, 1.0))
+        await wait_until(lambda: len(proxy.cuts) > cuts, PRODUCE_BUDGET, "the cut")
+        await asyncio.sleep(min(lasting, 1.0))
+    elif fault == "blackhole":
+        proxy.blackhole(True)
+        await asyncio.sleep(lasting)
+        proxy.blackhole(False)
+    else:
+        proxy.latency = 0.05
+        await asyncio.sleep(lasting)
+        proxy.latency = 0.0
+    history.heal(fault)
+
+
+async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> Outcome:
+    """The workload on ``lane`` under ``fault``, seeded; the checked outcome."""
+    rng = random.Random(seed)
+    stream = lane.stream(f"faults-{lane.name}-{fault}-{seed}-{rng.getrandbits(32):08x}")
+    history = History()
+    async with streamwire.connect(lane.url, timeout=10) as admin:
+        await admin.create_stream(stream)
+    try:
+        async with FaultProxy(*lane.upstream) as proxy:
+            ids = [f"{seed}-{i}" for i in range(messages)]
+
+            def acked() -> int:
+                return sum(1 for e in history.events if e.kind == "ack")
+
+            nemesis = asyncio.create_task(_nemesis(proxy, fault, rng, history, acked, messages))
+            try:
+                await _produce(lane, lane.through(proxy.port), stream, ids, history)
+                await asyncio.wait_for(nemesis, 30)  # it heals on its own
+            finally:
+                nemesis.cancel()
+                proxy.blackhole(False)
+                proxy.latency = 0.0
+            await _consume(lane.url, stream, history, messages)
+        final = await _final(lane.url, stream)
+        return Outcome(check(history, final), lane.name == "rabbitmq", history, final)
+    finally:
+        async with streamwire.connect(lane.url, timeout=10) as admin:
+            await admin.delete_stream(lane.drop(stream), missing_ok=True)
