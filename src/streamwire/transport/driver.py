@@ -182,6 +182,10 @@ class Driver(Generic[M, E, K]):
             raise
         except StreamwireError as exc:
             self._fail(exc)
+        except Exception as exc:  # a bug: without the timer no heartbeat or deadline fires,
+            # and a dead link would go unnoticed; end the connection, loudly, as the reader does
+            logger.exception("%s timer for %s failed", self.wire, self.address)
+            self._fail(ConnectionClosed(f"timer failed: {exc!r}"), cause=exc)
 
     def _deadline_moved(self) -> None:
         """Wake the timer if the machine's next deadline now comes before the time the timer

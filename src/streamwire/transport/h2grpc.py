@@ -197,10 +197,31 @@ class GrpcStreamProtocol(Generic[_T]):
         _resolve(self.opened, None)
 
     def _deliver(self, messages: list[_T], nbytes: int) -> None:
-        self._sink.deliver(messages, nbytes)
+        if self.ended.done():
+            return
+        try:
+            self._sink.deliver(messages, nbytes)
+        except Exception as exc:
+            self._sink_failed(exc)
 
     def _has_room(self) -> bool:
-        return self._sink.credit()
+        if self.ended.done():
+            return False
+        try:
+            return self._sink.credit()
+        except Exception as exc:
+            self._sink_failed(exc)
+            return False
+
+    def _sink_failed(self, exc: Exception) -> None:
+        """The sink raised (a bug in what reads this call): this call ends INTERNAL with
+        RST_STREAM, and the calls sharing its connection go on (the exception used to reach
+        the connection's reader and end every call on it)."""
+        logger.error("gRPC call %s: its reader failed; ending this call", self.path, exc_info=exc)
+        channel = self.channel
+        if channel is not None:
+            channel.reset(self.stream_id)
+        self._end(CallEnded(Status.INTERNAL, f"the call's reader failed: {exc!r}"), exc)
 
     def _flushed(self) -> None:
         """Send windows opened (a call that writes wakes its writers)."""
@@ -406,7 +427,7 @@ class H2Channel(Driver[H2Machine, Event, int]):
                 return
         # credit every call whose reader has room (also one inside a message larger than
         # the window: it must be credited before it can complete)
-        for sid, call in calls.items():
+        for sid, call in list(calls.items()):  # a sink that fails leaves `calls`
             if machine.credit_owed(sid) and call._has_room():
                 machine.credit(sid)
 

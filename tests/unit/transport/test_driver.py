@@ -197,3 +197,26 @@ async def test_a_cancelled_close_aborts(conn: ToyConnection) -> None:
     async with asyncio.timeout(5):
         await conn.close()  # again: waits for the tasks to end
     assert all(task.done() for task in conn._tasks)
+
+
+async def test_a_bug_in_the_timer_ends_the_connection_loudly(
+    conn: ToyConnection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The timer drives heartbeats and deadlines: a foreign exception there used to end the
+    timer task quietly while the connection lived on, so a dead link went unnoticed. Now the
+    connection ends with ConnectionClosed (its cause kept) and every waiter hears it."""
+
+    def broken(now: float) -> list[Event]:
+        raise RuntimeError("machine bug")
+
+    waiting = asyncio.create_task(conn.ask(7))
+    await asyncio.sleep(0)
+    conn.machine.advance_time = broken  # type: ignore[method-assign]
+    conn.machine.deadline = asyncio.get_running_loop().time()
+    conn._wakeup.set()
+    with pytest.raises(ConnectionClosed, match="timer failed"):
+        await asyncio.wait_for(waiting, 5)
+    assert isinstance(conn.error, ConnectionClosed)
+    assert isinstance(conn.error.__cause__, RuntimeError)
+    assert "toy timer for toy:1 failed" in caplog.text
+    await conn.close()

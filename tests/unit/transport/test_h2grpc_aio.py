@@ -265,3 +265,45 @@ async def test_a_closed_pool_ends_its_calls(grpc_server: tuple[Service, int]) ->
     with pytest.raises(Exception, match="closed"):
         await _call(pool, port, "Count", b"1", Collect())
     assert isinstance(ended, CallEnded)
+
+
+class Broken(Collect):
+    """A sink with a bug: it raises on the first messages it gets."""
+
+    def deliver(self, messages: list[bytes], nbytes: int) -> None:
+        raise RuntimeError("sink bug")
+
+
+async def test_a_failing_sink_ends_its_own_call_only(
+    grpc_server: tuple[Service, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One call's reader raising used to reach the connection's reader and end every call
+    multiplexed on it; now its own call ends INTERNAL (RST_STREAM) and the others go on."""
+    service, port = grpc_server
+    pool = H2Pool()
+    try:
+        good = Collect()
+        hanging = await _call(pool, port, "Hang", b"", good)
+        async with asyncio.timeout(BUDGET):
+            await good.arrived.wait()
+        bad = await _call(pool, port, "Count", b"50", Broken())
+        assert bad.channel is hanging.channel
+        async with asyncio.timeout(BUDGET):
+            ended = await bad.ended
+        assert ended.code == Status.INTERNAL
+        assert "sink bug" in ended.message
+        assert isinstance(bad.failure, RuntimeError)
+        assert "its reader failed" in caplog.text
+        # the other call on the connection is still open, and a new one works beside it
+        assert not hanging.ended.done()
+        after = Collect()
+        third = await _call(pool, port, "Count", b"3", after)
+        assert third.channel is hanging.channel
+        async with asyncio.timeout(BUDGET):
+            assert (await third.ended).code == Status.OK
+        assert after.messages == [b"0", b"1", b"2"]
+        hanging.cancel()
+        async with asyncio.timeout(BUDGET):
+            await service.cancelled.wait()
+    finally:
+        await pool.aclose()
