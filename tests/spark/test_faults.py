@@ -10,11 +10,14 @@ input, read back whole, is checked for loss and duplication (``check_stored``)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -61,42 +64,59 @@ def _through_proxy(
     return proxy, replace(t, url=proxied(t.url, proxy.port)), options
 
 
-def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
-    every_broker: dict[str, Target], tmp_path: Path
-) -> None:
+@dataclass
+class ProxiedJob:
+    """A driver running one query per lane (see :func:`_lanes`), each lane's link through a
+    fault proxy of its own."""
+
+    lanes: dict[str, Target]
+    streams: dict[str, str]
+    proxies: dict[str, ThreadedFaultProxy]
+    job: subprocess.Popen[bytes]
+    log: Path
+
+    def running(self, deadline: float) -> bool:
+        return self.job.poll() is None and time.monotonic() < deadline
+
+    def finish(self) -> str:
+        for proxy in self.proxies.values():
+            proxy.blackhole(False)
+        return finish(self.job, self.log, timeout=600)
+
+    def check_every_lane(self, out: str) -> None:
+        """Every lane's link went through its proxy, every row is stored exactly once, and
+        every micro-batch reported all its rows."""
+        for n, (name, t) in enumerate(self.lanes.items()):
+            assert self.proxies[name].connections_made > 0, name
+            check_stored(t, self.streams[name])
+            done = batches(out, n)
+            assert sum(b[1] for b in done) == TOTAL, (name, done)
+
+
+@contextlib.contextmanager
+def proxied_job(
+    every_broker: dict[str, Target], tmp_path: Path, prefix: str, *extra: str
+) -> Iterator[ProxiedJob]:
+    """:class:`ProxiedJob` in ``local[2,4]``; afterwards the driver killed if it still
+    runs, the proxies closed and the streams deleted."""
     lanes = _lanes(every_broker)
-    streams = {name: t.new_stream("cut") for name, t in lanes.items()}
+    streams = {name: t.new_stream(prefix) for name, t in lanes.items()}
     proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
-        jobs, extra = [], ["--master", "local[2,4]"]
+        jobs, args = [], ["--master", "local[2,4]", *extra]
         for n, (name, t) in enumerate(lanes.items()):
             proxy, via, options = _through_proxy(name, t)
             proxies[name] = proxy
             jobs.append((via, streams[name]))
             if options:
-                extra += ["--connect", f"{n}={json.dumps(options)}"]
+                args += ["--connect", f"{n}={json.dumps(options)}"]
             if name == "liftbridge-grpc":  # the brokers it learns of, through the proxy too
-                extra += ["--pin", f"{n}=127.0.0.1:{proxy.port}"]
+                args += ["--pin", f"{n}=127.0.0.1:{proxy.port}"]
         write_input(tmp_path)
         log = tmp_path / "job.log"
-        job = start_job(jobs, tmp_path, log, *extra)
-        pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in lanes}
-        deadline = time.monotonic() + 600
-        while job.poll() is None and any(pending.values()) and time.monotonic() < deadline:
-            for name, t in lanes.items():
-                marks = pending[name]
-                if marks and stored(t, streams[name]) >= marks[0]:
-                    marks.pop(0)
-                    proxies[name].cut(hold=HOLD)
-            time.sleep(0.02)
-        out = finish(job, log, timeout=600)
-        for n, (name, t) in enumerate(lanes.items()):
-            assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, out[-2000:])
-            assert proxies[name].connections_made > 0, name  # the link went through it
-            check_stored(t, streams[name])
-            done = batches(out, n)
-            assert sum(b[1] for b in done) == TOTAL, (name, done)
+        job = start_job(jobs, tmp_path, log, *args)
+        yield ProxiedJob(lanes, streams, proxies, job, log)
     finally:
         if job is not None and job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
@@ -105,68 +125,55 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
             proxy.close()
         for name, t in lanes.items():
             t.delete_stream(streams[name])
+
+
+def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
+    every_broker: dict[str, Target], tmp_path: Path
+) -> None:
+    with proxied_job(every_broker, tmp_path, "cut") as run:
+        pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in run.lanes}
+        deadline = time.monotonic() + 600
+        while run.running(deadline) and any(pending.values()):
+            for name, t in run.lanes.items():
+                marks = pending[name]
+                if marks and stored(t, run.streams[name]) >= marks[0]:
+                    marks.pop(0)
+                    run.proxies[name].cut(hold=HOLD)
+            time.sleep(0.02)
+        out = run.finish()
+        for name, proxy in run.proxies.items():
+            assert len(proxy.cuts) == len(CUT_AT), (name, proxy.cuts, out[-2000:])
+        run.check_every_lane(out)
 
 
 #: The sink's timeout in the stalled-link test, and how long the link stays silent.
 STALL_TIMEOUT, STALL = 5.0, 12.0
 
 
-def _since(at: float) -> float:
-    return time.monotonic() - at
-
-
 def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_stores_every_row_once(
     every_broker: dict[str, Target], tmp_path: Path
 ) -> None:
     """A black hole (bytes accepted, nothing forwarded, no reset) on every lane's link for
-    longer than the sink's timeout, half-way through the first micro-batch: the task waits
-    no longer than its timeout and fails with a timeout; its retries (``local[2,4]``) wait
-    out the silence, and once it heals the query completes with every row exactly once. What
-    the silent connections held is delivered when the link heals, as TCP retransmits it."""
-    lanes = _lanes(every_broker)
-    streams = {name: t.new_stream("stall") for name, t in lanes.items()}
-    proxies: dict[str, ThreadedFaultProxy] = {}
-    job = None
-    try:
-        jobs, extra = [], ["--master", "local[2,4]", "--timeout", str(STALL_TIMEOUT)]
-        for n, (name, t) in enumerate(lanes.items()):
-            proxy, via, options = _through_proxy(name, t)
-            proxies[name] = proxy
-            jobs.append((via, streams[name]))
-            if options:
-                extra += ["--connect", f"{n}={json.dumps(options)}"]
-            if name == "liftbridge-grpc":  # the brokers it learns of, through the proxy too
-                extra += ["--pin", f"{n}=127.0.0.1:{proxy.port}"]
-        write_input(tmp_path)
-        log = tmp_path / "job.log"
-        job = start_job(jobs, tmp_path, log, *extra)
+    longer than the sink's timeout, a sixth of the way into the input: the task waits no
+    longer than its timeout and fails with a timeout; its retries (``local[2,4]``) wait out
+    the silence, and once it heals the query completes with every row exactly once. What the
+    silent connections held is delivered the moment the link heals, before the retry's own
+    writes (a retransmission later than the retry's read-back is condition 5 of
+    docs/spark.md's guarantees, not modelled here)."""
+    with proxied_job(every_broker, tmp_path, "stall", "--timeout", str(STALL_TIMEOUT)) as run:
         silenced: dict[str, float] = {}
         healed: set[str] = set()
         deadline = time.monotonic() + 600
-        while job.poll() is None and len(healed) < len(lanes) and time.monotonic() < deadline:
-            for name, t in lanes.items():
-                if name not in silenced and stored(t, streams[name]) >= TOTAL // 6:
-                    proxies[name].blackhole(True)
+        while run.running(deadline) and len(healed) < len(run.lanes):
+            for name, t in run.lanes.items():
+                if name not in silenced and stored(t, run.streams[name]) >= TOTAL // 6:
+                    run.proxies[name].blackhole(True)
                     silenced[name] = time.monotonic()
-                elif name in silenced and name not in healed and _since(silenced[name]) >= STALL:
-                    proxies[name].blackhole(False)
+                elif name in silenced and time.monotonic() - silenced[name] >= STALL:
+                    run.proxies[name].blackhole(False)
                     healed.add(name)
             time.sleep(0.02)
-        for proxy in proxies.values():
-            proxy.blackhole(False)
-        out = finish(job, log, timeout=600)
-        assert sorted(silenced) == sorted(lanes), (silenced, out[-2000:])
+        out = run.finish()
+        assert sorted(silenced) == sorted(run.lanes), (silenced, out[-2000:])
         assert "TimeoutError" in out or "timed out" in out, out[-3000:]
-        for n, (name, t) in enumerate(lanes.items()):
-            assert proxies[name].connections_made > 0, name  # the link went through it
-            check_stored(t, streams[name])
-            done = batches(out, n)
-            assert sum(b[1] for b in done) == TOTAL, (name, done)
-    finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
-        for proxy in proxies.values():
-            proxy.close()
-        for name, t in lanes.items():
-            t.delete_stream(streams[name])
+        run.check_every_lane(out)

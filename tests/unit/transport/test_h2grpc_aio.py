@@ -134,6 +134,15 @@ async def _call(
     )
 
 
+async def _hanging_call(pool: H2Pool, port: int) -> GrpcStreamProtocol[bytes]:
+    """A call of "Hang" on ``pool``, once its first message arrived (then it waits)."""
+    sink = Collect()
+    call = await _call(pool, port, "Hang", b"", sink)
+    async with asyncio.timeout(BUDGET):
+        await sink.arrived.wait()
+    return call
+
+
 async def test_calls_share_one_connection_and_end_ok(grpc_server: tuple[Service, int]) -> None:
     _, port = grpc_server
     pool = H2Pool()
@@ -235,10 +244,7 @@ async def test_a_cancelled_call_is_cancelled_at_the_server_and_the_other_goes_on
     service, port = grpc_server
     pool = H2Pool()
     try:
-        hung_sink = Collect()
-        hung = await _call(pool, port, "Hang", b"", hung_sink)
-        async with asyncio.timeout(BUDGET):
-            await hung_sink.arrived.wait()
+        hung = await _hanging_call(pool, port)
         hung.cancel()
         assert (await hung.ended).code == Status.CANCELLED
         async with asyncio.timeout(BUDGET):
@@ -282,10 +288,7 @@ async def test_a_failing_sink_ends_its_own_call_only(
     service, port = grpc_server
     pool = H2Pool()
     try:
-        good = Collect()
-        hanging = await _call(pool, port, "Hang", b"", good)
-        async with asyncio.timeout(BUDGET):
-            await good.arrived.wait()
+        hanging = await _hanging_call(pool, port)
         bad = await _call(pool, port, "Count", b"50", Broken())
         assert bad.channel is hanging.channel
         async with asyncio.timeout(BUDGET):
