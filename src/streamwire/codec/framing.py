@@ -148,7 +148,7 @@ class FrameAccumulator:
         (length,) = spec.length.unpack_from(buf, pos + spec.length_offset)
         total = length if spec.includes_header else length + spec.header_size
         if total > self._max:
-            raise FrameTooLargeError(total, self._max)
+            raise FrameTooLargeError(total, self._max, head=bytes(buf[pos : pos + 16]))
         if total < max(spec.min_frame_size, spec.header_size):
             raise DecodeError(f"{spec.name} size {length} (below the minimum)")
         if avail < total:

@@ -49,6 +49,7 @@ from streamwire.iggy.protocol.system import (
 from streamwire.transport.base import ByteStream
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.driver import Driver
+from streamwire.transport.peers import handshake_failure
 from streamwire.transport.tcp import open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -154,6 +155,13 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         except IncompatibleProtocolVersion as exc:
             await self._shutdown(ClosedError("login failed"))
             raise incompatible_server(address, payload.protocol_version, exc) from exc
+        except StreamwireError as exc:
+            await self._shutdown(ClosedError("login failed"))
+            first = getattr(stream, "first_bytes", b"")  # a TcpStream's; not every stream's
+            better = handshake_failure(address, "Iggy", exc, first)
+            if better is not None:
+                raise better from exc
+            raise
         except BaseException:
             await self._shutdown(ClosedError("login failed"))
             raise

@@ -39,6 +39,7 @@ from streamwire.rabbitmq.protocol.machine import (
 from streamwire.rabbitmq.protocol.publishing import DeletePublisherRequest
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.driver import Driver
+from streamwire.transport.peers import handshake_failure
 from streamwire.transport.tcp import TcpStream, open_tcp
 from streamwire.transport.tls import TLSConfig
 
@@ -84,6 +85,7 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
         self._publishers: dict[int, PublisherListener] = {}
         self._subscribers: dict[int, SubscriberListener] = {}
         self.opened: ev.ConnectionOpened | None = None
+        self._first_bytes = b""  # what the server sent first (telling a wrong port)
 
     # --- opening -------------------------------------------------------------------------
 
@@ -108,10 +110,16 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
             host, port, tls=tls, timeout=deadline.remaining(), read_size=1 << 20
         )
         machine = StreamsConnection(settings)
+        self = cls(stream, machine, address)
         try:
             async with deadline.scope():
-                self = cls(stream, machine, address)
                 await self._handshake()
+        except StreamwireError as exc:
+            stream.abort()
+            better = handshake_failure(address, "RabbitMQ Streams", exc, self._first_bytes)
+            if better is not None:
+                raise better from exc
+            raise
         except BaseException:
             stream.abort()
             raise
@@ -130,6 +138,8 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
                 raise ConnectError(
                     f"{self.address} answered with TLS: use rabbitmq-stream+tls:// or tls="
                 )
+            if first:
+                self._first_bytes = bytes(data[:16])
             first = False
             for event in machine.receive_data(data, self._loop.time()):
                 if isinstance(event, ev.ConnectionOpened):

@@ -104,11 +104,15 @@ class ReceiveInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     def __init__(self, reader: asyncio.StreamReader, size: int) -> None:
         super().__init__(reader)
         self._receive = memoryview(bytearray(size))
+        #: The first bytes the peer sent (up to 16): who answered, when a handshake fails.
+        self.first = b""
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._receive
 
     def buffer_updated(self, nbytes: int) -> None:
+        if not self.first:
+            self.first = bytes(self._receive[: min(nbytes, 16)])
         # StreamReader.feed_data copies the view into its buffer at once (bytearray.extend)
         self.data_received(cast(bytes, self._receive[:nbytes]))
 
@@ -209,6 +213,8 @@ class ReceiveFrames(ReceiveInto):
                 self._frame_done()
             return
         data = self._receive[:nbytes]
+        if not self.first:
+            self.first = bytes(data[:16])
         start = -1 if self._off else self._scan(data)
         if start < 0:
             self.data_received(cast(bytes, data))

@@ -152,6 +152,7 @@ class TcpStream:
     __slots__ = (
         "_close_done",
         "_closed",
+        "_protocol",
         "_read_size",
         "_reader",
         "_send_lock",
@@ -171,6 +172,8 @@ class TcpStream:
     ) -> None:
         self._reader = reader
         self._writer = writer
+        # kept: asyncio drops the transport's protocol once the connection is lost
+        self._protocol = writer.transport.get_protocol()
         self._read_size = read_size
         self._send_lock = asyncio.Lock()
         self._closed = False
@@ -206,6 +209,12 @@ class TcpStream:
     def is_closing(self) -> bool:
         """True once closed locally or when the transport is shutting down."""
         return self._closed or self._writer.is_closing()
+
+    @property
+    def first_bytes(self) -> bytes:
+        """The first bytes the peer sent (up to 16; empty before any): who answered, for
+        the message of a failed handshake."""
+        return getattr(self._protocol, "first", b"")
 
     @property
     def backlogged(self) -> bool:
