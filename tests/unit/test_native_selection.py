@@ -124,7 +124,9 @@ def test_a_core_that_fails_to_import_warns() -> None:
     )
     result = _select(setup)
     assert result["core"] is False
-    assert result["reason"] == "pure Python: native core not built: undefined symbol: PyFoo"
+    assert result["reason"] == (
+        "pure Python: native core not loadable: undefined symbol: PyFoo (reinstall streamwire)"
+    )
     ((_, _, text),) = _warnings(result)
     assert "undefined symbol: PyFoo" in text
 
@@ -132,7 +134,11 @@ def test_a_core_that_fails_to_import_warns() -> None:
 def test_no_core_installed_is_pure_python_without_a_warning() -> None:
     result = _select("sys.modules[NAME] = None\n")
     assert result["core"] is False
-    assert str(result["reason"]).startswith("pure Python: native core not built: ")
+    # what an install without cargo gets: no import error that reads like a broken install
+    assert str(result["reason"]).startswith(
+        "pure Python: native core not built (no Rust toolchain when streamwire was installed, or"
+    )
+    assert "pip install --force-reinstall --no-deps" in str(result["reason"])
     assert _warnings(result) == []
 
 

@@ -170,6 +170,15 @@ def _self_check(mod: NativeCore) -> None:
         raise RuntimeError("the native core builds messages differently")
 
 
+#: Why a package installed without the native core runs in pure Python, and how to get it.
+NOT_BUILT = (
+    "native core not built (no Rust toolchain when streamwire was installed, or the pure "
+    "py3-none-any wheel): everything works, with more CPU in the codec loops; to build it, "
+    "install Rust (cargo on PATH) and run: pip install --force-reinstall --no-deps <the same "
+    "source>"
+)
+
+
 def installed() -> bool:
     """Whether an extension module ``streamwire._native._core`` is present (usable or not)."""
     try:
@@ -182,10 +191,12 @@ def built() -> tuple[NativeCore | None, str]:
     """The extension if it is built, of this :data:`ABI` and passes its self-check, whatever
     the environment says (the property tests compare it with the pure-Python code even when
     ``STREAMWIRE_PURE`` is set); otherwise ``None`` and why."""
+    if not installed():  # the import's own message reads like a broken install
+        return None, NOT_BUILT
     try:
         from streamwire._native import _core
     except ImportError as exc:
-        return None, f"native core not built: {exc}"
+        return None, f"native core not loadable: {exc} (reinstall streamwire)"
     abi = getattr(_core, "ABI", None)
     if abi != ABI:
         return (
