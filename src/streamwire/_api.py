@@ -220,7 +220,8 @@ class Client(_AsyncResource, Protocol):
         """A consumer of ``stream`` from ``offset``: ``"first"``, ``"last"``, ``"next"``, an
         ``int`` offset, a ``datetime`` or a :class:`~streamwire.Offset`. ``name`` is the
         identity commits are stored under; ``offset="next"`` with a ``name`` resumes after the
-        offset committed under it (from the start when nothing was committed)."""
+        offset committed under it; with nothing committed (or no ``name``) it reads only
+        what is written from then on, on every broker (``test_unified.py``)."""
         ...
 
     async def committed_offset(
