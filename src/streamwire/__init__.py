@@ -46,10 +46,14 @@ from streamwire.errors import (
     TransportError,
 )
 from streamwire.transport.portal import SyncBridge
+from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tls import TLSOptions
 
 __version__ = "0.1.0.dev0"
 
 __all__ = (
+    "ReconnectPolicy",
+    "TLSOptions",
     "StreamKwargs",
     "ProducerKwargs",
     "Partitioned",

@@ -8,7 +8,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Unpack
 
 from streamwire._api import Client, ConnectKwargs
-from streamwire._options import accepted_keywords, check_names
+from streamwire._options import accepted_keywords, check_connect_values, check_names
 from streamwire._url import BrokerURL, parse_url
 from streamwire.errors import ConfigurationError
 
@@ -27,6 +27,7 @@ class ConnectHandle:
         self._client: Client | None = None
         self._connect = _protocol_connect(parse_url(url))
         check_names(self._kwargs, accepted_keywords(self._connect) - {"url"}, "connect")
+        check_connect_values(self._kwargs)
 
     async def _open(self) -> Client:
         client: Client = await self._connect(self._url, **self._kwargs)

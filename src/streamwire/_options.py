@@ -7,12 +7,22 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import ssl
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TypeVar
 
+from streamwire._default import Default
 from streamwire.errors import ConfigurationError
+from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tls import TLSOptions
 
-__all__ = ("accepted_keywords", "build_options", "check_names", "option_names")
+__all__ = (
+    "accepted_keywords",
+    "build_options",
+    "check_connect_values",
+    "check_names",
+    "option_names",
+)
 
 T = TypeVar("T")
 
@@ -54,3 +64,40 @@ def accepted_keywords(fn: Callable[..., object]) -> frozenset[str]:
     """The names ``fn`` takes as keywords (for :func:`check_names`)."""
     params = inspect.signature(fn).parameters.values()
     return frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+#: connect() options that are seconds (``None``: no limit).
+_SECONDS = ("timeout", "request_timeout")
+
+
+def check_connect_values(given: Mapping[str, object]) -> None:
+    """Refuse values of the options every broker's ``connect`` shares that could never be
+    right, with a :class:`ConfigurationError` saying what is expected, before anything
+    connects (a ``timeout="1"`` used to fail as a ``TypeError`` deep in asyncio, a
+    ``tls="yes"`` as an ``AttributeError``, and ``reconnect=True`` was taken silently)."""
+    for name in _SECONDS:
+        if name not in given:
+            continue
+        value = given[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigurationError(
+                f"{name} must be a positive number of seconds, or None for no limit; got "
+                f"{value!r} ({type(value).__name__})"
+            )
+    if "tls" in given:
+        tls = given["tls"]
+        if not (tls is None or isinstance(tls, bool | TLSOptions | ssl.SSLContext)):
+            raise ConfigurationError(
+                f"tls must be True (the defaults), False or None (off), a "
+                f"streamwire.TLSOptions or an ssl.SSLContext; got {tls!r} "
+                f"({type(tls).__name__})"
+            )
+    if "reconnect" in given:
+        policy = given["reconnect"]
+        if not (policy is None or isinstance(policy, ReconnectPolicy | Default)):
+            raise ConfigurationError(
+                f"reconnect must be a ReconnectPolicy (reconnecting is on by default: leave "
+                f"it out) or None (off); got {policy!r} ({type(policy).__name__})"
+            )

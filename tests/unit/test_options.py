@@ -34,6 +34,43 @@ def test_a_misspelled_connect_option_names_the_close_match(url: str) -> None:
         streamwire.connect(url, tiemout=3)  # type: ignore[call-arg]
 
 
+URLS = (
+    "rabbitmq-stream://guest:guest@127.0.0.1:1/",
+    "liftbridge://127.0.0.1:1?nats=nats://127.0.0.1:1",
+    "iggy://iggy:iggy@127.0.0.1:1",
+)
+
+
+@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("timeout", "1", "timeout must be a positive number of seconds, or None"),
+        ("timeout", True, "got True (bool)"),
+        ("timeout", 0, "got 0 (int)"),
+        ("timeout", float("nan"), "got nan (float)"),
+        ("tls", "yes", "tls must be True (the defaults), False or None (off)"),
+        ("tls", {"ca_file": "x"}, "got {'ca_file': 'x'} (dict)"),
+        ("reconnect", True, "reconnect must be a ReconnectPolicy (reconnecting is on by"),
+        ("reconnect", 3, "got 3 (int)"),
+    ],
+)
+def test_a_connect_option_of_the_wrong_kind_says_what_is_expected(
+    url: str, option: str, value: object, says: str
+) -> None:
+    """Refused before anything connects (a str timeout used to fail deep in asyncio as a
+    TypeError, tls="yes" as an AttributeError, and reconnect=True was taken silently)."""
+    with pytest.raises(ConfigurationError) as caught:
+        streamwire.connect(url, **{option: value})  # type: ignore[arg-type]
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize("url", URLS)
+def test_connect_options_of_the_right_kind_pass(url: str) -> None:
+    streamwire.connect(url, timeout=2, tls=False, reconnect=None)
+    streamwire.connect(url, timeout=None, tls=None, reconnect=streamwire.ReconnectPolicy())
+
+
 def _clients() -> tuple[rabbitmq.Client, liftbridge.Client, iggy.Client]:
     """Clients that have not connected: options are checked before anything is sent."""
     return (
