@@ -7,14 +7,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-import ssl
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TypeVar
 
 from streamwire._default import Default
 from streamwire.errors import ConfigurationError
 from streamwire.transport.reconnect import ReconnectPolicy
-from streamwire.transport.tls import TLSOptions
+from streamwire.transport.tls import is_tls_setting
 
 __all__ = (
     "accepted_keywords",
@@ -88,7 +87,7 @@ def check_connect_values(given: Mapping[str, object]) -> None:
             )
     if "tls" in given:
         tls = given["tls"]
-        if not (tls is None or isinstance(tls, bool | TLSOptions | ssl.SSLContext)):
+        if not is_tls_setting(tls):
             raise ConfigurationError(
                 f"tls must be True (the defaults), False or None (off), a "
                 f"streamwire.TLSOptions or an ssl.SSLContext; got {tls!r} "

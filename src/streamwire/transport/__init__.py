@@ -21,7 +21,7 @@ from streamwire.transport.portal import SyncBridge
 from streamwire.transport.reconnect import ReconnectPolicy, is_retriable, retry
 from streamwire.transport.scripted import ScriptedStream
 from streamwire.transport.tcp import DEFAULT_READ_SIZE, TcpStream, open_tcp
-from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context
+from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context, is_tls_setting
 
 __all__ = (
     "DEFAULT_READ_SIZE",
@@ -44,6 +44,7 @@ __all__ = (
     "TLSOptions",
     "TcpStream",
     "create_ssl_context",
+    "is_tls_setting",
     "fresh_exception",
     "map_errors",
     "is_retriable",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from streamwire.errors import ConfigurationError
 
-__all__ = ("TLSOptions", "create_ssl_context", "TLSConfig")
+__all__ = ("TLSOptions", "create_ssl_context", "TLSConfig", "is_tls_setting")
 
 _PEM_MARKER = b"-----BEGIN"
 
@@ -115,3 +115,9 @@ def create_ssl_context(opts: TLSOptions | None = None) -> ssl.SSLContext:
 
 TLSConfig = TLSOptions | ssl.SSLContext
 """What a ``tls=`` argument accepts: options for :func:`create_ssl_context`, or a context."""
+
+
+def is_tls_setting(value: object) -> bool:
+    """Whether ``value`` can be a connect function's ``tls=``: ``None``, a bool, a
+    :class:`TLSOptions` or an :class:`ssl.SSLContext`."""
+    return value is None or isinstance(value, bool | TLSOptions | ssl.SSLContext)
