@@ -14,13 +14,13 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.brokers import require
 from tests.faults.workload import FAULTS, Fault, Lane, run
 from tests.iggy_double import IggyDouble
+from tests.integration.liftbridge.test_faults import nats_address
 from tests.proxy import proxied
 
 pytestmark = [pytest.mark.integration, pytest.mark.one_core, pytest.mark.timeout(600)]
@@ -41,13 +41,17 @@ def rabbitmq_lane() -> Lane:
 
 def liftbridge_lane() -> Lane:
     info = require("liftbridge")
-    nats = urlsplit(parse_qs(urlsplit(info.url).query)["nats"][0])
-    nats_host, nats_port = nats.hostname or "127.0.0.1", nats.port or 4222
+    nats_host, nats_port = nats_address(info)
 
-    def through(port: int) -> str:  # the NATS link carries the messages and their acks
-        return f"liftbridge://{info.host}:{info.port}?nats=nats://127.0.0.1:{port}"
+    def via(host: str, port: int) -> str:  # the NATS link carries the messages and acks
+        return f"liftbridge://{info.host}:{info.port}?nats=nats://{host}:{port}"
 
-    return Lane("liftbridge", info.url, (nats_host, nats_port), through)
+    return Lane(
+        "liftbridge",
+        via(nats_host, nats_port),
+        (nats_host, nats_port),
+        lambda port: via("127.0.0.1", port),
+    )
 
 
 @pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
