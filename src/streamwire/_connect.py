@@ -9,7 +9,7 @@ from typing import Any, Unpack
 
 from streamwire._api import Client, ConnectKwargs
 from streamwire._options import accepted_keywords, check_connect_values, check_names
-from streamwire._url import BrokerURL, parse_url
+from streamwire._url import BrokerURL, check_query, parse_url
 from streamwire.errors import ConfigurationError
 
 __all__ = ("Client", "ConnectHandle", "connect")
@@ -25,7 +25,9 @@ class ConnectHandle:
         self._url = url
         self._kwargs = dict(kwargs)
         self._client: Client | None = None
-        self._connect = _protocol_connect(parse_url(url))
+        parsed = parse_url(url)
+        check_query(parsed)
+        self._connect = _protocol_connect(parsed)
         check_names(self._kwargs, accepted_keywords(self._connect) - {"url"}, "connect")
         check_connect_values(self._kwargs)
 

@@ -8,13 +8,14 @@ it try them in turn (:attr:`BrokerURL.addresses`); the others use the first.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
 from streamwire.errors import ConfigurationError
 
-__all__ = ("SCHEMES", "BrokerURL", "parse_url")
+__all__ = ("QUERY_PARAMETERS", "SCHEMES", "BrokerURL", "check_query", "parse_url")
 
 # scheme -> (protocol, tls, default port)
 SCHEMES: Final[dict[str, tuple[str, bool, int]]] = {
@@ -24,6 +25,14 @@ SCHEMES: Final[dict[str, tuple[str, bool, int]]] = {
     "iggy+tls": ("iggy", True, 8090),
     "liftbridge": ("liftbridge", False, 9292),
     "liftbridge+tls": ("liftbridge", True, 9292),
+}
+
+
+#: The query parameters each protocol's ``connect`` reads from its URL.
+QUERY_PARAMETERS: Final[dict[str, frozenset[str]]] = {
+    "rabbitmq": frozenset({"mechanism"}),
+    "iggy": frozenset({"token"}),
+    "liftbridge": frozenset({"nats"}),
 }
 
 
@@ -122,3 +131,21 @@ def _parse_query(query: str) -> dict[str, list[str]]:
         key, _, value = part.partition("=")
         parsed.setdefault(unquote(key), []).append(unquote(value))
     return parsed
+
+
+def check_query(parsed: BrokerURL) -> None:
+    """Refuse query parameters ``parsed``'s protocol does not read (a misspelt
+    ``?nat=`` used to be ignored, and the client connected without what it said), naming
+    the close matches and the known ones."""
+    known = QUERY_PARAMETERS.get(parsed.protocol, frozenset())
+    unknown = [name for name in parsed.query if name not in known]
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.6)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ConfigurationError(
+        f"{parsed.scheme}:// URLs take no query parameter {', '.join(parts)}; they take: "
+        f"{', '.join(sorted(known)) or 'none'}"
+    )

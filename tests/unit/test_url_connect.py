@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import streamwire
@@ -102,3 +104,34 @@ async def test_dispatch_reaches_each_protocol(monkeypatch: pytest.MonkeyPatch) -
         with pytest.raises(ConfigurationError, match="stop here"):
             await streamwire.connect(url)
     assert seen == ["rabbitmq-stream+tls", "liftbridge", "iggy"]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("liftbridge://h:9292?nat=nats://h:4222", "'nat' (did you mean 'nats'?); they take: nats"),
+        ("rabbitmq-stream://u:p@h/?mechanisms=PLAIN", "'mechanisms' (did you mean 'mechanism'?)"),
+        ("iggy://h:8090?tokn=x&flag", "'tokn' (did you mean 'token'?), 'flag'"),
+        ("rabbitmq-stream://u:p@h/?nats=x", "they take: mechanism"),
+    ],
+)
+def test_connect_refuses_query_parameters_the_protocol_does_not_read(url: str, says: str) -> None:
+    """A misspelt parameter used to be ignored: the client connected without what the URL
+    said (a Liftbridge client without its NATS URL, a token login as the default user)."""
+    with pytest.raises(ConfigurationError) as caught:
+        streamwire.connect(url)
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("module", "url"),
+    [
+        ("rabbitmq", "rabbitmq-stream://u:p@127.0.0.1:1/?mechanizm=PLAIN"),
+        ("iggy", "iggy://127.0.0.1:1?tokens=x"),
+        ("liftbridge", "liftbridge://127.0.0.1:1?nat=nats://127.0.0.1:1"),
+    ],
+)
+async def test_each_protocols_connect_refuses_them_too(module: str, url: str) -> None:
+    connect = importlib.import_module(f"streamwire.{module}").connect
+    with pytest.raises(ConfigurationError, match="take no query parameter"):
+        await connect(url, timeout=1)

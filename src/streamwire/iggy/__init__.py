@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from streamwire._default import DEFAULT, Default
-from streamwire._url import parse_url
+from streamwire._url import check_query, parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.iggy._connection import Connection, Credentials
 from streamwire.iggy._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
@@ -114,6 +114,7 @@ async def connect(
         parsed = parse_url(url)
         if parsed.protocol != "iggy":
             raise ConfigurationError(f"not an Iggy URL: {parsed}")
+        check_query(parsed)
         host = host or parsed.host
         port = port or parsed.port
         username = username if username is not None else parsed.username

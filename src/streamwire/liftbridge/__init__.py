@@ -15,7 +15,7 @@ require("Liftbridge", "liftbridge", "nats", "grpc", "google.protobuf")
 import ssl
 from collections.abc import Mapping, Sequence
 
-from streamwire._url import parse_url
+from streamwire._url import check_query, parse_url
 from streamwire.errors import ConfigurationError, ConnectError
 from streamwire.liftbridge._grpc import (
     AddressResolver,
@@ -190,6 +190,7 @@ async def connect(
         parsed = parse_url(url)
         if parsed.protocol != "liftbridge":
             raise ConfigurationError(f"not a Liftbridge URL: {parsed}")
+        check_query(parsed)
         host = host or parsed.host
         port = port or parsed.port
         nats_urls = parsed.query.get("nats", [])

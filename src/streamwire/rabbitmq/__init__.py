@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamwire._default import DEFAULT, Default
-from streamwire._url import parse_url
+from streamwire._url import check_query, parse_url
 from streamwire.errors import ConfigurationError
 from streamwire.rabbitmq._kwargs import ConsumerKwargs, ProducerKwargs, StreamKwargs
 from streamwire.rabbitmq.client import AddressResolver, Client, StreamInfo
@@ -100,6 +100,7 @@ async def connect(
         parsed = parse_url(url)
         if parsed.protocol != "rabbitmq":
             raise ConfigurationError(f"not a RabbitMQ Streams URL: {parsed}")
+        check_query(parsed)
         if host is None and port is None:
             seeds = parsed.addresses
         host = host or parsed.host
