@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -23,6 +24,8 @@ from typing import BinaryIO
 import streamwire
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import ConfigurationError, StreamwireError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ("main",)
 
@@ -141,47 +144,92 @@ async def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_messages(source: BinaryIO, delimited: bool) -> list[bytes]:
-    data = source.read()
-    if not delimited:
-        return data.splitlines()
-    out, pos = [], 0
-    while pos < len(data):
-        if pos + 4 > len(data):
+class _Records:
+    """Input cut into messages as it arrives (sans-IO): lines (a trailing ``\\r`` dropped,
+    a last line without its newline kept) or records with 4-byte big-endian length
+    prefixes. :meth:`feed` returns the messages a chunk completed; :meth:`end` what is left
+    at the end of the input, or an error for a cut record."""
+
+    def __init__(self, delimited: bool) -> None:
+        self.delimited = delimited
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buf += chunk
+        buf, out = self._buf, []
+        if not self.delimited:
+            *lines, rest = bytes(buf).split(b"\n")
+            self._buf = bytearray(rest)
+            return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        pos = 0
+        while len(buf) - pos >= 4:
+            n = int.from_bytes(buf[pos : pos + 4], "big")
+            if len(buf) - pos - 4 < n:
+                break
+            out.append(bytes(buf[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        del buf[:pos]
+        return out
+
+    def end(self) -> list[bytes]:
+        rest, self._buf = bytes(self._buf), bytearray()
+        if not rest:
+            return []
+        if not self.delimited:
+            return [rest[:-1] if rest.endswith(b"\r") else rest]
+        if len(rest) < 4:
             raise StreamwireError("truncated length prefix in length-delimited input")
-        n = int.from_bytes(data[pos : pos + 4], "big")
-        if pos + 4 + n > len(data):
-            raise StreamwireError("truncated message in length-delimited input")
-        out.append(data[pos + 4 : pos + 4 + n])
-        pos += 4 + n
-    return out
+        raise StreamwireError("truncated message in length-delimited input")
 
 
-_PUBLISH_CHUNK = 1000
+def _read_messages(source: BinaryIO, delimited: bool) -> list[bytes]:
+    """Every message of ``source`` at once (what :func:`_publish` does as input arrives)."""
+    records = _Records(delimited)
+    return records.feed(source.read()) + records.end()
+
+
+#: Bytes one read of the input asks for (a read returns what is there, up to this).
+_READ_CHUNK = 1 << 16
 
 
 async def _publish(args: argparse.Namespace) -> int:
+    """Messages go out as the input arrives (``tail -f app.log | streamwire publish``), with
+    the producer's backpressure; confirmed every ``--flush-every`` messages and at the end."""
     streamwire.parse_url(args.url)  # a bad URL is a usage error, before any input is read
-    if args.file:
-        with open(args.file, "rb") as fh:  # noqa: ASYNC230 - read once, before any I/O starts
-            values = _read_messages(fh, args.length_delimited)
-    else:
-        values = _read_messages(sys.stdin.buffer, args.length_delimited)
-    client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
-    progress = _Progress("publish", len(values), enabled=args.progress or sys.stderr.isatty())
+    source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: ASYNC230, SIM115 - a local file, opened before any I/O; closed below
+    read = getattr(source, "read1", source.read)  # what is there now, not a full chunk
+    loop = asyncio.get_running_loop()
+    records = _Records(args.length_delimited)
+    progress = _Progress("publish", None, enabled=args.progress or sys.stderr.isatty())
+    sent = since_flush = 0
     try:
-        if args.create:
-            await client.create_stream(args.stream, exist_ok=True)
-        async with client.producer(args.stream) as producer:
-            for start in range(0, len(values), _PUBLISH_CHUNK):
-                await producer.send_batch(values[start : start + _PUBLISH_CHUNK])
-                progress.update(min(start + _PUBLISH_CHUNK, len(values)))
-            await producer.flush(timeout=args.timeout)
+        client: streamwire.Client = await streamwire.connect(args.url, timeout=args.timeout)
+        try:
+            if args.create:
+                await client.create_stream(args.stream, exist_ok=True)
+            async with client.producer(args.stream) as producer:
+                while True:
+                    chunk = await loop.run_in_executor(None, read, _READ_CHUNK)
+                    messages = records.feed(chunk) if chunk else records.end()
+                    if messages:
+                        await producer.send_batch(messages)
+                        sent += len(messages)
+                        since_flush += len(messages)
+                        progress.update(sent)
+                    if args.flush_every and since_flush >= args.flush_every:
+                        await producer.flush(timeout=args.timeout)
+                        logger.info("%d messages confirmed", sent)
+                        since_flush = 0
+                    if not chunk:
+                        break
+                await producer.flush(timeout=args.timeout)
+        finally:
+            await client.close()
     finally:
-        await client.close()
-    if len(values) > _PUBLISH_CHUNK:
-        progress.update(len(values), final=True)
-    print(f"published {len(values)} messages to {args.stream}", file=sys.stderr)
+        if args.file:
+            source.close()
+    progress.update(sent, final=True)
+    print(f"published {sent} messages to {args.stream}", file=sys.stderr)
     return 0
 
 
@@ -248,7 +296,7 @@ async def _offsets(args: argparse.Namespace) -> int:
 class _Progress:
     """One self-overwriting progress line on stderr (only when it is a terminal or forced)."""
 
-    def __init__(self, label: str, total: int, *, enabled: bool) -> None:
+    def __init__(self, label: str, total: int | None, *, enabled: bool) -> None:
         self.label, self.total, self.enabled = label, total, enabled
         self.started = time.perf_counter()
         self._last = 0.0
@@ -263,8 +311,9 @@ class _Progress:
         rate = done / max(now - self.started, 1e-9)
         bar = "#" * filled + "." * (width - filled)
         end = "\n" if final else ""
+        count = f"{done:>10,}" if self.total is None else f"[{bar}] {done:>10,}/{self.total:,}"
         print(
-            f"\r{self.label:<8} [{bar}] {done:>10,}/{self.total:,} {rate:>12,.0f} msg/s",
+            f"\r{self.label:<8} {count} {rate:>12,.0f} msg/s",
             end=end,
             file=sys.stderr,
             flush=True,
@@ -356,6 +405,18 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Help,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log to stderr: -v INFO, -vv DEBUG",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log to stderr at this level (overrides -v)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
@@ -375,8 +436,9 @@ def _parser() -> argparse.ArgumentParser:
     pub = sub.add_parser(
         "publish",
         help="publish lines (or length-delimited records) from stdin or a file",
-        description="Publish each line of stdin (or --file) as one message and wait until "
-        "the broker confirmed all of them.",
+        description="Publish each line of stdin (or --file) as one message as it arrives "
+        "(a pipe that stays open, such as tail -f, streams), and wait until the broker "
+        "confirmed all of them when the input ends.",
         epilog=URL_HELP + "\nexample:\n  printf 'a\\nb\\n' | streamwire publish --create "
         "rabbitmq-stream://localhost:5552 events\n",
         formatter_class=_Help,
@@ -386,6 +448,12 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--file", help="read from this file instead of stdin")
     pub.add_argument("--length-delimited", action="store_true", help="4-byte big-endian prefixes")
     pub.add_argument("--progress", action="store_true", help="show progress even if not a tty")
+    pub.add_argument(
+        "--flush-every",
+        type=_positive(int),
+        metavar="N",
+        help="wait for the broker's confirmations every N messages (always at the end)",
+    )
     pub.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds")
     con = sub.add_parser(
         "consume",
@@ -450,6 +518,11 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    level = args.log_level or {0: None, 1: "INFO"}.get(args.verbose, "DEBUG")
+    if level is not None:
+        logging.basicConfig(
+            level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
     handlers = {
         "demo": _demo,
         "publish": _publish,
