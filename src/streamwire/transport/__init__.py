@@ -20,7 +20,13 @@ from streamwire.transport.inflight import CorrelationIds, IdsInUse, InflightTabl
 from streamwire.transport.portal import SyncBridge
 from streamwire.transport.reconnect import ReconnectPolicy, is_retriable, retry
 from streamwire.transport.scripted import ScriptedStream
-from streamwire.transport.tcp import DEFAULT_READ_SIZE, TcpStream, open_tcp
+from streamwire.transport.tcp import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_READ_SIZE,
+    TcpKeepalive,
+    TcpStream,
+    open_tcp,
+)
 from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context, is_tls_setting
 
 __all__ = (
@@ -49,5 +55,7 @@ __all__ = (
     "map_errors",
     "is_retriable",
     "open_tcp",
+    "TcpKeepalive",
+    "DEFAULT_KEEPALIVE",
     "retry",
 )
