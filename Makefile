@@ -104,8 +104,8 @@ test: venv dist
 	  $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark $(PYTEST_ARGS)
 
 # The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
-# under every proxy fault class (make test runs one); each run's report goes to .faults/, and
-# their table is printed whatever the outcome.
+# under every fault class, through the proxy and on the broker's process (make test runs one);
+# each run's report goes to .faults/, and their table is printed whatever the outcome.
 SEEDS ?= 20
 test-faults: venv brokers
 	@rm -rf .faults; status=0; \

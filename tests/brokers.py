@@ -300,3 +300,11 @@ async def cluster_start(node: int, *, timeout: float = 240.0) -> str:
     """``integration/brokers.sh start rabbitmq-cluster NODE``: start that node again; returns
     once it is ready and sees node 1 running in its cluster."""
     return await _harness("start", "rabbitmq-cluster", str(node), timeout=timeout)
+
+
+async def fault(verb: str, name: str, node: int | None = None, *, timeout: float = 240.0) -> str:
+    """``integration/brokers.sh fault VERB NAME [NODE]``: ``pause`` (SIGSTOP), ``resume``
+    (SIGCONT), ``kill`` (SIGKILL; returns once the process is gone) or ``revive`` (start again
+    on its data; returns once it is ready), on a broker the harness runs."""
+    extra = () if node is None else (str(node),)
+    return await _harness("fault", verb, name, *extra, timeout=timeout)

@@ -1,4 +1,4 @@
-"""``integration/brokers.sh``'s verbs: up, down, status, restart, stop, start."""
+"""``integration/brokers.sh``'s verbs: up, down, status, restart, stop, start, fault."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import cluster, config, docker, lanes, rabbit, rabbit310, spark
+from . import cluster, config, docker, lanes, nemesis, rabbit, rabbit310, spark
 from .envfile import read_env, say
 from .readiness import port_open
 
@@ -26,6 +26,9 @@ USAGE = f"""\
 usage: integration/brokers.sh up|down|status [{_NAMES}]
        integration/brokers.sh restart rabbitmq|rabbitmq40|rabbitmq310|nats
        integration/brokers.sh stop|start rabbitmq-cluster N   (N = 1..3)
+       integration/brokers.sh fault pause|resume|kill|revive NAME [N]
+         (NAME: rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy, or rabbitmq-cluster N;
+          pause = SIGSTOP, resume = SIGCONT, kill = SIGKILL, revive = start again on its data)
 """
 
 #: The native lanes (the Docker backend runs every broker through docker.py).
@@ -220,6 +223,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except config.SettingError as exc:
         say(str(exc))
         return 2
+    if args[:1] == ["fault"]:
+        return _fault(args[1:], env, paths)
     if not 1 <= len(args) <= 3:
         return _usage()
     cmd, target = args[0], (args[1] if len(args) > 1 else "all")
@@ -245,6 +250,31 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     finally:
         if lock is not None:
             os.close(lock)
+
+
+def _fault(args: list[str], env: Mapping[str, str], paths: config.Paths) -> int:
+    """``fault VERB NAME [N]`` (nemesis.py); takes the harness's lock only to revive, so that a
+    pause can be ended while an ``up`` of another lane waits."""
+    if len(args) not in (2, 3) or args[0] not in nemesis.VERBS:
+        return _usage("fault needs: pause|resume|kill|revive NAME [N]")
+    verb, target = args[0], args[1]
+    node: int | None = None
+    if len(args) == 3:
+        if not args[2].isdigit():
+            return _usage(f"fault: node {args[2]!r} is not a number")
+        node = int(args[2])
+    backend, _ = select_backend(env)
+    if backend != "native":
+        say("fault: process faults act on the native backend's processes only")
+        return 2
+    ctx = lanes.Context(paths, env)
+    if verb != "revive":
+        return nemesis.fault(ctx, verb, target, node)
+    lock = acquire_lock(paths.state)
+    try:
+        return nemesis.fault(ctx, verb, target, node)
+    finally:
+        os.close(lock)
 
 
 def _run(

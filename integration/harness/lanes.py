@@ -549,7 +549,9 @@ def _lb_tls_facts(ctx: Context, directory: Path, instance: LiftbridgeTls) -> dic
     return facts
 
 
-def up_liftbridge(ctx: Context) -> bool:
+def up_liftbridge(ctx: Context, *, fresh: bool = True) -> bool:
+    """Start Liftbridge (and its NATS) unless running; ``fresh`` starts it on an empty data
+    directory (``up``), else on the one it had (``fault revive``: a restart after a crash)."""
     import time
 
     directory = ctx.state / "liftbridge"
@@ -579,10 +581,11 @@ def up_liftbridge(ctx: Context) -> bool:
             )
         stop_pid("liftbridge", pidfile, binary)
         module_version = _lb_version_file(ctx).read_text(encoding="utf-8").strip()
-        # Raft state persists in the data dir; start every run from a fresh one.
+        # Raft state persists in the data dir; `up` starts every run from a fresh one.
         data = directory / "data"
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
-        data.mkdir(parents=True)
+        if fresh:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
+        data.mkdir(parents=True, exist_ok=True)
         config_file = directory / "liftbridge.yml"
         config_file.write_text(
             liftbridge_config(
@@ -591,7 +594,9 @@ def up_liftbridge(ctx: Context) -> bool:
             encoding="utf-8",
         )
         version = _version([str(binary), "--version"])
-        log.write_text("", encoding="utf-8")
+        if fresh:
+            log.write_text("", encoding="utf-8")
+        mark = log.stat().st_size if log.exists() else 0
         started = time.monotonic()
         say(
             f"liftbridge: starting {version} on {LOOPBACK}:{port} (NATS nats://{LOOPBACK}:{nats_port})"
@@ -599,7 +604,9 @@ def up_liftbridge(ctx: Context) -> bool:
         pid = spawn_detached([str(binary), "--config", str(config_file)], log=log, pidfile=pidfile)
         timeout = ctx.timeout(60)
         outcome = wait_until(
-            lambda: file_contains(log, LIFTBRIDGE_LEADER_LINE) and port_open(LOOPBACK, port),
+            lambda: (
+                file_contains(log, LIFTBRIDGE_LEADER_LINE, start=mark) and port_open(LOOPBACK, port)
+            ),
             lambda: is_running(pid),
             timeout,
         )
@@ -678,7 +685,9 @@ def iggy_environment(data: Path, port: int) -> dict[str, str]:
     }
 
 
-def up_iggy(ctx: Context) -> bool:
+def up_iggy(ctx: Context, *, fresh: bool = True) -> bool:
+    """Start the Iggy server named by IGGY_SERVER_BIN unless running; ``fresh`` on an empty
+    data directory (``up``), else on the one it had (``fault revive``)."""
     import time
 
     directory = ctx.state / "iggy"
@@ -701,9 +710,10 @@ def up_iggy(ctx: Context) -> bool:
             )
         stop_pid("iggy", pidfile, binary)
         data = directory / "data"
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
-        data.mkdir(parents=True)
-        log.write_text("", encoding="utf-8")
+        if fresh:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", str(data)], check=False)
+            log.write_text("", encoding="utf-8")
+        data.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         say(f"iggy: starting {given} on {LOOPBACK}:{port}")
         pid = spawn_detached(

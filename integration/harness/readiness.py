@@ -23,11 +23,13 @@ def port_open(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
         return False
 
 
-def file_contains(path: Path, needle: str) -> bool:
-    """True when ``path`` exists and holds ``needle`` (a log line the broker writes once)."""
+def file_contains(path: Path, needle: str, *, start: int = 0) -> bool:
+    """True when ``path`` exists and holds ``needle`` (a log line the broker writes once) past
+    byte ``start`` (what an earlier run of the broker wrote before it is not looked at)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            return any(needle in line for line in f)
+        with path.open("rb") as f:
+            f.seek(start)
+            return any(needle in line.decode("utf-8", "replace") for line in f)
     except OSError:
         return False
 

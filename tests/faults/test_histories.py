@@ -1,14 +1,22 @@
-"""The fault workload (``workload.py``) on every broker under every proxy fault class: one
+"""The fault workload (``workload.py``) on every broker under every fault class (through the
+fault proxy, and on the broker's process: SIGSTOP, SIGKILL and a start on its data): one
 seeded run per cell in ``make test``, ``STREAMWIRE_FAULT_SEEDS=N`` runs per cell (``make
 test-faults SEEDS=N``). A run passes when its history shows no acknowledged write lost, no
 message stored in another order than its producer sent it, nothing unexpected, consumers
 resuming exactly after their stored offset, and, on RabbitMQ (a deduplicating producer whose
 messages keep their publishing ids across retries), no duplicate. With
 ``STREAMWIRE_FAULT_RESULTS=DIR`` each run's report is written there as JSON, for the table in
-``docs/reliability.md`` (``python -m tests.faults.table DIR``)."""
+``docs/reliability.md`` (``python -m tests.faults.table DIR``).
+
+Process faults act on the harness's brokers (``integration/brokers.sh fault``), which the
+suite shares: each test leaves its broker up (started again if a revive failed). On Iggy,
+``pause`` stops the conformance double run as a process of its own; ``kill`` needs a real
+server (IGGY_SERVER_BIN), the double's log being in memory: that cell is only collected when
+the harness runs one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -17,8 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import require
-from tests.faults.workload import FAULTS, Fault, Lane, run
+from tests import brokers
+from tests.brokers import require, skip_missing
+from tests.faults.processes import DoubleProcess, HarnessProcess
+from tests.faults.workload import FAULTS, PROCESS_FAULTS, Fault, Lane, run
 from tests.iggy_double import IggyDouble
 from tests.integration.liftbridge.test_faults import nats_address
 from tests.proxy import proxied
@@ -28,7 +38,28 @@ pytestmark = [pytest.mark.integration, pytest.mark.one_core, pytest.mark.timeout
 SEEDS = range(int(os.environ.get("STREAMWIRE_FAULT_SEEDS", "1")))
 
 
-def rabbitmq_lane() -> Lane:
+#: Whether the harness runs a real Iggy server (its env file names a binary), at collection.
+REAL_IGGY = "BINARY=" in (
+    (brokers.brokers_dir() / "iggy.env").read_text(encoding="utf-8")
+    if (brokers.brokers_dir() / "iggy.env").is_file()
+    else ""
+)
+CELLS = [
+    (lane, fault)
+    for lane in ("rabbitmq", "liftbridge", "iggy")
+    for fault in FAULTS
+    if not (lane == "iggy" and fault == "kill" and not REAL_IGGY)
+]
+
+
+def _process(info: brokers.BrokerInfo) -> HarnessProcess:
+    reason = brokers.restart_blocker(info) if info.name != "liftbridge" else None
+    if reason is not None:
+        skip_missing(reason)
+    return HarnessProcess(info.name)
+
+
+def rabbitmq_lane(fault: Fault) -> Lane:
     info = require("rabbitmq")
     return Lane(
         "rabbitmq",
@@ -36,10 +67,11 @@ def rabbitmq_lane() -> Lane:
         (info.host, info.port),
         lambda port: proxied(info.url, port),
         {"load_balancer": True},  # every connection through the proxy
+        process=_process(info) if fault in PROCESS_FAULTS else None,
     )
 
 
-def liftbridge_lane() -> Lane:
+def liftbridge_lane(fault: Fault) -> Lane:
     info = require("liftbridge")
     nats_host, nats_port = nats_address(info)
 
@@ -51,29 +83,56 @@ def liftbridge_lane() -> Lane:
         via(nats_host, nats_port),
         (nats_host, nats_port),
         lambda port: via("127.0.0.1", port),
+        process=_process(info) if fault in PROCESS_FAULTS else None,
     )
 
 
-@pytest.fixture(params=["rabbitmq", "liftbridge", "iggy"])
+def real_iggy_lane() -> Lane:
+    info = require("iggy")
+    return Lane(
+        "iggy",
+        info.url,
+        (info.host, info.port),
+        lambda port: proxied(info.url, port),
+        topic=True,
+        process=HarnessProcess("iggy"),
+    )
+
+
+def _double_lane(url: str, address: str, process: DoubleProcess | None = None) -> Lane:
+    host, _, port = address.rpartition(":")
+    return Lane(
+        "iggy", url, (host, int(port)), lambda p: proxied(url, p), topic=True, process=process
+    )
+
+
+@pytest.fixture
 async def lane(request: pytest.FixtureRequest) -> AsyncIterator[Lane]:
-    if request.param == "rabbitmq":
-        yield rabbitmq_lane()
-    elif request.param == "liftbridge":
-        yield liftbridge_lane()
-    else:
-        async with IggyDouble() as double:
-            host, _, port = double.address.rpartition(":")
-            yield Lane(
-                "iggy",
-                double.url,
-                (host, int(port)),
-                lambda p: proxied(double.url, p),
-                topic=True,
-            )
+    name: str = request.param
+    fault: Fault = request.node.callspec.params["fault"]
+    harness_process = fault in PROCESS_FAULTS and (name != "iggy" or REAL_IGGY)
+    try:
+        if name == "rabbitmq":
+            yield rabbitmq_lane(fault)
+        elif name == "liftbridge":
+            yield liftbridge_lane(fault)
+        elif REAL_IGGY:
+            yield real_iggy_lane()
+        elif fault == "pause":  # SIGSTOP needs a process of its own
+            async with DoubleProcess() as process:
+                yield _double_lane(process.url, process.address, process)
+        else:
+            async with IggyDouble() as double:
+                yield _double_lane(double.url, double.address)
+    finally:
+        if harness_process:  # never leave a shared broker stopped or down
+            with contextlib.suppress(brokers.NotManaged):
+                await brokers.fault("resume", name)
+            await brokers.ensure_up(name)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize(("lane", "fault"), CELLS, indirect=["lane"])
 async def test_the_workload_loses_nothing_it_was_told_was_stored(
     lane: Lane, fault: Fault, seed: int, tmp_path: Path
 ) -> None:
@@ -85,6 +144,7 @@ async def test_the_workload_loses_nothing_it_was_told_was_stored(
         out.parent.mkdir(parents=True, exist_ok=True)
         row = {"lane": lane.name, "fault": fault, "seed": seed, **asdict(report)}
         out.write_text(json.dumps(row), encoding="utf-8")
+    assert outcome.unacknowledged_at_fault > 0, "the fault came after the production"
     assert report.acked == report.sent, report.summary()  # the retry loop got through
     assert report.recovery, "the nemesis never healed"
     evidence = tmp_path / "history.jsonl"

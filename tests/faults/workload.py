@@ -14,15 +14,18 @@ read back whole afterwards.
   again with ``offset="next"`` and reads on (a resume the checker holds to the stored
   offset).
 * **Nemesis**: the fault, seeded: after a random number of acknowledged messages, for a
-  random time (``cut``: a dirty cut at a random byte of the upstream traffic that
-  follows, so that it drops bytes in flight; ``blackhole``: nothing forwarded, no reset,
-  then healed; ``slow``: 50 ms per forwarded chunk, then back to normal), once during
-  production.
+  random time, once during production. Through the fault proxy on the data link:
+  ``cut`` (a dirty cut at a random byte of the upstream traffic that follows, so that it
+  drops bytes in flight), ``blackhole`` (nothing forwarded, no reset, then healed),
+  ``slow`` (50 ms per forwarded chunk, then back to normal). On the broker's process (no
+  proxy): ``pause`` (SIGSTOP for :data:`PAUSE_SECONDS`, or ``STREAMWIRE_FAULT_PAUSE``
+  seconds, then SIGCONT) and ``kill`` (SIGKILL, then a start on its data).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,12 +34,18 @@ from typing import Any, Literal
 import streamwire
 from integration.harness.faultproxy import FaultProxy
 from integration.harness.history import History, Report, Stored, check
+from tests.faults.processes import Crashable, Pausable
 from tests.proxy import wait_until
 
-__all__ = ("FAULTS", "ROUND", "Lane", "Outcome", "run")
+__all__ = ("FAULTS", "PROCESS_FAULTS", "PROXY_FAULTS", "ROUND", "Lane", "Outcome", "run")
 
-Fault = Literal["cut", "blackhole", "slow"]
-FAULTS: tuple[Fault, ...] = ("cut", "blackhole", "slow")
+Fault = Literal["cut", "blackhole", "slow", "pause", "kill"]
+PROXY_FAULTS: tuple[Fault, ...] = ("cut", "blackhole", "slow")
+PROCESS_FAULTS: tuple[Fault, ...] = ("pause", "kill")
+FAULTS = PROXY_FAULTS + PROCESS_FAULTS
+
+#: Seconds a ``pause`` lasts (seeded within), unless ``STREAMWIRE_FAULT_PAUSE`` says.
+PAUSE_SECONDS = (2.0, 8.0)
 
 #: Messages per producer round, and the pause between rounds: production takes about a
 #: second per 1,000 messages, so the nemesis's fault lands while messages are in flight.
@@ -59,6 +68,7 @@ class Lane:
     through: Callable[[int], str]  # the URL through the proxy on that port
     options: Mapping[str, Any] = field(default_factory=dict)
     topic: bool = False  # Iggy: a stream's messages live in a topic ("stream/topic")
+    process: Pausable | Crashable | None = None  # what the process faults act on
 
     def stream(self, base: str) -> str:
         return f"{base}/t" if self.topic else base
@@ -74,6 +84,16 @@ class Outcome:
     deduplicating: bool
     history: History
     final: list[Stored]
+
+    @property
+    def unacknowledged_at_fault(self) -> int:
+        """Messages not yet acknowledged when the fault began: 0 means it came after the
+        production and tested nothing."""
+        events = self.history.events
+        start = next(e.at for e in events if e.kind == "fault")
+        sent = {e.id for e in events if e.kind == "send"}
+        acked = {e.id for e in events if e.kind == "ack" and e.at < start}
+        return len(sent - acked)
 
 
 def _id(message: streamwire.Message) -> str:
@@ -193,6 +213,70 @@ async def _nemesis(
     history.heal(fault)
 
 
+def pause_seconds(rng: random.Random) -> float:
+    fixed = os.environ.get("STREAMWIRE_FAULT_PAUSE", "")
+    return float(fixed) if fixed else rng.uniform(*PAUSE_SECONDS)
+
+
+async def _process_nemesis(
+    process: Pausable | Crashable,
+    fault: Fault,
+    rng: random.Random,
+    history: History,
+    acked: Any,
+    total: int,
+) -> None:
+    at = rng.randint(total // 10, total * 6 // 10)
+    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    if fault == "pause":
+        lasting = pause_seconds(rng)
+        await process.pause()
+        history.fault(fault)  # from when the signal landed
+        try:
+            await asyncio.sleep(lasting)
+        finally:
+            await process.resume()
+    else:
+        if not isinstance(process, Crashable):
+            raise TypeError(f"{process!r} cannot be killed and started on its data")
+        await process.kill()
+        history.fault(fault)
+        await asyncio.sleep(rng.uniform(0.5, 3.0))
+        await process.revive()
+    history.heal(fault)
+
+
+async def _produce_under(
+    lane: Lane, fault: Fault, rng: random.Random, stream: str, ids: list[str], history: History
+) -> None:
+    """Production with the nemesis running beside it; returns once both are done."""
+
+    def acked() -> int:
+        return sum(1 for e in history.events if e.kind == "ack")
+
+    if fault in PROCESS_FAULTS:
+        assert lane.process is not None, f"lane {lane.name} has no process for {fault}"
+        nemesis = asyncio.create_task(
+            _process_nemesis(lane.process, fault, rng, history, acked, len(ids))
+        )
+        try:
+            await _produce(lane, lane.url, stream, ids, history)
+            await asyncio.wait_for(nemesis, 240)  # a start on its data may take a while
+        finally:
+            if not nemesis.done():
+                nemesis.cancel()
+        return
+    async with FaultProxy(*lane.upstream) as proxy:
+        nemesis = asyncio.create_task(_nemesis(proxy, fault, rng, history, acked, len(ids)))
+        try:
+            await _produce(lane, lane.through(proxy.port), stream, ids, history)
+            await asyncio.wait_for(nemesis, 30)  # it heals on its own
+        finally:
+            nemesis.cancel()
+            proxy.blackhole(False)
+            proxy.latency = 0.0
+
+
 async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> Outcome:
     """The workload on ``lane`` under ``fault``, seeded; the checked outcome."""
     rng = random.Random(seed)
@@ -201,21 +285,9 @@ async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> O
     async with streamwire.connect(lane.url, timeout=10) as admin:
         await admin.create_stream(stream)
     try:
-        async with FaultProxy(*lane.upstream) as proxy:
-            ids = [f"{seed}-{i}" for i in range(messages)]
-
-            def acked() -> int:
-                return sum(1 for e in history.events if e.kind == "ack")
-
-            nemesis = asyncio.create_task(_nemesis(proxy, fault, rng, history, acked, messages))
-            try:
-                await _produce(lane, lane.through(proxy.port), stream, ids, history)
-                await asyncio.wait_for(nemesis, 30)  # it heals on its own
-            finally:
-                nemesis.cancel()
-                proxy.blackhole(False)
-                proxy.latency = 0.0
-            await _consume(lane.url, stream, history, messages)
+        ids = [f"{seed}-{i}" for i in range(messages)]
+        await _produce_under(lane, fault, rng, stream, ids, history)
+        await _consume(lane.url, stream, history, messages)
         final = await _final(lane.url, stream)
         return Outcome(check(history, final), lane.name == "rabbitmq", history, final)
     finally:

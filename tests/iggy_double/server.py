@@ -127,8 +127,9 @@ class IggyDouble:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> Self:
-        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self._ssl)
+    async def start(self, port: int = 0) -> Self:
+        """Listen on ``port`` of loopback (0: an ephemeral one, see :attr:`port`)."""
+        self._server = await asyncio.start_server(self._serve, self.host, port, ssl=self._ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         self.handlers.node = (self.host, self.port)
         return self
