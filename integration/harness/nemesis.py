@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from . import cluster, lanes, rabbit, rabbit310
-from .envfile import say
+from .envfile import read_env, say
 from .procs import is_running, read_pid
 
 __all__ = ("SIGNALS", "TARGETS", "VERBS", "fault", "pids")
@@ -66,7 +66,18 @@ def pids(ctx: lanes.Context, target: str, node: int | None = None) -> list[int]:
     return [pid] if pid is not None and is_running(pid) else []
 
 
+def _recorded(ctx: lanes.Context, target: str) -> lanes.Context:
+    """``ctx``, with the Iggy binary the harness started (its env file's BINARY) when
+    IGGY_SERVER_BIN is not set here: a revive starts what was killed."""
+    env_file = ctx.state / f"{target}.env"
+    if target != "iggy" or ctx.environ.get("IGGY_SERVER_BIN") or not env_file.is_file():
+        return ctx
+    binary = read_env(env_file).get("BINARY", "")
+    return lanes.Context(ctx.paths, {**ctx.environ, "IGGY_SERVER_BIN": binary}) if binary else ctx
+
+
 def _revive(ctx: lanes.Context, target: str, node: int | None) -> int:
+    ctx = _recorded(ctx, target)
     starts: Mapping[str, Callable[[], bool | int]] = {
         "rabbitmq": lambda: rabbit.up(ctx, "rabbitmq"),
         "rabbitmq40": lambda: rabbit.up(ctx, "rabbitmq40"),

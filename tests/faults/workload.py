@@ -69,6 +69,7 @@ class Lane:
     options: Mapping[str, Any] = field(default_factory=dict)
     topic: bool = False  # Iggy: a stream's messages live in a topic ("stream/topic")
     process: Pausable | Crashable | None = None  # what the process faults act on
+    create: Mapping[str, Any] = field(default_factory=dict)  # create_stream's options
 
     def stream(self, base: str) -> str:
         return f"{base}/t" if self.topic else base
@@ -283,7 +284,7 @@ async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> O
     stream = lane.stream(f"faults-{lane.name}-{fault}-{seed}-{rng.getrandbits(32):08x}")
     history = History()
     async with streamwire.connect(lane.url, timeout=10) as admin:
-        await admin.create_stream(stream)
+        await admin.create_stream(stream, **lane.create)
     try:
         ids = [f"{seed}-{i}" for i in range(messages)]
         await _produce_under(lane, fault, rng, stream, ids, history)

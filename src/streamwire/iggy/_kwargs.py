@@ -23,6 +23,8 @@ class StreamKwargs(_api.StreamKwargs, total=False):
     messages_required_to_save: int
     size_of_messages_required_to_save: int
     preallocate_segments: bool
+    enforce_fsync: bool
+    """fsync every write (0.9.0-edge.5 and later; docs/iggy.md, "Durability")."""
 
 
 class ProducerKwargs(_api.ProducerKwargs, total=False):

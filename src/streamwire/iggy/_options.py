@@ -82,9 +82,13 @@ TOPIC_OPTIONS: Final[dict[str, object]] = {
     "messages_required_to_save": _uint("u32"),
     "size_of_messages_required_to_save": _uint("u64"),
     "preallocate_segments": _flag,
+    "enforce_fsync": _flag,
 }
 """Keyword options of ``create_stream``/``create_topic`` (the 0.9.0 topic catalog,
-docs/protocol/iggy.md §4.10).
+docs/protocol/iggy.md §4.10). Servers differ: 0.9.0-edge.5 takes ``enforce_fsync`` and
+refuses ``durability``/``consumer_offset_durability`` (UnsupportedOptionKey); the server
+the official 0.9 SDKs are written for takes those two and refuses ``enforce_fsync``. Each is
+sent only when given, so the user's choice reaches the server as asked.
 ``message_expiry`` is in seconds (sent as µs), sizes in bytes."""
 
 

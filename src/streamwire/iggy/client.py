@@ -222,7 +222,8 @@ class Client(AdminMixin, AsyncClosing):
         ``exist_ok``: an existing topic is fine too (an existing stream always is, so that
         topics can be added to it). ``topic_kwargs``: message_expiry (s), max_topic_size,
         compression_algorithm, segment_size, durability, consumer_offset_durability,
-        messages_required_to_save, size_of_messages_required_to_save, preallocate_segments;
+        messages_required_to_save, size_of_messages_required_to_save, preallocate_segments,
+        enforce_fsync (docs/iggy.md, "Durability": what a server crash may lose);
         ``options`` passes raw option values.
 
         Cancellation: the stream or topic may or may not have been created.

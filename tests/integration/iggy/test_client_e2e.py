@@ -116,6 +116,19 @@ async def test_stream_management(client: iggy.Client) -> None:
     assert default.topic.message_expiry == 5_000_000
 
 
+async def test_crash_safe_topic_options_reach_the_server(client: iggy.Client) -> None:
+    """docs/iggy.md, "Durability": a topic that writes each batch before acknowledging it
+    (and fsyncs), asked for with typed keywords; the server keeps them as given."""
+    await client.create_stream("d/t", messages_required_to_save=1, enforce_fsync=True)
+    details = await client.get_topic("d/t")
+    assert details is not None
+    assert details.topic.options["messages_required_to_save"] == HeaderValue.uint32(1)
+    assert details.topic.options["enforce_fsync"] == HeaderValue.boolean(True)
+    with pytest.raises(ConfigurationError, match="enforce_fsync: expected a bool"):
+        await client.create_stream("d/u", enforce_fsync=1)  # type: ignore[arg-type]
+    await client.delete_stream("d")
+
+
 async def test_system_users_and_tokens(double: IggyDouble, client: iggy.Client) -> None:
     await client.ping()
     assert client.server_version == "0.9.0"

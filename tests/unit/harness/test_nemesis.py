@@ -121,3 +121,36 @@ def test_readiness_looks_only_past_the_earlier_runs_lines(tmp_path: Path) -> Non
     with log.open("a", encoding="utf-8") as f:
         f.write("starting\nbecame metadata leader\n")
     assert readiness.file_contains(log, "became metadata leader", start=mark)
+
+
+def test_revive_starts_the_iggy_binary_the_harness_recorded(tmp_path: Path) -> None:
+    """Killed, the server is started again from the binary its env file names, whether or
+    not IGGY_SERVER_BIN is set where ``fault revive`` runs (here a script standing in for
+    iggy-server: it listens on the port the harness gives it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = tmp_path / "iggy-server"
+    server.write_text(
+        "#!/usr/bin/env python3\n"
+        "import os, socket, time\n"
+        "host, port = os.environ['IGGY_TCP_ADDRESS'].rsplit(':', 1)\n"
+        "s = socket.socket(); s.bind((host, int(port))); s.listen()\n"
+        "time.sleep(60)\n",
+        encoding="utf-8",
+    )
+    server.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "iggy.env").write_text(f"BINARY={server}\n", encoding="utf-8")
+    env = {"STREAMWIRE_BROKERS_DIR": str(state), "STREAMWIRE_IGGY_PORT": str(port)}
+    ctx = lanes.Context(config.Paths.from_environ(tmp_path, env), env)
+    try:
+        assert nemesis.fault(ctx, "revive", "iggy") == 0
+        (pid,) = nemesis.pids(ctx, "iggy")
+        assert readiness.port_open("127.0.0.1", port)
+    finally:
+        for pid in nemesis.pids(ctx, "iggy"):
+            os.kill(pid, signal.SIGKILL)
