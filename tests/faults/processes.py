@@ -23,7 +23,14 @@ from integration.harness import lanes, nemesis
 from integration.harness.config import Paths
 from tests import brokers
 
-__all__ = ("Crashable", "DoubleProcess", "HarnessProcess", "Pausable")
+__all__ = ("Crashable", "DoubleProcess", "HarnessProcess", "Pausable", "harness_context")
+
+
+def harness_context() -> lanes.Context:
+    """The harness's view of its brokers, as ``integration/brokers.sh`` run by the tests has
+    it (the same state directory)."""
+    env = {**os.environ, "STREAMWIRE_BROKERS_DIR": str(brokers.brokers_dir())}
+    return lanes.Context(Paths.from_environ(brokers.REPO_ROOT, env), env)
 
 
 class Pausable(Protocol):
@@ -48,8 +55,7 @@ class HarnessProcess:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        env = {**os.environ, "STREAMWIRE_BROKERS_DIR": str(brokers.brokers_dir())}
-        self._ctx = lanes.Context(Paths.from_environ(brokers.REPO_ROOT, env), env)
+        self._ctx = harness_context()
 
     async def _signal(self, verb: str) -> None:
         status = await asyncio.to_thread(nemesis.fault, self._ctx, verb, self.name)

@@ -104,9 +104,15 @@ class Target:
         asyncio.run(_create(self.url, name, self.partitions))
 
 
+#: Iggy topics write each batch before acknowledging it (docs/iggy.md, "Durability"): by
+#: default a server acknowledges from memory, and a crash loses what it acknowledged.
+IGGY_CRASH_SAFE: dict[str, Any] = {"messages_required_to_save": 1}
+
+
 async def _create(url: str, name: str, partitions: int) -> None:
     async with streamwire.connect(url, timeout=10.0) as client:
-        await client.create_stream(name, partitions=partitions)
+        options = IGGY_CRASH_SAFE if url.startswith(("iggy://", "iggy+tls://")) else {}
+        await client.create_stream(name, partitions=partitions, **options)
 
 
 async def _delete(url: str, name: str, *, super_stream: bool = False) -> None:

@@ -10,11 +10,13 @@ input, read back whole, is checked for loss and duplication (``check_stored``)."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -23,9 +25,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from integration.harness import nemesis
 from integration.harness.faultproxy import ThreadedFaultProxy
+from tests import brokers
+from tests.faults.processes import harness_context
 from tests.proxy import proxied
-from tests.spark._jobs import TOTAL, batches, check_stored, finish, start_job, stored, write_input
+from tests.spark._jobs import (
+    ROWS_PER_BATCH,
+    TOTAL,
+    batches,
+    check_stored,
+    finish,
+    start_job,
+    stored,
+    write_input,
+)
 from tests.spark._support import Target
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
@@ -177,3 +191,76 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
         assert sorted(silenced) == sorted(run.lanes), (silenced, out[-2000:])
         assert "TimeoutError" in out or "timed out" in out, out[-3000:]
         run.check_every_lane(out)
+
+
+# --- the broker's process: paused, or killed and started again on its data ----------------
+
+#: Lanes whose broker process the harness runs (the real Iggy server only when it has one;
+#: the double lives in this test's process, and its log in memory).
+PROCESS_LANES = {"rabbitmq": "rabbitmq", "liftbridge": "liftbridge", "iggy-server": "iggy"}
+#: How long a paused broker stays paused: longer than the sink's timeout below, so that the
+#: task in flight fails and its retry meets the pause too.
+PAUSE, PROCESS_TIMEOUT = 8.0, 5.0
+#: Where the fault comes: half-way through the second micro-batch.
+MID_BATCH = ROWS_PER_BATCH * 3 // 2
+
+
+def _nemesis(fault: str, name: str) -> None:
+    """``fault`` on the harness broker ``name``: SIGSTOP for :data:`PAUSE` seconds then
+    SIGCONT, or SIGKILL then, after a second, a start on its data."""
+    ctx = harness_context()
+    if fault == "pause":
+        assert nemesis.fault(ctx, "pause", name) == 0
+        time.sleep(PAUSE)
+        assert nemesis.fault(ctx, "resume", name) == 0
+    else:
+        assert nemesis.fault(ctx, "kill", name) == 0
+        time.sleep(1.0)
+        asyncio.run(brokers.fault("revive", name))  # under the harness's lock
+
+
+@pytest.mark.one_core
+@pytest.mark.parametrize("fault", ["pause", "kill"])
+def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
+    every_broker: dict[str, Target], tmp_path: Path, fault: str
+) -> None:
+    """Each broker's server process, half-way through the second micro-batch: paused
+    (SIGSTOP) past the sink's timeout, or killed (SIGKILL) and started again on its data.
+    The tasks in flight fail with a streamwire error, their retries (``local[2,4]``) wait for
+    the broker or fail in turn, and the query completes with every row exactly once."""
+    lanes = {n: t for n, t in every_broker.items() if n in PROCESS_LANES}
+    streams = {name: t.new_stream(fault) for name, t in lanes.items()}
+    hit: dict[str, threading.Thread] = {}
+    job = None
+    try:
+        write_input(tmp_path)
+        log = tmp_path / "job.log"
+        jobs = [(t, streams[name]) for name, t in lanes.items()]
+        args = ["--master", "local[2,4]", "--timeout", str(PROCESS_TIMEOUT)]
+        job = start_job(jobs, tmp_path, log, *args)
+        deadline = time.monotonic() + 600
+        while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
+            for name, t in lanes.items():
+                if name not in hit and stored(t, streams[name]) >= MID_BATCH:
+                    thread = threading.Thread(target=_nemesis, args=(fault, PROCESS_LANES[name]))
+                    thread.start()
+                    hit[name] = thread
+            time.sleep(0.02)
+        for thread in hit.values():
+            thread.join(300)
+        out = finish(job, log, timeout=600)
+        assert sorted(hit) == sorted(lanes), (hit, out[-2000:])
+        assert "streamwire.errors." in out, out[-3000:]  # a task met the fault, typed
+        for n, (name, t) in enumerate(lanes.items()):
+            check_stored(t, streams[name])
+            assert sum(b[1] for b in batches(out, n)) == TOTAL, (name, batches(out, n))
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        for thread in hit.values():
+            thread.join(300)
+        for name, t in lanes.items():
+            with contextlib.suppress(Exception):  # a broker that failed to come back
+                asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
+            t.delete_stream(streams[name])
