@@ -7,6 +7,7 @@ Protocol clients live in ``streamwire.rabbitmq``, ``streamwire.liftbridge`` and
 from __future__ import annotations
 
 from streamwire._api import (
+    BatchConfirmation,
     Bounded,
     Client,
     ConnectKwargs,
@@ -63,6 +64,7 @@ __all__ = (
     "KeyRouted",
     "ConsumerKwargs",
     "ConnectKwargs",
+    "BatchConfirmation",
     "Bounded",
     "AuthenticationError",
     "BackpressureError",

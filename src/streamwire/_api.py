@@ -9,9 +9,9 @@ every broker, and what a broker lacks is a documented no-op, never an error of i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Mapping
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checkable
+from typing import Any, NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checkable
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
@@ -21,6 +21,7 @@ from streamwire.transport.reconnect import ReconnectPolicy
 from streamwire.transport.tls import TLSOptions
 
 __all__ = (
+    "BatchConfirmation",
     "Bounded",
     "Client",
     "ConnectKwargs",
@@ -69,6 +70,9 @@ class ProducerKwargs(TypedDict, total=False):
     """Default wait of ``send_and_wait`` and ``flush``, in seconds."""
     max_block: float | None
     """How long ``send`` waits for room in a full buffer before ProducerBufferFull."""
+    max_in_flight: int
+    """How many messages may be sent and not yet confirmed at once (sending waits for
+    confirmations beyond it). Iggy sends whole batches: one batch may pass it."""
 
 
 class ConsumerKwargs(TypedDict, total=False):
@@ -87,7 +91,29 @@ class _AsyncResource(Protocol):
     ) -> None: ...
 
 
-class Producer(_AsyncResource, Protocol):
+class _Startable(_AsyncResource, Protocol):
+    def __await__(self) -> Generator[Any, None, Self]:
+        """``await producer`` (or consumer) starts it and returns it."""
+        ...
+
+
+class BatchConfirmation(Protocol):
+    """What the one future of :meth:`Producer.send_many` resolves to once every message of
+    the call is stored (each broker's own type adds where they went: publishing ids on
+    RabbitMQ, offsets per partition on Liftbridge and Iggy)."""
+
+    @property
+    def messages(self) -> int:
+        """How many messages the call sent."""
+        ...
+
+    @property
+    def stream(self) -> str:
+        """The stream they went to."""
+        ...
+
+
+class Producer(_Startable, Protocol):
     """Publishes to one stream; ``async with`` it (or ``await`` it) to start it."""
 
     async def send(
@@ -122,6 +148,14 @@ class Producer(_AsyncResource, Protocol):
         """Accept several messages in order; one future each."""
         ...
 
+    async def send_many(self, values: Iterable[bytes | Message]) -> Awaitable[BatchConfirmation]:
+        """Accept several messages in order with **one** future for all of them (an
+        ``asyncio.Future`` on every broker), the fastest way to publish: it resolves to the
+        broker's :class:`BatchConfirmation` once every message is stored, or fails with the
+        first error (the others may be stored). Cancellation: what was accepted before it
+        stays accepted."""
+        ...
+
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until everything accepted so far is confirmed, or raise."""
         ...
@@ -139,7 +173,7 @@ class Producer(_AsyncResource, Protocol):
         ...
 
 
-class Consumer(_AsyncResource, Protocol):
+class Consumer(_Startable, Protocol):
     """Reads one stream in offset order; ``async with`` it (or ``await`` it) to start it."""
 
     def __aiter__(self) -> AsyncIterator[Message]: ...

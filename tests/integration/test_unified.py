@@ -209,6 +209,30 @@ async def test_batch_consume_respects_the_limit(client: streamwire.Client, strea
     assert [m.value for m in got] == [bytes([i]) * 10 for i in range(100)]
 
 
+async def test_send_many_and_max_in_flight_on_every_broker(
+    client: streamwire.Client, stream: str
+) -> None:
+    """One future for many messages (``send_many``, in the unified Producer), with the
+    unified ``max_in_flight``, and ``await client.consumer(...)`` as docs/api.md writes it."""
+    values = [b"m%d" % i for i in range(2500)]
+    async with client.producer(stream, max_in_flight=300) as producer:
+        first = await producer.send_many(values[:1000])
+        second = await producer.send_many(Message(v, key=v) for v in values[1000:])
+        empty = await producer.send_many([])
+        done = [await first, await second, await empty]
+    assert [(d.messages, d.stream) for d in done] == [(1000, stream), (1500, stream), (0, stream)]
+    consumer = await client.consumer(stream, offset="first")
+    try:
+        got: list[Message] = []
+        async with asyncio.timeout(30):
+            while len(got) < len(values):
+                got += await consumer.next_batch(1000, timeout=5)
+    finally:
+        await consumer.close()
+    assert [m.value for m in got] == values
+    assert all(m.key == m.value for m in got[1000:])
+
+
 async def test_the_same_script_on_every_broker(client: streamwire.Client, stream: str) -> None:
     """Named producer with a key and typed headers, named consumer that commits and resumes
     with ``offset="next"``, errors of the same class, delete, a cancelled close."""

@@ -8,6 +8,8 @@ import inspect
 import pytest
 
 import streamwire
+import streamwire.iggy as iggy
+import streamwire.liftbridge as lb
 import streamwire.rabbitmq as rmq
 
 
@@ -23,12 +25,53 @@ def rabbitmq_consumer(c: rmq.Consumer) -> streamwire.Consumer:
     return c
 
 
+def liftbridge_client(c: lb.Client) -> streamwire.Client:
+    return c
+
+
+def liftbridge_producer(p: lb.Producer) -> streamwire.Producer:
+    return p
+
+
+def liftbridge_consumer(c: lb.Consumer) -> streamwire.Consumer:
+    return c
+
+
+def iggy_client(c: iggy.Client) -> streamwire.Client:
+    return c
+
+
+def iggy_producer(p: iggy.Producer) -> streamwire.Producer:
+    return p
+
+
+def iggy_consumer(c: iggy.Consumer) -> streamwire.Consumer:
+    return c
+
+
+async def the_snippet_of_issue_39(url: str) -> None:
+    """Ordinary code from the docs, as a user writes it: it type-checks as it stands."""
+    async with streamwire.connect(url) as client:
+        async with client.producer("s", max_in_flight=100) as producer:
+            fut = await producer.send_many([b"a", b"b"])
+            done = await fut
+            assert done.messages == 2
+        consumer = await client.consumer("s")
+        await consumer.close()
+
+
 @pytest.mark.parametrize(
     ("impl", "api"),
     [
         (rmq.Client, streamwire.Client),
         (rmq.Producer, streamwire.Producer),
         (rmq.Consumer, streamwire.Consumer),
+        (lb.Client, streamwire.Client),
+        (lb.Producer, streamwire.Producer),
+        (lb.Consumer, streamwire.Consumer),
+        (iggy.Client, streamwire.Client),
+        (iggy.Producer, streamwire.Producer),
+        (iggy.Consumer, streamwire.Consumer),
     ],
 )
 def test_every_api_method_exists_and_accepts_its_keywords(impl: type, api: type) -> None:

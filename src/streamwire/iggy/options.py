@@ -25,11 +25,20 @@ class ProducerOptions:
     """How long ``send`` waits for room in a full buffer before ProducerBufferFull."""
     confirm_timeout: float | None = 30.0
     """Default wait of ``send_and_wait`` and ``flush``."""
+    max_in_flight: int = 10_000
+    """Messages sent and not yet confirmed beyond which the next batch waits (a whole batch
+    goes out at once, so one batch may pass it). The connection's own ``max_in_flight``
+    (of ``iggy.connect``) counts requests."""
     key_header: str | None = KEY_HEADER
     """User header carrying ``Message.key`` (``None``: keys only route)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_messages", "max_batch_bytes", "max_buffer_messages"):
+        for name in (
+            "max_batch_messages",
+            "max_batch_bytes",
+            "max_buffer_messages",
+            "max_in_flight",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
         if self.linger < 0:

@@ -269,7 +269,7 @@ class Producer(ProducerCore):
     @property
     def pending(self) -> int:
         """Messages accepted but not yet confirmed or failed."""
-        return self._buffered + sum(len(r) for runs, _, _ in self._inflight.values() for r in runs)
+        return self._buffered + self._inflight_messages()
 
     @property
     def stats(self) -> ProducerStats:
@@ -507,14 +507,22 @@ class Producer(ProducerCore):
             o = self.options
             if o.linger and self._buffered < o.max_batch_messages:
                 await asyncio.sleep(o.linger)
-            limit = self._client.settings.max_in_flight
-            while len(self._inflight) >= limit:  # wait here, not on the connection: if it
-                self._window.clear()  # is lost meanwhile, the next batch goes over a new one
+            limit, most = self._client.settings.max_in_flight, o.max_in_flight
+            # wait here, not on the connection: if it is lost meanwhile, the next batch goes
+            # over a new one
+            while len(self._inflight) >= limit or (
+                self._inflight and self._inflight_messages() >= most
+            ):
+                self._window.clear()
                 await self._window.wait()
             batch, partition = self._take_batch()
             self._room.set()
             await self._send(batch, partition)
             self._settle()
+
+    def _inflight_messages(self) -> int:
+        """Messages sent and not answered yet (a handful of batches: cheap to count)."""
+        return sum(len(r) for runs, _, _ in self._inflight.values() for r in runs)
 
     def _settle(self) -> None:
         if not self._buffer and not self._inflight:

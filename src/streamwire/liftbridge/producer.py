@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Literal, Protocol, Self
+from typing import Literal, NamedTuple, Protocol, Self
 
 from streamwire.codec.headers import HeaderInput, normalize_headers
 from streamwire.codec.message import Confirmation, Message, outgoing
@@ -54,7 +54,77 @@ from streamwire.metrics import Destination, ProducerMeter, ProducerStats
 from streamwire.transport.pending import Ledger
 from streamwire.transport.producer_core import ProducerCore, and_wait
 
-__all__ = ("MessageTooLarge", "Partitioner", "Producer", "ProducerOptions", "Transport")
+__all__ = (
+    "BatchConfirmation",
+    "MessageTooLarge",
+    "Partitioner",
+    "Producer",
+    "ProducerOptions",
+    "Transport",
+)
+
+
+class BatchConfirmation(NamedTuple):
+    """Every message of a ``send_many`` call is stored."""
+
+    messages: int
+    stream: str
+    ranges: tuple[tuple[int, int | None, int | None], ...]
+    """``(partition, first offset, last offset)`` of each run of the call's messages stored
+    one after the other in one partition, in the order they were sent (offsets ``None``
+    where the ack policy returns none)."""
+
+
+def _ranges(
+    confirmations: Iterable[Confirmation],
+) -> tuple[tuple[int, int | None, int | None], ...]:
+    out: list[tuple[int, int | None, int | None]] = []
+    for c in confirmations:
+        partition, offset = c.partition or 0, c.offset
+        if out:
+            p, first, last = out[-1]
+            if p == partition and offset is not None and last is not None and offset == last + 1:
+                out[-1] = (p, first, offset)
+                continue
+        out.append((partition, offset, offset))
+    return tuple(out)
+
+
+def _one_future(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[Confirmation]], stream: str
+) -> asyncio.Future[BatchConfirmation]:
+    """One future for ``futures``: their :class:`BatchConfirmation` once all succeeded, or
+    the first failure (in send order) once all are settled."""
+    many: asyncio.Future[BatchConfirmation] = loop.create_future()
+    left = len(futures)
+
+    def settled(_: asyncio.Future[Confirmation]) -> None:
+        nonlocal left
+        left -= 1
+        if left or many.done():
+            return
+        first: BaseException | None = None
+        for future in futures:  # every failure retrieved (asyncio logs the others), first kept
+            if future.cancelled():
+                exc: BaseException | None = ClosedError(
+                    f"producer for {stream!r} closed before confirmation"
+                )
+            else:
+                exc = future.exception()
+            first = first or exc
+        if first is not None:
+            many.set_exception(first)
+            return
+        many.set_result(
+            BatchConfirmation(len(futures), stream, _ranges(f.result() for f in futures))
+        )
+
+    if not futures:
+        many.set_result(BatchConfirmation(0, stream, ()))
+    for future in futures:
+        future.add_done_callback(settled)
+    return many
+
 
 logger = logging.getLogger(__name__)
 
@@ -587,6 +657,19 @@ class Producer(ProducerCore):
             futures += await publish(encoded[start:end])
             start = end
         return futures
+
+    async def send_many(
+        self, values: Iterable[bytes | Message], *, timeout: float | None = None
+    ) -> asyncio.Future[BatchConfirmation]:
+        """Publish several messages in order with **one** future for all of them: it
+        resolves to a :class:`BatchConfirmation` (how many, and the offsets each partition
+        stored) once every message is stored, or fails with the first error (the others
+        may be stored).
+
+        Cancellation: the messages published before the cancellation stay published; the
+        call then returns no future for them.
+        """
+        return _one_future(self._loop, await self.send_batch(values, timeout=timeout), self.stream)
 
     async def _publish_grpc(
         self, items: list[tuple[str, bytes, int]]

@@ -28,7 +28,7 @@ from streamwire.errors import (
 from streamwire.iggy._connection import Credentials
 from streamwire.iggy.protocol import messaging as ms
 from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch
-from streamwire.iggy.protocol.constants import pack_version
+from streamwire.iggy.protocol.constants import Operation, pack_version
 from streamwire.iggy.protocol.errors import (
     EvictionReason,
     IncompatibleProtocolVersion,
@@ -493,3 +493,34 @@ async def test_tls(tmp_path: object) -> None:
             await client.send(ADDRESS, [b"secret"])
             async with client.consumer(ADDRESS) as consumer:
                 assert [m.value for m in await consumer.next_batch(5, timeout=1)] == [b"secret"]
+
+
+SEND = Operation.SEND_MESSAGES
+
+
+@pytest.mark.parametrize(("max_in_flight", "sent"), [(10, 2), (10_000, 3)])
+async def test_max_in_flight_holds_batches_back(
+    double: IggyDouble, max_in_flight: int, sent: int
+) -> None:
+    """The producer's ``max_in_flight`` counts messages sent and not confirmed: with the
+    server silent, batches of 5 stop going out once 10 are unconfirmed (2 requests); without
+    it the connection's own limit of 3 requests is what stops them."""
+    async with await iggy.connect(
+        double.url, timeout=5, request_timeout=30, reconnect=None, max_in_flight=3
+    ) as client:
+        await client.create_stream("w/t")
+        producer = await client.producer(
+            "w/t", max_batch_messages=5, max_in_flight=max_in_flight, partition=0
+        )
+        before = len(double.requests)
+        double.silence(100)  # from now on, nothing is answered
+        try:
+            await producer.send_many([b"x"] * 50)
+            for _ in range(500):  # until what may go out went out (or 5 s)
+                if sum(1 for r in double.requests[before:] if r.operation == SEND) >= sent:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)  # room for a request the limit would not hold back
+            assert sum(1 for r in double.requests[before:] if r.operation == SEND) == sent
+        finally:
+            producer.abort()
