@@ -97,6 +97,33 @@ def test_batch_write_then_batch_read(spark: Any, any_broker: Target) -> None:
         any_broker.delete_stream(stream)
 
 
+def test_a_writeid_dedups_a_rerun_and_stores_other_rows_written_under_it(
+    spark: Any, any_broker: Target
+) -> None:
+    """``writeId``: a rerun of the same write stores nothing twice; a later write that reuses
+    the ``writeId`` for other rows stores every one of them (it used to lose those at the
+    positions the first write had stored, on every broker, silently)."""
+    stream = any_broker.new_stream("dswriteid")
+
+    def write(values: list[bytes]) -> None:
+        data = [(v, b"key", None) for v in values]
+        df = spark.createDataFrame(spark.sparkContext.parallelize(data, 2), SINK_SCHEMA)
+        df.write.format("streamwire").mode("append").option("url", any_broker.url).option(
+            "stream", stream
+        ).option("writeId", "orders-load").save()
+
+    first = [f"a{i:03d}".encode() for i in range(30)]
+    second = [f"b{i:03d}".encode() for i in range(30)]
+    try:
+        write(first)
+        write(first)  # a rerun of the same write
+        write(second)  # the same writeId, other rows
+        stored = read_back(any_broker, stream, expect=60)
+        assert sorted(m.value for m in stored) == first + second
+    finally:
+        any_broker.delete_stream(stream)
+
+
 def test_a_user_schema_picks_the_columns_a_read_carries(spark: Any, any_broker: Target) -> None:
     """``spark.read.schema(...)`` with some of the source's columns, in another order (one
     declared NOT NULL, which the source allows for columns that are never null): the rows

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import streamwire
 from streamwire.rabbitmq._amqp_map import encode_message
 from streamwire.spark import SinkSchemaError
-from streamwire.spark._messages import run_values, runs
+from streamwire.spark._messages import content_keyed, run_values, runs
 from streamwire.spark._schema import SinkLayout
 
 pytestmark = [pytest.mark.spark]
@@ -133,3 +133,24 @@ def test_runs_pass_batches_on_and_gather_rows() -> None:
     got = list(runs(iter([first, (b"r1",), (b"r2",), (b"r3",)]), rows_per_run=2))
     assert got[0] is first
     assert got[1:] == [[(b"r1",), (b"r2",)], [(b"r3",)]]
+
+
+def _batch(values: list[bytes]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+
+
+def test_a_write_identity_is_keyed_by_the_tasks_first_row() -> None:
+    """A rerun of the same rows keeps the identity (its dedup holds); other rows under the
+    same writeId get another (nothing of theirs taken for stored); the input is unchanged."""
+    items = [_batch([]), _batch([b"a", b"b"]), _batch([b"c"])]
+    identity, rows = content_keyed("w", iter(items))
+    assert list(rows) == items
+    assert identity.startswith("w-")
+    assert identity == content_keyed("w", iter(items))[0]
+    other, _ = content_keyed("w", iter([_batch([b"z", b"b"]), _batch([b"c"])]))
+    assert other != identity
+    tuples, _ = content_keyed("w", iter([(b"a", None, None), (b"b", None, None)]))
+    assert tuples != content_keyed("w", iter([(b"x", None, None)]))[0]
+    assert tuples == content_keyed("w", iter([(b"a", None, None), (b"q", None, None)]))[0]
+    empty, nothing = content_keyed("w", iter([_batch([])]))
+    assert (empty, [b.num_rows for b in nothing]) == ("w", [0])

@@ -12,6 +12,8 @@ path (``send_many``). Bodies, keys and headers are exactly what
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, TypeAlias
 
@@ -21,7 +23,7 @@ import streamwire
 from streamwire.spark._schema import SinkLayout
 from streamwire.spark.errors import SinkSchemaError
 
-__all__ = ("Run", "run_values", "runs")
+__all__ = ("Run", "content_keyed", "run_values", "runs")
 
 #: One run of rows: a record batch, or rows in schema order.
 Run: TypeAlias = pa.RecordBatch | Sequence[Any]
@@ -59,6 +61,33 @@ def run_values(layout: SinkLayout, run: Run, first_position: int) -> list[Any]:
         body if key is None and not hdrs else streamwire.Message(body, key=key, headers=hdrs)
         for body, key, hdrs in zip(values, keys, headers, strict=True)
     ]
+
+
+def _first_row(item: Any) -> Any:
+    """The first row of an input item (a record batch's, or the row itself); ``None`` for an
+    empty record batch."""
+    if isinstance(item, pa.RecordBatch):
+        return item.slice(0, 1).to_pylist()[0] if item.num_rows else None
+    return tuple(item)
+
+
+def content_keyed(identity: str, items: Iterator[Any]) -> tuple[str, Iterator[Any]]:
+    """``identity`` joined with a digest of the task's first row, and the task's input
+    unchanged (what was read to find that row is handed back first).
+
+    A batch write's identity (``writeId``) makes a rerun of the same write skip what the
+    first run stored. Keyed by the first row too, a rerun with the same rows still does,
+    while a write that reuses the ``writeId`` for other rows gets an identity of its own and
+    stores them all, where it used to be taken for a rerun and lose the rows at positions the
+    earlier write had stored."""
+    read: list[Any] = []
+    for item in items:
+        read.append(item)
+        row = _first_row(item)
+        if row is not None:
+            digest = hashlib.sha256(repr(row).encode()).hexdigest()[:16]
+            return f"{identity}-{digest}", itertools.chain(read, items)
+    return identity, iter(read)  # no row: nothing will be sent
 
 
 def runs(items: Iterable[Any], rows_per_run: int = 1000) -> Iterator[Run]:

@@ -64,7 +64,7 @@ import streamwire
 from streamwire.codec.columns import Columns
 from streamwire.spark import _arrow, _identity, _offsets
 from streamwire.spark._brokers import Broker, ColumnarConsumer
-from streamwire.spark._messages import runs
+from streamwire.spark._messages import content_keyed, runs
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
@@ -715,9 +715,10 @@ class StreamwireStreamWriter(_StreamWriterBase):
 
 
 class StreamwireBatchWriter(_BatchWriterBase):
-    """``df.write.format("streamwire").mode("append")``. On RabbitMQ every write gets an
-    identity (``writeId``, else a fresh one per write) so retried tasks store nothing
-    twice."""
+    """``df.write.format("streamwire").mode("append")``. Every write gets an identity
+    (``writeId``, else a fresh one per write) so that retried tasks, and reruns of the same
+    write, store nothing twice; each task's is keyed by its first row too, so that a
+    ``writeId`` reused for other rows stores them (:func:`content_keyed`)."""
 
     def __init__(self, spec: PublishSpec, write_id: str | None) -> None:
         self.spec = spec
@@ -725,8 +726,9 @@ class StreamwireBatchWriter(_BatchWriterBase):
 
     def write(self, iterator: Iterator[Any]) -> StreamwireCommitMessage:
         task = _identity.task()
+        identity, rows = content_keyed(self.write_id, iterator)
         result = publish_partition(
-            self.spec, runs(iterator), query_id=self.write_id, batch_id=0, partition=task.partition
+            self.spec, runs(rows), query_id=identity, batch_id=0, partition=task.partition
         )
         return StreamwireCommitMessage(
             result.partition, result.rows, result.published, result.skipped, result.exactly_once
