@@ -19,7 +19,9 @@ read back whole afterwards.
   drops bytes in flight), ``blackhole`` (nothing forwarded, no reset, then healed),
   ``slow`` (50 ms per forwarded chunk, then back to normal). On the broker's process (no
   proxy): ``pause`` (SIGSTOP for :data:`PAUSE_SECONDS`, or ``STREAMWIRE_FAULT_PAUSE``
-  seconds, then SIGCONT) and ``kill`` (SIGKILL, then a start on its data).
+  seconds, then SIGCONT) and ``kill`` (SIGKILL, then a start on its data). In a cluster:
+  ``partition`` (the stream's leader cut from its peers, silently, for
+  :data:`PARTITION_SECONDS`, then healed; clients still reach it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import os
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import streamwire
 from integration.harness.faultproxy import FaultProxy
@@ -37,12 +39,38 @@ from integration.harness.history import History, Report, Stored, check
 from tests.faults.processes import Crashable, Pausable
 from tests.proxy import wait_until
 
-__all__ = ("FAULTS", "PROCESS_FAULTS", "PROXY_FAULTS", "ROUND", "Lane", "Outcome", "run")
+__all__ = (
+    "CLUSTER_FAULTS",
+    "FAULTS",
+    "PROCESS_FAULTS",
+    "PROXY_FAULTS",
+    "ROUND",
+    "Lane",
+    "Outcome",
+    "Partitionable",
+    "run",
+)
 
-Fault = Literal["cut", "blackhole", "slow", "pause", "kill"]
+
+class Partitionable(Protocol):
+    """A cluster whose nodes the ``partition`` fault can cut from each other."""
+
+    async def isolate_leader(self, stream: str) -> str:
+        """Cut the leader of ``stream`` from its peers (silently: no reset); its name."""
+        ...
+
+    async def heal(self) -> None: ...
+
+
+Fault = Literal["cut", "blackhole", "slow", "pause", "kill", "partition"]
 PROXY_FAULTS: tuple[Fault, ...] = ("cut", "blackhole", "slow")
 PROCESS_FAULTS: tuple[Fault, ...] = ("pause", "kill")
 FAULTS = PROXY_FAULTS + PROCESS_FAULTS
+CLUSTER_FAULTS: tuple[Fault, ...] = ("partition",)
+
+#: Seconds the leader stays partitioned (seeded within): longer than a cluster takes to
+#: notice and elect another leader.
+PARTITION_SECONDS = (8.0, 15.0)
 
 #: Seconds a ``pause`` lasts (seeded within), unless ``STREAMWIRE_FAULT_PAUSE`` says.
 PAUSE_SECONDS = (2.0, 8.0)
@@ -70,6 +98,8 @@ class Lane:
     topic: bool = False  # Iggy: a stream's messages live in a topic ("stream/topic")
     process: Pausable | Crashable | None = None  # what the process faults act on
     create: Mapping[str, Any] = field(default_factory=dict)  # create_stream's options
+    producer: Mapping[str, Any] = field(default_factory=dict)  # producer options
+    cluster: Partitionable | None = None  # what the cluster faults act on
 
     def stream(self, base: str) -> str:
         return f"{base}/t" if self.topic else base
@@ -102,7 +132,12 @@ def _id(message: streamwire.Message) -> str:
 
 
 async def _round(
-    client: Any, stream: str, name: str, batch: list[tuple[int, str]], history: History
+    client: Any,
+    stream: str,
+    name: str,
+    batch: list[tuple[int, str]],
+    history: History,
+    options: Mapping[str, Any],
 ) -> set[str]:
     """Send ``batch`` ((publishing id, id) pairs) through a producer opened for the round;
     the ids acknowledged."""
@@ -111,7 +146,7 @@ async def _round(
     futures: dict[str, asyncio.Future[streamwire.Confirmation]] = {}
     try:
         async with asyncio.timeout(ROUND_TIMEOUT):
-            async with client.producer(stream, name=name) as producer:
+            async with client.producer(stream, name=name, **options) as producer:
                 dedup = isinstance(producer, streamwire.DeduplicatingProducer)
                 for pid, msg_id in batch:
                     history.send(name, msg_id)
@@ -144,7 +179,7 @@ async def _produce(lane: Lane, url: str, stream: str, ids: list[str], history: H
                 async with streamwire.connect(url, timeout=5, **lane.options) as client:
                     while pending:
                         batch = pending[:ROUND]
-                        acked = await _round(client, stream, name, batch, history)
+                        acked = await _round(client, stream, name, batch, history, lane.producer)
                         pending = [p for p in pending if p[1] not in acked]
                         await asyncio.sleep(PAUSE)
                         if len(acked) < len(batch):
@@ -247,6 +282,26 @@ async def _process_nemesis(
     history.heal(fault)
 
 
+async def _partition_nemesis(
+    cluster: Partitionable,
+    stream: str,
+    rng: random.Random,
+    history: History,
+    acked: Any,
+    total: int,
+) -> None:
+    at = rng.randint(total // 10, total * 6 // 10)
+    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    lasting = rng.uniform(*PARTITION_SECONDS)
+    leader = await cluster.isolate_leader(stream)
+    history.fault(f"partition {leader}")
+    try:
+        await asyncio.sleep(lasting)
+    finally:
+        await cluster.heal()
+    history.heal(f"partition {leader}")
+
+
 async def _produce_under(
     lane: Lane, fault: Fault, rng: random.Random, stream: str, ids: list[str], history: History
 ) -> None:
@@ -255,6 +310,19 @@ async def _produce_under(
     def acked() -> int:
         return sum(1 for e in history.events if e.kind == "ack")
 
+    if fault in CLUSTER_FAULTS:
+        assert lane.cluster is not None, f"lane {lane.name} is not a cluster"
+        nemesis = asyncio.create_task(
+            _partition_nemesis(lane.cluster, stream, rng, history, acked, len(ids))
+        )
+        try:
+            await _produce(lane, lane.url, stream, ids, history)
+            await asyncio.wait_for(nemesis, 60)
+        finally:
+            if not nemesis.done():
+                nemesis.cancel()
+            await lane.cluster.heal()
+        return
     if fault in PROCESS_FAULTS:
         assert lane.process is not None, f"lane {lane.name} has no process for {fault}"
         nemesis = asyncio.create_task(

@@ -177,10 +177,15 @@ class LocalCluster:
         size: int = 3,
         version: str = "",
         activity: bool = False,
+        node_nats: list[str] | None = None,
     ) -> None:
         self.binary = binary
         self.activity = activity  # record the cluster's activity in __activity
         self.nats_url = nats_url
+        #: Each node's own NATS URL, by node number (the first node's is ``node_nats[0]``):
+        #: a proxy per node in front of NATS partitions one node from its peers, whose Raft
+        #: and replication all go through NATS. Clients still use ``nats_url``.
+        self.node_nats = node_nats
         self.workdir = workdir
         self.size = size
         self.version = version
@@ -188,6 +193,7 @@ class LocalCluster:
         self.nodes: dict[str, Node] = {}
 
     def _config(self, server_id: str, port: int, peers: list[str]) -> str:
+        nats = self.node_nats[peers.index(server_id)] if self.node_nats else self.nats_url
         lines = [
             f"listen: 127.0.0.1:{port}",
             "data:",
@@ -196,7 +202,7 @@ class LocalCluster:
             "  level: info",
             "nats:",
             "  servers:",
-            f"    - {self.nats_url}",
+            f"    - {nats}",
             "clustering:",
             f"  server.id: {server_id}",
             f"  namespace: {self.namespace}",
