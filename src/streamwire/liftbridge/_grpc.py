@@ -194,6 +194,20 @@ def grpc_credentials(tls: TLSOptions) -> grpc.ChannelCredentials:
 _NO_CLIENT_CERT_SIGNS: Final = ("TSI_DATA_CORRUPTED", "CERTIFICATE_REQUIRED", "Handshake failed")
 
 
+#: What grpc reports when the server accepted the connection and then closed or reset it
+#: (``Socket closed``, ``recvmsg:Connection reset by peer``): not a refusal.
+_PEER_CLOSED_SIGNS: Final = ("Socket closed", "Connection reset by peer", "Broken pipe")
+
+
+def peer_closed(exc: ConnectError) -> bool:
+    """Whether the server accepted the connection and then closed it (a ``ConnectError``
+    from grpc's UNAVAILABLE names both that and a refusal), TLS refusals aside."""
+    text = str(exc)
+    if any(sign in text for sign in _NO_CLIENT_CERT_SIGNS):
+        return False
+    return any(sign in text for sign in _PEER_CLOSED_SIGNS)
+
+
 def without_client_certificate(tls: TLSOptions | None, exc: ConnectError) -> ConnectError | None:
     """The error to raise instead of ``exc`` when the client offered no certificate over
     TLS and the server ended the connection as one that requires a client certificate

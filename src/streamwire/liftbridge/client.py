@@ -34,7 +34,7 @@ from streamwire.errors import (
 )
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._cursors import Cursors
-from streamwire.liftbridge._grpc import AddressResolver, Channels
+from streamwire.liftbridge._grpc import AddressResolver, Channels, peer_closed
 from streamwire.liftbridge._grpc_publish import GrpcPublisher
 from streamwire.liftbridge._grpc_publishing import GrpcPublishing
 from streamwire.liftbridge._h2_subscription import (
@@ -230,6 +230,11 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
             except RequestTimeout as exc:
                 raise ConnectTimeout(f"Liftbridge at {target} did not answer") from exc
             except ConnectError as exc:
+                if peer_closed(exc):  # what RabbitMQ and Iggy raise for the same event
+                    raise ConnectionClosed(
+                        f"{target} closed the connection while connecting to Liftbridge "
+                        f"({exc}); is it Liftbridge's gRPC port (9292 by default)?"
+                    ) from exc
                 raise ConnectError(f"cannot reach Liftbridge at {target}: {exc}") from exc
 
     async def _open_nats(self, deadline: Deadline) -> None:

@@ -39,6 +39,7 @@ import pytest
 import streamwire.liftbridge as lb
 from streamwire.errors import (
     ConnectError,
+    ConnectionClosed,
     ConnectTimeout,
     DecodeError,
     RemoteProtocolError,
@@ -312,7 +313,7 @@ async def real_nats(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
     ("script", "error"),
     [
         (grpc_garbage, ConnectError),
-        (grpc_hang_up, ConnectError),
+        (grpc_hang_up, ConnectionClosed),  # as on RabbitMQ and Iggy: test_transport_events.py
         (grpc_silent, ConnectTimeout),
     ],
 )
