@@ -28,6 +28,7 @@ import pytest
 from integration.harness import nemesis
 from integration.harness.faultproxy import ThreadedFaultProxy
 from tests import brokers
+from tests.brokers import require
 from tests.faults.processes import harness_context
 from tests.proxy import proxied
 from tests.spark._jobs import (
@@ -109,16 +110,21 @@ class ProxiedJob:
 
 @contextlib.contextmanager
 def proxied_job(
-    every_broker: dict[str, Target], tmp_path: Path, prefix: str, *extra: str
+    every_broker: dict[str, Target],
+    tmp_path: Path,
+    prefix: str,
+    *extra: str,
+    master: str = "local[2,4]",
 ) -> Iterator[ProxiedJob]:
-    """:class:`ProxiedJob` in ``local[2,4]``; afterwards the driver killed if it still
-    runs, the proxies closed and the streams deleted."""
+    """:class:`ProxiedJob` on ``master`` (``local[2,4]``, or the standalone cluster, whose
+    tasks get four attempts by default too); afterwards the driver killed if it still runs,
+    the proxies closed and the streams deleted."""
     lanes = _lanes(every_broker)
     streams = {name: t.new_stream(prefix) for name, t in lanes.items()}
     proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
-        jobs, args = [], ["--master", "local[2,4]", *extra]
+        jobs, args = [], ["--master", master, *extra]
         for n, (name, t) in enumerate(lanes.items()):
             proxy, via, options = _through_proxy(name, t)
             proxies[name] = proxy
@@ -141,10 +147,14 @@ def proxied_job(
             t.delete_stream(streams[name])
 
 
+@pytest.mark.parametrize("cluster", ["local", "standalone"])
 def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
-    every_broker: dict[str, Target], tmp_path: Path
+    every_broker: dict[str, Target], tmp_path: Path, cluster: str
 ) -> None:
-    with proxied_job(every_broker, tmp_path, "cut") as run:
+    """In ``local[2,4]``, and on the standalone cluster (executors of their own, with their
+    own Python workers, reaching each broker through the proxy)."""
+    master = require("spark").url if cluster == "standalone" else "local[2,4]"
+    with proxied_job(every_broker, tmp_path, "cut", master=master) as run:
         pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in run.lanes}
         deadline = time.monotonic() + 600
         while run.running(deadline) and any(pending.values()):
