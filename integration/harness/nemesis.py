@@ -20,7 +20,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 
-from . import cluster, lanes, rabbit, rabbit310
+from . import cluster, config, lanes, rabbit, rabbit310
 from .envfile import read_env, say
 from .procs import is_running, read_pid
 
@@ -32,15 +32,8 @@ SIGNALS: Mapping[str, signal.Signals] = {
     "kill": signal.SIGKILL,
 }
 VERBS = (*SIGNALS, "revive")
-TARGETS = (
-    "rabbitmq",
-    "rabbitmq40",
-    "rabbitmq310",
-    "rabbitmq-cluster",
-    "nats",
-    "liftbridge",
-    "iggy",
-)
+#: The harness's brokers that run as processes of their own (Spark's lanes are not faulted).
+TARGETS = tuple(t for t in config.KNOWN_TARGETS if not t.startswith("spark"))
 #: The pid file of each server the harness starts under one (lanes.py).
 _PIDFILES: Mapping[str, str] = {
     "nats": "nats/nats.pid",

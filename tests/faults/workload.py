@@ -226,11 +226,17 @@ async def _final(url: str, stream: str) -> list[Stored]:
         return out
 
 
+async def _fault_point(rng: random.Random, acked: Any, total: int) -> None:
+    """Wait for the point of the production the fault comes at: a seeded number of
+    acknowledged messages, between a tenth and six tenths of them."""
+    at = rng.randint(total // 10, total * 6 // 10)
+    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+
+
 async def _nemesis(
     proxy: FaultProxy, fault: Fault, rng: random.Random, history: History, acked: Any, total: int
 ) -> None:
-    at = rng.randint(total // 10, total * 6 // 10)
-    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    await _fault_point(rng, acked, total)
     lasting = rng.uniform(1.0, 4.0)
     history.fault(fault)
     if fault == "cut":  # at a byte of the next round's upstream traffic: bytes in flight
@@ -262,8 +268,7 @@ async def _process_nemesis(
     acked: Any,
     total: int,
 ) -> None:
-    at = rng.randint(total // 10, total * 6 // 10)
-    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    await _fault_point(rng, acked, total)
     if fault == "pause":
         lasting = pause_seconds(rng)
         await process.pause()
@@ -290,8 +295,7 @@ async def _partition_nemesis(
     acked: Any,
     total: int,
 ) -> None:
-    at = rng.randint(total // 10, total * 6 // 10)
-    await wait_until(lambda: acked() >= at, PRODUCE_BUDGET, f"{at} messages acknowledged")
+    await _fault_point(rng, acked, total)
     lasting = rng.uniform(*PARTITION_SECONDS)
     leader = await cluster.isolate_leader(stream)
     history.fault(f"partition {leader}")
