@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -306,6 +306,20 @@ async def _partition_nemesis(
     history.heal(f"partition {leader}")
 
 
+async def _beside(
+    nemesis: Coroutine[Any, Any, None], production: Awaitable[None], wait: float
+) -> None:
+    """``production`` with ``nemesis`` running beside it; the nemesis then has ``wait``
+    seconds to finish (it heals on its own), and is cancelled if it has not."""
+    task = asyncio.create_task(nemesis)
+    try:
+        await production
+        await asyncio.wait_for(task, wait)
+    finally:
+        if not task.done():
+            task.cancel()
+
+
 async def _produce_under(
     lane: Lane, fault: Fault, rng: random.Random, stream: str, ids: list[str], history: History
 ) -> None:
@@ -314,40 +328,35 @@ async def _produce_under(
     def acked() -> int:
         return sum(1 for e in history.events if e.kind == "ack")
 
+    total = len(ids)
     if fault in CLUSTER_FAULTS:
         assert lane.cluster is not None, f"lane {lane.name} is not a cluster"
-        nemesis = asyncio.create_task(
-            _partition_nemesis(lane.cluster, stream, rng, history, acked, len(ids))
-        )
         try:
-            await _produce(lane, lane.url, stream, ids, history)
-            await asyncio.wait_for(nemesis, 60)
+            await _beside(
+                _partition_nemesis(lane.cluster, stream, rng, history, acked, total),
+                _produce(lane, lane.url, stream, ids, history),
+                60,
+            )
         finally:
-            if not nemesis.done():
-                nemesis.cancel()
             await lane.cluster.heal()
-        return
-    if fault in PROCESS_FAULTS:
+    elif fault in PROCESS_FAULTS:
         assert lane.process is not None, f"lane {lane.name} has no process for {fault}"
-        nemesis = asyncio.create_task(
-            _process_nemesis(lane.process, fault, rng, history, acked, len(ids))
+        await _beside(  # a start on its data may take a while
+            _process_nemesis(lane.process, fault, rng, history, acked, total),
+            _produce(lane, lane.url, stream, ids, history),
+            240,
         )
-        try:
-            await _produce(lane, lane.url, stream, ids, history)
-            await asyncio.wait_for(nemesis, 240)  # a start on its data may take a while
-        finally:
-            if not nemesis.done():
-                nemesis.cancel()
-        return
-    async with FaultProxy(*lane.upstream) as proxy:
-        nemesis = asyncio.create_task(_nemesis(proxy, fault, rng, history, acked, len(ids)))
-        try:
-            await _produce(lane, lane.through(proxy.port), stream, ids, history)
-            await asyncio.wait_for(nemesis, 30)  # it heals on its own
-        finally:
-            nemesis.cancel()
-            proxy.blackhole(False)
-            proxy.latency = 0.0
+    else:
+        async with FaultProxy(*lane.upstream) as proxy:
+            try:
+                await _beside(
+                    _nemesis(proxy, fault, rng, history, acked, total),
+                    _produce(lane, lane.through(proxy.port), stream, ids, history),
+                    30,
+                )
+            finally:
+                proxy.blackhole(False)
+                proxy.latency = 0.0
 
 
 async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> Outcome:
