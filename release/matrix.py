@@ -47,6 +47,7 @@ LEAVE_OUT = frozenset(
         "python-qpid-proton",
         "atheris",
         "mypy",
+        "pyright",
         "ruff",
         "grpcio-tools",
         "mypy-protobuf",
