@@ -313,12 +313,22 @@ async def test_a_connection_lost_mid_batch_fails_exactly_what_waited(transport: 
     try:
         futures = await producer.send_batch([f"m{i}".encode() for i in range(8)])
         await asyncio.wait(futures, timeout=10)
-        assert [f.result().offset for f in futures[:3]] == [0, 1, 2]
-        for f in futures[3:]:
+        assert all(f.done() for f in futures)
+        confirmed = [f for f in futures if f.exception() is None]
+        if transport == "http2":  # every response that arrived before the status is read
+            assert len(confirmed) == 3
+        else:
+            # grpc.aio: a write that fails once the server's status is in poisons the call
+            # (status INTERNAL), and responses grpc held but had not handed over are dropped
+            # (docs/liftbridge.md, "A stream that breaks"): some of the three may fail
+            assert len(confirmed) <= 3
+        assert futures[: len(confirmed)] == confirmed  # confirmed: a prefix, at its offsets
+        assert [f.result().offset for f in confirmed] == list(range(len(confirmed)))
+        for f in futures[len(confirmed) :]:
             assert isinstance(f.exception(), StreamwireError)
         assert producer.pending == 0
-        assert producer.stats.confirmed == 3
-        assert producer.stats.failed == 5
+        assert producer.stats.confirmed == len(confirmed)
+        assert producer.stats.failed == 8 - len(confirmed)
         assert server.streams == 1  # (reconnect=None: nothing sent again)
     finally:
         await client.close()
