@@ -29,6 +29,7 @@ from streamwire.spark._runtime import close_runtime
 from streamwire.spark.datasource import (
     ADMISSION_CONTROL,
     READ_MAX_BYTES,
+    SKIPPED_KEY,
     ReadAllAvailable,
     ReadMaxBytes,
     ReadMaxRows,
@@ -531,12 +532,17 @@ def test_offsets_retention_deleted_fail_the_read_unless_it_may_skip_them(
         finally:
             reader.stop()
 
+        assert SKIPPED_KEY not in (reader.reportLatestOffset() or {})  # only when it skips
         skipping = StreamwireDataSource({**options, "failOnDataLoss": "false"}).streamReader(None)
         try:
             with caplog.at_level("WARNING", logger="streamwire.spark.datasource"):
+                assert skipping.latestOffset(from_zero, ReadAllAvailable()) == end
+                # the count reaches the batch's progress (sources[].latestOffset)
+                assert skipping.reportLatestOffset() == {**end, SKIPPED_KEY: first}
                 (part,) = skipping.partitions(from_zero, end)
             assert (part.start, part.end) == (first, tail)
-            assert f"skipping {first} offsets" in caplog.text
+            assert caplog.text.count(f"skipping {first} offsets") == 1
+            assert skipping.reportLatestOffset() == {**end, SKIPPED_KEY: first}  # counted once
             offsets = [r[5] for r in rows_of(skipping.read(part))]
             assert offsets == list(range(first, tail))
         finally:
@@ -614,6 +620,8 @@ def test_a_stream_recreated_below_the_checkpoint_fails_the_query_unless_it_may_s
         any_broker.recreate_stream(stream)
         publish(any_broker, stream, messages(3, start=100))
 
+        progress: list[Any] = []  # the last run's StreamingQueryProgress
+
         def run(**options: str) -> tuple[Any, list[Any]]:
             rows: list[Any] = []
             df = (
@@ -633,6 +641,8 @@ def test_a_stream_recreated_below_the_checkpoint_fails_the_query_unless_it_may_s
                 query.awaitTermination()
             except Exception as exc:  # Spark's StreamingQueryException
                 return exc, rows
+            finally:
+                progress[:] = query.recentProgress
             return None, rows
 
         failure, rows = run()
@@ -643,6 +653,9 @@ def test_a_stream_recreated_below_the_checkpoint_fails_the_query_unless_it_may_s
         failure, rows = run(failOnDataLoss="false")
         assert failure is None
         assert sorted(r.value for r in rows) == [m.value for m in messages(3, start=100)]
+        # what the reader skipped is in the query's progress
+        reported = [json.loads(p.sources[0].latestOffset or "{}") for p in progress]
+        assert any(r.get(SKIPPED_KEY, 0) > 0 for r in reported), reported
     finally:
         any_broker.delete_stream(stream)
 

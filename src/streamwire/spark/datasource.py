@@ -112,6 +112,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applie
 __all__ = (
     "ADMISSION_CONTROL",
     "READ_MAX_BYTES",
+    "SKIPPED_KEY",
     "ReadAllAvailable",
     "ReadMaxBytes",
     "ReadMaxRows",
@@ -136,6 +137,9 @@ _MORE_WAIT: Final = 0.05
 #: Messages a streaming read with ``maxBytesPerTrigger`` looks at, from each partition's
 #: start, to estimate its bytes per message.
 SIZE_SAMPLE: Final = 100
+#: The key of the query progress's ``latestOffset`` that counts the offsets a reader with
+#: ``failOnDataLoss=false`` skipped (``StreamwireStreamReader.reportLatestOffset``).
+SKIPPED_KEY: Final = "streamwire.skippedOffsets"
 
 
 class StreamwireDataSource(DataSource):
@@ -272,6 +276,17 @@ class _Losses:
 
     def __init__(self) -> None:
         self.skipped = 0
+        # what was counted: (kind, partition, first, stop), so that a loss met both when a
+        # batch's end is chosen and when it is planned is counted once
+        self._counted: set[tuple[str, int, int, int]] = set()
+
+    def _count(self, kind: str, ranges: Mapping[int, tuple[int, int]]) -> int:
+        """Count the offsets of ``ranges`` not counted before; how many that was."""
+        new = {(kind, p, a, b) for p, (a, b) in ranges.items()} - self._counted
+        self._counted |= new
+        added = sum(abs(b - a) for _, _, a, b in new)
+        self.skipped += added
+        return added
 
     def check(
         self,
@@ -298,15 +313,15 @@ class _Losses:
                 "the option failOnDataLoss=false to skip them (logged and counted)",
                 gone,
             )
-        self.skipped += count
-        logger.warning(
-            "%s: skipping %d offsets no longer in the broker (%s); %d skipped by this reader "
-            "so far (failOnDataLoss=false)",
-            opts.stream,
-            count,
-            where,
-            self.skipped,
-        )
+        if self._count("gone", gone):
+            logger.warning(
+                "%s: skipping %d offsets no longer in the broker (%s); %d skipped by this "
+                "reader so far (failOnDataLoss=false)",
+                opts.stream,
+                count,
+                where,
+                self.skipped,
+            )
         start = {**start, **{p: bounds[p][0] for p in gone if p in bounds}}
         end = {p: e for p, e in end.items() if p in bounds}
         return start, end
@@ -339,13 +354,14 @@ class _Losses:
                 "offset (logged and counted)",
                 {p: (tail, at) for p, (tail, at) in behind.items()},
             )
-        self.skipped += sum(at - tail for tail, at in behind.values())
-        logger.warning(
-            "%s: the stream's tail is below the checkpoint (%s): recreated or reset; reading "
-            "those partitions again from their earliest offset (failOnDataLoss=false)",
-            opts.stream,
-            where,
-        )
+        if self._count("behind", behind):
+            logger.warning(
+                "%s: the stream's tail is below the checkpoint (%s): recreated or reset; "
+                "reading those partitions again from their earliest offset "
+                "(failOnDataLoss=false)",
+                opts.stream,
+                where,
+            )
         return {**start, **{p: bounds.get(p, (0, 0))[0] for p in behind}}
 
 
@@ -599,18 +615,19 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return _offsets.encode(opts.stream, tails)
         begin = _offsets.decode(opts.stream, start)
         if _behind(begin, tails):  # the stream was recreated or reset: see _Losses.rewound
-            bounds = self._bounds or {}
-            if opts.fail_on_data_loss:
-                self._losses.rewound(opts, begin, tails, bounds)  # raises DataLossError
-            begin = {**begin, **{p: bounds.get(p, (0, 0))[0] for p in _behind(begin, tails)}}
+            # (DataLossError, or logged and counted now, so the progress reports it)
+            begin = self._losses.rewound(opts, begin, tails, self._bounds or {})
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
-            return _offsets.encode(opts.stream, _offsets.cap(begin, tails, None))
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
-        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else opts.max_bytes
-        end = _offsets.cap(begin, tails, max_rows)
-        if max_bytes is not None:
-            sizes = _message_sizes(opts, begin, end)
-            end = _offsets.cap_bytes(begin, end, max_bytes, sizes, unsampled=SIZE_SAMPLE)
+            end = _offsets.cap(begin, tails, None)
+        else:
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
+            max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else opts.max_bytes
+            end = _offsets.cap(begin, tails, max_rows)
+            if max_bytes is not None:
+                sizes = _message_sizes(opts, begin, end)
+                end = _offsets.cap_bytes(begin, end, max_bytes, sizes, unsampled=SIZE_SAMPLE)
+        if not opts.fail_on_data_loss:  # count what this batch will skip, for the progress
+            self._losses.check(opts, begin, end, self._bounds or {})
         return _offsets.encode(opts.stream, end)
 
     def getDefaultReadLimit(self) -> Any:
@@ -626,8 +643,18 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The tails last seen, for the query's progress (``sources[].latestOffset``); with
+        ``failOnDataLoss=false`` also ``"streamwire.skippedOffsets"``: how many offsets this
+        query's planning skipped because the broker no longer had them (retention, a
+        recreated stream). Offsets deleted between planning a batch and reading it are
+        skipped by the executor, which logs them; the driver does not see those."""
         latest = self._latest
-        return None if latest is None else _offsets.encode(self.options.stream, latest)
+        if latest is None:
+            return None
+        report = _offsets.encode(self.options.stream, latest)
+        if not self.options.fail_on_data_loss:
+            report[SKIPPED_KEY] = self._losses.skipped
+        return report
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = None
