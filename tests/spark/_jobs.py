@@ -19,6 +19,7 @@ import streamwire
 from tests.spark._support import Target, read_back
 
 __all__ = [
+    "BUDGET",
     "ROWS_PER_BATCH",
     "TOTAL",
     "batches",
@@ -31,10 +32,15 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES, ROWS_PER_FILE = 6, 2000
+#: ``STREAMWIRE_SPARK_ROWS`` and ``STREAMWIRE_SPARK_PACE`` scale the jobs up for a measured
+#: run (docs/spark.md's table: 600,000 rows, no pace); the suite runs with the defaults.
+FILES, ROWS_PER_FILE = 6, int(os.environ.get("STREAMWIRE_SPARK_ROWS", "12000")) // 6
 ROWS_PER_BATCH = 2 * ROWS_PER_FILE  # two files per micro-batch, one Spark partition each
 TOTAL = FILES * ROWS_PER_FILE
-PACE = 0.001  # seconds per row in the UDF: a task takes ~2 s to publish its partition
+#: Seconds per row in the UDF: a task takes ~2 s to publish its partition.
+PACE = float(os.environ.get("STREAMWIRE_SPARK_PACE", "0.001"))
+#: How long a job may take: 10 minutes, and more for a scaled-up run.
+BUDGET = 600.0 + TOTAL / 500
 
 
 def write_input(tmp_path: Path) -> None:
@@ -117,12 +123,26 @@ def batches(out: str, n: int) -> list[tuple[int, int, int, int]]:
     return [(int(b[2]), int(b[3]), int(b[4]), int(b[5])) for b in lines]
 
 
-def check_stored(t: Target, stream: str) -> None:
-    """Every id once in ``stream``, with its key."""
-    back = read_back(t, stream, expect=TOTAL)
+def check_stored(t: Target, stream: str, lane: str | None = None, fault: str = "") -> None:
+    """Every id once in ``stream``, with its key. With ``STREAMWIRE_FAULT_RESULTS=DIR``,
+    what was found is written there first (``python -m tests.spark.table DIR``)."""
+    back = read_back(t, stream, expect=TOTAL, timeout=30.0 + TOTAL / 10_000)
     values = [int(m.value) for m in back]
     lost = TOTAL - len(set(values) & set(range(TOTAL)))
     duplicated = len(values) - len(set(values))
+    results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
+    if results:
+        report = {
+            "lane": lane or t.broker,
+            "fault": fault,
+            "rows": TOTAL,
+            "stored": len(values),
+            "lost": lost,
+            "duplicated": duplicated,
+        }
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)
+        out = Path(results) / f"spark-{fault}-{lane or t.broker}-{name}.json"
+        out.write_text(json.dumps(report), encoding="utf-8")
     assert len(values) == TOTAL, f"{t.broker}: {lost} ids lost, {duplicated} stored twice"
     assert sorted(values) == list(range(TOTAL)), t.broker
     assert all(m.key == m.value for m in back), t.broker

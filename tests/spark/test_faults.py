@@ -32,6 +32,7 @@ from tests.brokers import require
 from tests.faults.processes import harness_context
 from tests.proxy import proxied
 from tests.spark._jobs import (
+    BUDGET,
     ROWS_PER_BATCH,
     TOTAL,
     batches,
@@ -43,7 +44,7 @@ from tests.spark._jobs import (
 )
 from tests.spark._support import Target
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(BUDGET * 1.5)]
 
 #: When to cut: at these fractions of the input stored, in each of the three micro-batches.
 CUT_AT = (0.2, 0.5, 0.8)
@@ -96,14 +97,14 @@ class ProxiedJob:
     def finish(self) -> str:
         for proxy in self.proxies.values():
             proxy.blackhole(False)
-        return finish(self.job, self.log, timeout=600)
+        return finish(self.job, self.log, timeout=BUDGET)
 
-    def check_every_lane(self, out: str) -> None:
+    def check_every_lane(self, out: str, fault: str) -> None:
         """Every lane's link went through its proxy, every row is stored exactly once, and
         every micro-batch reported all its rows."""
         for n, (name, t) in enumerate(self.lanes.items()):
             assert self.proxies[name].connections_made > 0, name
-            check_stored(t, self.streams[name])
+            check_stored(t, self.streams[name], name, fault)
             done = batches(out, n)
             assert sum(b[1] for b in done) == TOTAL, (name, done)
 
@@ -156,7 +157,7 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
     master = require("spark").url if cluster == "standalone" else "local[2,4]"
     with proxied_job(every_broker, tmp_path, "cut", master=master) as run:
         pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in run.lanes}
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + BUDGET
         while run.running(deadline) and any(pending.values()):
             for name, t in run.lanes.items():
                 marks = pending[name]
@@ -167,7 +168,7 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
         out = run.finish()
         for name, proxy in run.proxies.items():
             assert len(proxy.cuts) == len(CUT_AT), (name, proxy.cuts, out[-2000:])
-        run.check_every_lane(out)
+        run.check_every_lane(out, f"cut-{cluster}")
 
 
 #: The sink's timeout in the stalled-link test, and how long the link stays silent.
@@ -187,7 +188,7 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
     with proxied_job(every_broker, tmp_path, "stall", "--timeout", str(STALL_TIMEOUT)) as run:
         silenced: dict[str, float] = {}
         healed: set[str] = set()
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + BUDGET
         while run.running(deadline) and len(healed) < len(run.lanes):
             for name, t in run.lanes.items():
                 if name not in silenced and stored(t, run.streams[name]) >= TOTAL // 6:
@@ -200,7 +201,7 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
         out = run.finish()
         assert sorted(silenced) == sorted(run.lanes), (silenced, out[-2000:])
         assert "TimeoutError" in out or "timed out" in out, out[-3000:]
-        run.check_every_lane(out)
+        run.check_every_lane(out, "stall")
 
 
 # --- the broker's process: paused, or killed and started again on its data ----------------
@@ -248,7 +249,7 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
         jobs = [(t, streams[name]) for name, t in lanes.items()]
         args = ["--master", "local[2,4]", "--timeout", str(PROCESS_TIMEOUT)]
         job = start_job(jobs, tmp_path, log, *args)
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + BUDGET
         while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
             for name, t in lanes.items():
                 if name not in hit and stored(t, streams[name]) >= MID_BATCH:
@@ -258,11 +259,11 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
             time.sleep(0.02)
         for thread in hit.values():
             thread.join(300)
-        out = finish(job, log, timeout=600)
+        out = finish(job, log, timeout=BUDGET)
         assert sorted(hit) == sorted(lanes), (hit, out[-2000:])
         assert "streamwire.errors." in out, out[-3000:]  # a task met the fault, typed
         for n, (name, t) in enumerate(lanes.items()):
-            check_stored(t, streams[name])
+            check_stored(t, streams[name], name, fault)
             assert sum(b[1] for b in batches(out, n)) == TOTAL, (name, batches(out, n))
     finally:
         if job is not None and job.poll() is None:
