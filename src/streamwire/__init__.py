@@ -19,6 +19,7 @@ from streamwire._api import (
     Partitioned,
     Producer,
     ProducerKwargs,
+    ReplicatedAcks,
     StreamKwargs,
     SuperStreams,
 )
@@ -58,6 +59,7 @@ __all__ = (
     "StreamKwargs",
     "ProducerKwargs",
     "Partitioned",
+    "ReplicatedAcks",
     "SuperStreams",
     "OffsetBounds",
     "DeduplicatingProducer",

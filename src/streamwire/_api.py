@@ -375,6 +375,21 @@ class KeyRouted(Protocol):
 
 
 @runtime_checkable
+class ReplicatedAcks(Protocol):
+    """A client whose producers confirm a message, by default, before the stream's replicas
+    have it, and can be asked to wait for them (Liftbridge: ``ack_policy=AckPolicy.ALL``).
+    Elsewhere there is nothing to ask: RabbitMQ Streams confirms once a majority of the
+    stream's members have the message; what an Iggy acknowledgement keeps is its topic's
+    durability settings (docs/iggy.md, "Durability")."""
+
+    @property
+    def replicated_ack_options(self) -> Mapping[str, object]:
+        """The producer options that make a confirmation mean "replicated" (the leader
+        alone losing it, by a crash or a partition, cannot undo it)."""
+        ...
+
+
+@runtime_checkable
 class SuperStreams(Protocol):
     """A client whose broker groups streams into super streams (RabbitMQ Streams 3.13+, where
     ``create_stream(name, partitions=n)`` makes one): each partition is a stream of its own,

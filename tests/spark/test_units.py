@@ -432,3 +432,54 @@ def test_a_consumer_name_store_that_times_out_is_logged_not_raised(
         assert "timed out" in caplog.text
     finally:
         close_runtime()
+
+
+class _Recorded:
+    """A producer that records the options it was made with."""
+
+    def __init__(self, options: dict[str, object]) -> None:
+        self.options = options
+
+    async def __aenter__(self) -> _Recorded:
+        return self
+
+
+class _Client:
+    producer_options = frozenset({"ack_policy", "max_in_flight"})
+
+    def producer(self, stream: str, *, name: str | None, **options: object) -> _Recorded:
+        return _Recorded(options)
+
+
+class _ReplicatingClient(_Client):
+    @property
+    def replicated_ack_options(self) -> dict[str, object]:
+        return {"ack_policy": "all"}
+
+
+@pytest.mark.parametrize(
+    ("client", "given", "made"),
+    [
+        (_ReplicatingClient(), {}, {"ack_policy": "all", "max_in_flight": 10}),
+        (_ReplicatingClient(), {"ack_policy": "one"}, {"ack_policy": "one", "max_in_flight": 10}),
+        (_Client(), {}, {"max_in_flight": 10}),
+    ],
+)  # fmt: skip
+def test_the_sink_asks_for_replicated_acks_where_a_broker_confirms_before_them(
+    client: _Client, given: dict[str, object], made: dict[str, object]
+) -> None:
+    """On a ``streamwire.ReplicatedAcks`` client (Liftbridge) the sink's producers confirm
+    only what the replicas have, unless the user's producer options say otherwise."""
+    from streamwire.spark._brokers import Broker
+
+    assert isinstance(client, streamwire.ReplicatedAcks) is isinstance(client, _ReplicatingClient)
+    publisher = asyncio.run(
+        Broker.of("liftbridge://127.0.0.1:9292").open_publisher(
+            client,  # type: ignore[arg-type]
+            "s",
+            reference=None,
+            options=given,
+            max_in_flight=10,
+        )
+    )
+    assert publisher.producer.options == made  # type: ignore[attr-defined]

@@ -86,3 +86,25 @@ def test_every_api_method_exists_and_accepts_its_keywords(impl: type, api: type)
                 assert param.name in got or any(p.kind is p.VAR_KEYWORD for p in got.values()), (
                     f"{impl.__name__}.{name} lacks keyword {param.name}"
                 )
+
+
+def liftbridge_replicated_acks(c: lb.Client) -> streamwire.ReplicatedAcks:
+    return c  # mypy: Liftbridge has the capability
+
+
+@pytest.mark.parametrize(
+    ("client", "has"), [(rmq.Client, False), (lb.Client, True), (iggy.Client, False)]
+)
+def test_only_liftbridge_confirms_before_replication_and_says_how_not_to(
+    client: type, has: bool
+) -> None:
+    """RabbitMQ confirms after a majority has a message, and Iggy's acknowledgement is its
+    topic's durability: neither has an option to ask for it. Liftbridge's is ``ALL``, an
+    option its producers accept."""
+    assert (
+        isinstance(getattr(client, "replicated_ack_options", None), property) is has
+    ), client
+    if has:
+        options = client.replicated_ack_options.fget(None)  # type: ignore[attr-defined]
+        assert options == {"ack_policy": lb.AckPolicy.ALL}
+        lb.ProducerOptions(**options)  # options a producer takes

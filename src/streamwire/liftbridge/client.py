@@ -62,6 +62,7 @@ from streamwire.liftbridge.protocol.errors import (
     GrpcStatus,
     StreamNotFound,
 )
+from streamwire.liftbridge.protocol.messages import AckPolicy
 from streamwire.liftbridge.protocol.metadata import (
     Broker,
     Metadata,
@@ -690,6 +691,13 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
     def producer_options(self) -> frozenset[str]:
         """The options :meth:`producer` takes besides ``name`` (:class:`ProducerOptions`)."""
         return option_names(ProducerOptions)
+
+    @property
+    def replicated_ack_options(self) -> Mapping[str, object]:
+        """``{"ack_policy": AckPolicy.ALL}``: an ack once every in-sync replica has the
+        message (:class:`streamwire.ReplicatedAcks`; the default ``LEADER`` can be undone
+        by the leader's loss, docs/liftbridge.md, "Ack policies")."""
+        return {"ack_policy": AckPolicy.ALL}
 
     def producer(
         self, stream: str, *, name: str | None = None, **options: Unpack[ProducerKwargs]

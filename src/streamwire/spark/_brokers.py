@@ -113,8 +113,13 @@ class Broker:
         """Start a producer on ``stream``, named ``reference``. When it is a
         :class:`streamwire.DeduplicatingProducer`, :attr:`Publisher.last_stored` is the last
         publishing id the broker stored under that name (0: none). ``max_in_flight`` is
-        passed where the producer has such an option."""
-        opts = dict(options)
+        passed where the producer has such an option. On a :class:`streamwire.ReplicatedAcks`
+        client the producer confirms only what the replicas have (unless ``options`` say
+        otherwise): the sink takes a confirmation for "stored", and the stream's leader
+        alone cannot keep that promise through a crash or a partition."""
+        opts: dict[str, Any] = dict(options)
+        if isinstance(client, streamwire.ReplicatedAcks):
+            opts = {**client.replicated_ack_options, **opts}
         if max_in_flight is not None and _IN_FLIGHT_OPTION in client.producer_options:
             opts.setdefault(_IN_FLIGHT_OPTION, max_in_flight)
         producer = client.producer(stream, name=reference, **opts)
