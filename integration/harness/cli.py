@@ -29,6 +29,9 @@ usage: integration/brokers.sh up|down|status [{_NAMES}]
        integration/brokers.sh fault pause|resume|kill|revive NAME [N]
          (NAME: rabbitmq|rabbitmq40|rabbitmq310|nats|liftbridge|iggy, or rabbitmq-cluster N;
           pause = SIGSTOP, resume = SIGCONT, kill = SIGKILL, revive = start again on its data)
+       integration/brokers.sh fault partition rabbitmq-cluster N
+       integration/brokers.sh fault heal rabbitmq-cluster
+         (node N cut off from its peers, silently, both ways; heal ends it)
 """
 
 #: The native lanes (the Docker backend runs every broker through docker.py).
@@ -256,7 +259,7 @@ def _fault(args: list[str], env: Mapping[str, str], paths: config.Paths) -> int:
     """``fault VERB NAME [N]`` (nemesis.py); takes the harness's lock only to revive, so that a
     pause can be ended while an ``up`` of another lane waits."""
     if len(args) not in (2, 3) or args[0] not in nemesis.VERBS:
-        return _usage("fault needs: pause|resume|kill|revive NAME [N]")
+        return _usage("fault needs: pause|resume|kill|revive|partition|heal NAME [N]")
     verb, target = args[0], args[1]
     node: int | None = None
     if len(args) == 3:
@@ -265,7 +268,7 @@ def _fault(args: list[str], env: Mapping[str, str], paths: config.Paths) -> int:
         node = int(args[2])
     backend, _ = select_backend(env)
     if backend != "native":
-        say("fault: process faults act on the native backend's processes only")
+        say("fault: faults act on the native backend's processes only")
         return 2
     ctx = lanes.Context(paths, env)
     if verb != "revive":

@@ -1,9 +1,12 @@
 """``rabbitmq-cluster``: three RabbitMQ 4.3 nodes (sid) clustered on loopback, in one chroot
 that is a copy of ``rabbitmq``'s. Node N (1..3) is ``<prefix>N@localhost`` with stream port
 STREAM_PORT+N-1, stream TLS TLS_PORT+N-1 (the harness's throwaway PKI, as ``rabbitmq``'s),
-AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1; one epmd. Each node's
-settings are passed in its environment (``RABBITMQ_NODENAME``, ``RABBITMQ_CONFIG_FILE``, ...),
-so the harness finds a node's processes by ``RABBITMQ_NODENAME`` among the chroot's."""
+AMQP AMQP_PORT+N-1, distribution DIST_PORT+N-1, stream replication a range of its own from
+REPLICATION_PORT (``config.replication_ports``); one epmd. Each node's settings are passed in
+its environment (``RABBITMQ_NODENAME``, ``RABBITMQ_CONFIG_FILE``, ...), so the harness finds a
+node's processes by ``RABBITMQ_NODENAME`` among the chroot's. Each node runs in a cgroup of
+its own where cgroup2 is mounted, so that ``fault partition`` can cut it off
+(``partition.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config, tls
+from . import config, partition, tls
 from .envfile import log_tail, say, write_env
 from .lanes import Context
 from .mounts import (
@@ -47,6 +50,9 @@ __all__ = ["Cluster", "down", "node_config", "parse_node", "start", "status_line
 
 LOOPBACK = config.LOOPBACK
 SIZE = config.CLUSTER_SIZE
+#: Seconds until a node counts a silent peer as down (Erlang's default: 60): a partition of
+#: 20 s is noticed, and the majority elects new leaders, within the fault tests' runs.
+NET_TICKTIME = 10
 NAME = "rabbitmq-cluster"
 _COORDINATOR_MEMBERS = (
     "case ra:members({rabbit_stream_coordinator, node()}) of "
@@ -68,6 +74,7 @@ class Cluster:
     amqp_base: int
     dist_base: int
     epmd_port: int
+    replication_base: int
 
     @classmethod
     def select(cls, ctx: Context) -> Cluster:
@@ -81,6 +88,7 @@ class Cluster:
             amqp_base=ctx.port(NAME, "AMQP_PORT"),
             dist_base=ctx.port(NAME, "DIST_PORT"),
             epmd_port=ctx.port(NAME, "EPMD_PORT"),
+            replication_base=ctx.port(NAME, "REPLICATION_PORT"),
         )
 
     @property
@@ -101,6 +109,22 @@ class Cluster:
 
     def dist(self, n: int) -> int:
         return config.cluster_port(self.dist_base, n)
+
+    def replication(self, n: int) -> tuple[int, int]:
+        return config.replication_ports(self.replication_base, n)
+
+    def cgroup(self, n: int) -> str:
+        """Node ``n``'s cgroup, relative to the cgroup2 root (``partition.node_cgroup``)."""
+        return f"{partition.PARENT}/{NAME}-{n}"
+
+    def partition_node(self, n: int) -> partition.Node:
+        """Node ``n`` as a partition sees it: its cgroup and the ports its peers reach."""
+        return partition.Node(self.cgroup(n), ((self.dist(n), self.dist(n)), self.replication(n)))
+
+    def outside_cgroup(self, n: int) -> bool:
+        """Node ``n`` runs, but not in its cgroup (started before the harness put nodes in
+        cgroups, or where no cgroup2 is mounted)."""
+        return any(partition.cgroup_of(pid) != self.cgroup(n) for pid in self.beam_pids(n))
 
     def digest(self, n: int) -> str:
         """The hash of what node ``n`` reads at start (its config, the TLS files)."""
@@ -191,6 +215,9 @@ stream.advertised_port = {c.stream(n)}
 distribution.listener.interface = {LOOPBACK}
 distribution.listener.port_range.min = {c.dist(n)}
 distribution.listener.port_range.max = {c.dist(n)}
+stream.replication.port_range.min = {c.replication(n)[0]}
+stream.replication.port_range.max = {c.replication(n)[1]}
+net_ticktime = {NET_TICKTIME}
 """ + (tls_listener_config(c.tls(n)) if with_tls else "")
 
 
@@ -269,7 +296,11 @@ def _launch(c: Cluster, n: int, log: Path) -> bool:
     (c.dir / "data" / f"node{n}" / "mnesia" / f"{c.node(n)}.pid").unlink(missing_ok=True)
     say(f"{NAME}: starting node {n}, {c.node(n)} (stream {LOOPBACK}:{c.stream(n)})")
     c.digest_file(n).write_text(c.digest(n) + "\n", encoding="utf-8")
-    return c.chroot.run(c.env(n), ["rabbitmq-server", "-detached"], log=log).returncode == 0
+    argv = c.chroot.argv(c.env(n), ["rabbitmq-server", "-detached"])
+    argv = partition.in_cgroup(partition.node_cgroup(f"{NAME}-{n}"), argv)
+    with log.open("a", encoding="utf-8") as out:
+        started = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return started.returncode == 0
 
 
 def _wait_ready(ctx: Context, c: Cluster, n: int, log: Path, started: float) -> bool:
@@ -439,6 +470,9 @@ def up(ctx: Context, ops: MountOps | None = None) -> bool:
         if c.beam_running(n) and _started_otherwise(c, n, with_tls):
             say(f"{NAME}: node {n} runs with an older configuration; restarting it")
             _stop_node(c, n, log)
+        elif c.beam_running(n) and partition.cgroup_root() and c.outside_cgroup(n):
+            say(f"{NAME}: node {n} runs outside its cgroup (fault partition); restarting it")
+            _stop_node(c, n, log)
     # start every stopped node at once: a clustered node waits for its peers when it boots
     for n in range(1, SIZE + 1):
         if c.beam_running(n):
@@ -509,6 +543,8 @@ def _stop_node(c: Cluster, n: int, log: Path) -> None:
 
 def down(ctx: Context, ops: MountOps | None = None) -> None:
     c = Cluster.select(ctx)
+    if partition.heal():
+        say(f"{NAME}: the partition made by fault partition is healed")
     (ctx.state / f"{NAME}.env").unlink(missing_ok=True)
     for n in range(1, SIZE + 1):
         c.digest_file(n).unlink(missing_ok=True)

@@ -63,6 +63,9 @@ DOWN_ORDER = (
 OPTIONAL_WHEN_REQUIRED = frozenset({"iggy"})
 
 CLUSTER_SIZE = 3
+#: Stream replication ports of each node of the cluster (``REPLICATION_PORT``): node N
+#: listens for its replicas' feeds on ``REPLICATION_PORT + (N-1) * REPLICA_PORTS`` onwards.
+REPLICA_PORTS = 100
 
 
 def required(environ: Mapping[str, str]) -> bool:
@@ -111,6 +114,7 @@ DEFAULTS: Mapping[str, Mapping[str, str]] = {
         "AMQP_PORT": "5681",
         "DIST_PORT": "25681",
         "EPMD_PORT": "4372",
+        "REPLICATION_PORT": "6600",
         "NODE_PREFIX": "rabbitc",
     },
     "nats": {"PORT": "4222", "TLS_PORT": "4443"},
@@ -144,8 +148,10 @@ def parse_port(name: str, value: str, *, span: int = 1) -> int:
     return port
 
 
-def _span(target: str) -> int:
-    return CLUSTER_SIZE if target == "rabbitmq-cluster" else 1
+def _span(target: str, key: str = "") -> int:
+    if target != "rabbitmq-cluster":
+        return 1
+    return CLUSTER_SIZE * (REPLICA_PORTS if key == "REPLICATION_PORT" else 1)
 
 
 def setting(target: str, key: str, environ: Mapping[str, str] | None = None) -> str:
@@ -159,7 +165,7 @@ def setting(target: str, key: str, environ: Mapping[str, str] | None = None) -> 
     name = variable(target, key)
     value = env.get(name) or default
     if is_port_key(key):
-        parse_port(name, value, span=_span(target))
+        parse_port(name, value, span=_span(target, key))
     elif not value or any(c.isspace() for c in value):
         raise SettingError(f"{name}={value!r} must be a word without spaces")
     return value
@@ -185,6 +191,12 @@ def cluster_port(base: int, node: int) -> int:
     if not 1 <= node <= CLUSTER_SIZE:
         raise SettingError(f"node number must be 1..{CLUSTER_SIZE}, not {node}")
     return base + node - 1
+
+
+def replication_ports(base: int, node: int) -> tuple[int, int]:
+    """The first and last stream replication port of node ``node`` of the cluster."""
+    first = base + (cluster_port(0, node)) * REPLICA_PORTS
+    return first, first + REPLICA_PORTS - 1
 
 
 def ready_timeout(default: float, environ: Mapping[str, str] | None = None) -> float:

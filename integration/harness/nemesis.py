@@ -7,6 +7,8 @@
 * ``kill``: SIGKILL, no goodbye (a crash); returns once the process is gone.
 * ``revive``: start it again **on its data**, as a restart after a crash would (``up``
   starts Liftbridge and Iggy on fresh data directories; this does not).
+* ``partition`` (``rabbitmq-cluster N`` only): cut node N off from its peers, silently,
+  both ways; clients still reach every node (``partition.py``). ``heal`` ends it.
 
 Targets: ``rabbitmq``, ``rabbitmq40``, ``rabbitmq310``, ``rabbitmq-cluster N`` (one node),
 ``nats``, ``liftbridge`` (the plain server; its TLS listeners are other processes) and
@@ -20,7 +22,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 
-from . import cluster, config, lanes, rabbit, rabbit310
+from . import cluster, config, lanes, partition, rabbit, rabbit310
 from .envfile import read_env, say
 from .procs import is_running, read_pid
 
@@ -31,7 +33,9 @@ SIGNALS: Mapping[str, signal.Signals] = {
     "resume": signal.SIGCONT,
     "kill": signal.SIGKILL,
 }
-VERBS = (*SIGNALS, "revive")
+VERBS = (*SIGNALS, "revive", "partition", "heal")
+#: The verbs that act on the network between the cluster's nodes, not on a process.
+NETWORK_VERBS = ("partition", "heal")
 #: The harness's brokers that run as processes of their own (Spark's lanes are not faulted).
 TARGETS = tuple(t for t in config.KNOWN_TARGETS if not t.startswith("spark"))
 #: The pid file of each server the harness starts under one (lanes.py).
@@ -85,6 +89,39 @@ def _revive(ctx: lanes.Context, target: str, node: int | None) -> int:
     return 0 if starts[target]() else 1
 
 
+def _network(ctx: lanes.Context, verb: str, target: str, node: int | None) -> int:
+    """``partition rabbitmq-cluster N`` and ``heal rabbitmq-cluster``."""
+    if target != "rabbitmq-cluster" or (verb == "partition") != (node is not None):
+        say("fault: partition takes rabbitmq-cluster N; heal takes rabbitmq-cluster")
+        return 2
+    if verb == "heal":
+        say("rabbitmq-cluster: " + ("healed" if partition.heal() else "no partition to heal"))
+        return 0
+    assert node is not None
+    c = cluster.Cluster.select(ctx)
+    try:
+        config.cluster_port(0, node)
+    except config.SettingError as exc:
+        say(f"fault: {exc}")
+        return 2
+    outside = [n for n in range(1, config.CLUSTER_SIZE + 1) if c.outside_cgroup(n)]
+    if outside or not any(c.beam_running(n) for n in range(1, config.CLUSTER_SIZE + 1)):
+        say(
+            f"rabbitmq-cluster: node(s) {outside or 'all'} not running in their cgroups; "
+            "integration/brokers.sh up rabbitmq-cluster starts them there"
+        )
+        return 3
+    peers = [c.partition_node(n) for n in range(1, config.CLUSTER_SIZE + 1) if n != node]
+    c.dir.mkdir(parents=True, exist_ok=True)
+    try:
+        partition.partition(c.partition_node(node), peers, c.dir / "harness.log")
+    except partition.Unavailable as exc:
+        say(f"rabbitmq-cluster: cannot partition node {node}: {exc}")
+        return 1
+    say(f"rabbitmq-cluster node {node}: cut off from its peers (fault heal rabbitmq-cluster)")
+    return 0
+
+
 def fault(ctx: lanes.Context, verb: str, target: str, node: int | None = None) -> int:
     """0 done, 2 a bad verb or target, 3 when the harness runs no process of ``target``,
     1 when ``kill`` did not end it or ``revive`` did not bring it back."""
@@ -92,6 +129,8 @@ def fault(ctx: lanes.Context, verb: str, target: str, node: int | None = None) -
     if verb not in VERBS or target not in TARGETS:
         say(f"fault: no {verb!r} for {target!r} (verbs: {', '.join(VERBS)})")
         return 2
+    if verb in NETWORK_VERBS:
+        return _network(ctx, verb, target, node)
     if (target == "rabbitmq-cluster") != (node is not None):
         say("fault: a node number goes with rabbitmq-cluster, and only with it")
         return 2

@@ -1,20 +1,27 @@
-"""The fault workload (``workload.py``) on a three-node Liftbridge cluster whose stream leader
-is partitioned from its peers: each node reaches NATS (which carries Liftbridge's Raft,
-replication and messages) through a fault proxy of its own, and the leader's is
-black-holed, silently (no reset), for 8-15 s, longer than the cluster takes to elect another
-leader, then healed. The client still reaches every node's gRPC port and NATS itself.
+"""The fault workload (``workload.py``) on three-node clusters whose stream leader is
+partitioned from its peers, silently (no reset), longer than the cluster takes to elect
+another leader, then healed. The client still reaches every node.
 
-The producer asks for ``AckPolicy.ALL`` (an ack once the ISR has the message): what it was
-told is stored must survive the leader's isolation and its return as a follower. With the
-default ``LEADER`` policy an ack means only "the leader wrote it", which an isolated leader
-cannot keep (docs/reliability.md has what was measured).
+* **Liftbridge**: each node reaches NATS (which carries Liftbridge's Raft, replication and
+  messages) through a fault proxy of its own, and the leader's is black-holed for 8-15 s.
+  The producer asks for ``AckPolicy.ALL`` (an ack once the ISR has the message): what it was
+  told is stored must survive the leader's isolation and its return as a follower. With the
+  default ``LEADER`` policy an ack means only "the leader wrote it", which an isolated leader
+  cannot keep (docs/reliability.md has what was measured).
+* **RabbitMQ** (the harness's ``rabbitmq-cluster``, three 4.3 nodes): the leader's node is
+  cut off from its peers' distribution and replication ports for 20-30 s
+  (``integration/brokers.sh fault partition``: iptables on the node's cgroup), past the
+  cluster's ``net_ticktime`` of 10 s. A stream write is confirmed once a majority has it, so
+  the default producer's confirms must hold, and its publishing ids must keep what it sends
+  again from being stored twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,10 +29,16 @@ from urllib.parse import urlsplit
 import pytest
 
 import streamwire.liftbridge as lb
+import streamwire.rabbitmq as rmq
+from integration.harness import cluster as cluster_module
+from integration.harness import nemesis
 from integration.harness.faultproxy import FaultProxy
-from tests.brokers import skip_missing
+from integration.harness.readiness import Outcome as Ready
+from integration.harness.readiness import wait_until
+from tests.brokers import BrokerInfo, require, skip_missing
+from tests.faults.processes import harness_context
 from tests.faults.test_histories import SEEDS
-from tests.faults.workload import Lane, run
+from tests.faults.workload import Lane, Outcome, run
 from tests.integration.liftbridge.cluster import (
     ClusterDidNotForm,
     LocalCluster,
@@ -98,21 +111,88 @@ async def cluster_lane(tmp_path: Path) -> AsyncIterator[Lane]:
             await proxy.aclose()
 
 
+class PartitionedNode:
+    """The ``partition`` fault on the harness's ``rabbitmq-cluster``: the node leading the
+    stream cut off from its peers (``integration/harness/partition.py``)."""
+
+    def __init__(self, info: BrokerInfo) -> None:
+        self.info = info
+        self.ports = {v: int(k.removeprefix("node")) for k, v in info.ports.items()
+                      if k.startswith("node")}  # fmt: skip
+        self._ctx = harness_context()
+
+    async def _fault(self, verb: str, node: int | None = None) -> None:
+        status = await asyncio.to_thread(nemesis.fault, self._ctx, verb, "rabbitmq-cluster", node)
+        assert status == 0, f"fault {verb} rabbitmq-cluster {node or ''} exited {status}"
+
+    async def isolate_leader(self, stream: str) -> str:
+        async with await rmq.connect(self.info.url, timeout=10) as client:
+            (_, port) = (await client.stream_info(stream)).leader
+        node = self.ports[port]
+        await self._fault("partition", node)
+        return f"node {node}"
+
+    async def heal(self) -> None:
+        await self._fault("heal")
+
+
+@pytest.fixture
+def rabbitmq_cluster_lane() -> Iterator[Lane]:
+    info = require("rabbitmq-cluster")
+    if info.extra.get("BACKEND") != "native-chroot" or os.geteuid() != 0:
+        skip_missing("a partition of rabbitmq-cluster needs its native backend and root")
+    cluster = PartitionedNode(info)
+    try:
+        yield Lane(
+            "rabbitmq-cluster",
+            info.url,
+            ("", 0),
+            lambda port: info.url,  # no proxy on the client's links: only between the nodes
+            cluster=cluster,
+            partition_seconds=(20.0, 30.0),
+        )
+    finally:
+        ctx = harness_context()
+        nemesis.fault(ctx, "heal", "rabbitmq-cluster")
+        # the next tests get the cluster whole: every node running in every node's view
+        nodes = cluster_module.Cluster.select(ctx)
+        assert wait_until(nodes.all_running, lambda: True, 120) is Ready.READY, (
+            "rabbitmq-cluster did not come back whole after the partition healed"
+        )
+
+
+def _record(lane: Lane, seed: int, outcome: Outcome, tmp_path: Path) -> None:
+    """The run's report in ``STREAMWIRE_FAULT_RESULTS``; the checks every partition run
+    makes."""
+    report = outcome.report
+    results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
+    if results:
+        out = Path(results) / f"{lane.name}-partition-{seed}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        row = {"lane": lane.name, "fault": "partition", "seed": seed, **asdict(report)}
+        out.write_text(json.dumps(row), encoding="utf-8")
+    assert outcome.unacknowledged_at_fault > 0, "the fault came after the production"
+    assert report.acked == report.sent, report.summary()
+    evidence = tmp_path / "history.jsonl"
+    if not report.ok(deduplicating=outcome.deduplicating):
+        outcome.history.dump(evidence)
+    assert report.ok(deduplicating=outcome.deduplicating), f"{report.summary()} ({evidence})"
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_a_leader_partitioned_from_its_peers_loses_nothing_acknowledged(
     cluster_lane: Lane, seed: int, tmp_path: Path
 ) -> None:
     outcome = await run(cluster_lane, "partition", seed)
-    report = outcome.report
-    results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
-    if results:
-        out = Path(results) / f"{cluster_lane.name}-partition-{seed}.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        row = {"lane": cluster_lane.name, "fault": "partition", "seed": seed, **asdict(report)}
-        out.write_text(json.dumps(row), encoding="utf-8")
-    assert outcome.unacknowledged_at_fault > 0, "the fault came after the production"
-    assert report.acked == report.sent, report.summary()
-    evidence = tmp_path / "history.jsonl"
-    if not report.ok(deduplicating=False):
-        outcome.history.dump(evidence)
-    assert report.ok(deduplicating=False), f"{report.summary()} (history: {evidence})"
+    assert not outcome.deduplicating
+    _record(cluster_lane, seed, outcome, tmp_path)
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_rabbitmq_leader_partitioned_from_its_peers_loses_and_duplicates_nothing(
+    rabbitmq_cluster_lane: Lane, seed: int, tmp_path: Path
+) -> None:
+    outcome = await run(rabbitmq_cluster_lane, "partition", seed)
+    assert outcome.deduplicating
+    _record(rabbitmq_cluster_lane, seed, outcome, tmp_path)

@@ -100,6 +100,7 @@ class Lane:
     create: Mapping[str, Any] = field(default_factory=dict)  # create_stream's options
     producer: Mapping[str, Any] = field(default_factory=dict)  # producer options
     cluster: Partitionable | None = None  # what the cluster faults act on
+    partition_seconds: tuple[float, float] = PARTITION_SECONDS  # how long (seeded within)
 
     def stream(self, base: str) -> str:
         return f"{base}/t" if self.topic else base
@@ -289,6 +290,7 @@ async def _process_nemesis(
 
 async def _partition_nemesis(
     cluster: Partitionable,
+    seconds: tuple[float, float],
     stream: str,
     rng: random.Random,
     history: History,
@@ -296,7 +298,7 @@ async def _partition_nemesis(
     total: int,
 ) -> None:
     await _fault_point(rng, acked, total)
-    lasting = rng.uniform(*PARTITION_SECONDS)
+    lasting = rng.uniform(*seconds)
     leader = await cluster.isolate_leader(stream)
     history.fault(f"partition {leader}")
     try:
@@ -333,7 +335,9 @@ async def _produce_under(
         assert lane.cluster is not None, f"lane {lane.name} is not a cluster"
         try:
             await _beside(
-                _partition_nemesis(lane.cluster, stream, rng, history, acked, total),
+                _partition_nemesis(
+                    lane.cluster, lane.partition_seconds, stream, rng, history, acked, total
+                ),
                 _produce(lane, lane.url, stream, ids, history),
                 60,
             )
@@ -371,7 +375,8 @@ async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> O
         await _produce_under(lane, fault, rng, stream, ids, history)
         await _consume(lane.url, stream, history, messages)
         final = await _final(lane.url, stream)
-        return Outcome(check(history, final), lane.name == "rabbitmq", history, final)
+        deduplicating = lane.name.startswith("rabbitmq")  # a named producer, publishing ids
+        return Outcome(check(history, final), deduplicating, history, final)
     finally:
         async with streamwire.connect(lane.url, timeout=10) as admin:
             await admin.delete_stream(lane.drop(stream), missing_ok=True)

@@ -154,3 +154,18 @@ def test_revive_starts_the_iggy_binary_the_harness_recorded(tmp_path: Path) -> N
     finally:
         for pid in nemesis.pids(ctx, "iggy"):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["fault", "partition", "nats"], ["fault", "partition", "rabbitmq-cluster"],
+     ["fault", "heal", "rabbitmq-cluster", "1"], ["fault", "partition", "rabbitmq-cluster", "4"]],
+)  # fmt: skip
+def test_partition_takes_a_cluster_node_and_heal_the_cluster(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"PATH": os.environ["PATH"], "STREAMWIRE_BROKERS_DIR": str(tmp_path / "state"),
+           "STREAMWIRE_BROKERS_BACKEND": "native"}  # fmt: skip
+    assert cli.main(argv, env) == 2
+    err = capsys.readouterr().err
+    assert "partition takes rabbitmq-cluster N" in err or "node number must be 1..3" in err
