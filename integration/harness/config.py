@@ -30,6 +30,9 @@ __all__ = [
 ]
 
 LOOPBACK = "127.0.0.1"
+#: apt-get waits for dpkg's lock instead of failing at once: the harness installs host
+#: packages (debootstrap, rabbitmq-server, iptables) while tests may install another.
+APT_WAIT = ("-o", "DPkg::Lock::Timeout=300")
 
 #: What ``all`` means for ``up`` (the compatibility brokers and the cluster only when named).
 ALL_TARGETS = ("rabbitmq", "nats", "liftbridge", "iggy")

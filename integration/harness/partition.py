@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import APT_WAIT
+
 __all__ = [
     "CHAIN",
     "MARK",
@@ -132,7 +134,7 @@ def ensure_iptables(log: Path) -> str:
     if found:
         return found
     with log.open("a", encoding="utf-8") as out:
-        install = ["apt-get", "install", "-y", "-q", "iptables"]
+        install = ["apt-get", *APT_WAIT, "install", "-y", "-q", "iptables"]
         if subprocess.run(install, stdout=out, stderr=out, check=False).returncode != 0:
             subprocess.run(["apt-get", "update", "-q"], stdout=out, stderr=out, check=False)
             subprocess.run(install, stdout=out, stderr=out, check=False)

@@ -165,7 +165,7 @@ def ensure_debootstrap(log: Path) -> bool:
         return True
     say("installing debootstrap")
     with log.open("a", encoding="utf-8") as out:
-        install = ["apt-get", "install", "-y", "-q", "debootstrap"]
+        install = ["apt-get", *config.APT_WAIT, "install", "-y", "-q", "debootstrap"]
         if subprocess.run(install, stdout=out, stderr=out, check=False).returncode == 0:
             return True
         subprocess.run(["apt-get", "update", "-q"], stdout=out, stderr=out, check=False)

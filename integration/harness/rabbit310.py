@@ -52,7 +52,8 @@ def install(log: Path) -> bool:
         POLICY.chmod(0o755)
         created = True
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "rabbitmq-server"]
+    apt = ["apt-get", *config.APT_WAIT, "install", "-y", "-q", "--no-install-recommends"]
+    apt.append("rabbitmq-server")
     try:
         ok = _quiet(apt, log, env) == 0
         if not ok:
