@@ -20,6 +20,7 @@ from streamwire._api import (
     Producer,
     ProducerKwargs,
     ReplicatedAcks,
+    Settling,
     StreamKwargs,
     SuperStreams,
 )
@@ -60,6 +61,7 @@ __all__ = (
     "ProducerKwargs",
     "Partitioned",
     "ReplicatedAcks",
+    "Settling",
     "SuperStreams",
     "OffsetBounds",
     "DeduplicatingProducer",

@@ -375,6 +375,20 @@ class KeyRouted(Protocol):
 
 
 @runtime_checkable
+class Settling(Protocol):
+    """A client whose broker may hold messages at a partition's tail that are appended but
+    not committed yet (Liftbridge: between the high watermark and the newest offset). A
+    reader does not see them, and they may still be committed later. Code that reads a
+    partition back to learn what a writer stored asks for :meth:`settled_bounds` first."""
+
+    async def settled_bounds(self, stream: str, *, timeout: float) -> dict[int, OffsetBounds]:
+        """:meth:`Bounded.offset_bounds`, once every message appended when it was called is
+        committed or gone (a new leader's log replaces the old one's);
+        :class:`~streamwire.errors.TimeoutError` when that takes longer than ``timeout``."""
+        ...
+
+
+@runtime_checkable
 class ReplicatedAcks(Protocol):
     """A client whose producers confirm a message, by default, before the stream's replicas
     have it, and can be asked to wait for them (Liftbridge: ``ack_policy=AckPolicy.ALL``).

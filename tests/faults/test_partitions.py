@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import streamwire
 import streamwire.liftbridge as lb
 import streamwire.rabbitmq as rmq
 from integration.harness import cluster as cluster_module
@@ -196,3 +198,73 @@ async def test_a_rabbitmq_leader_partitioned_from_its_peers_loses_and_duplicates
     outcome = await run(rabbitmq_cluster_lane, "partition", seed)
     assert outcome.deduplicating
     _record(rabbitmq_cluster_lane, seed, outcome, tmp_path)
+
+
+# --- the Spark sink through the same partitions ------------------------------------------
+
+#: The sink's timeout under a partition: a task waiting on the isolated leader fails after
+#: it, and its retries (``local[2,4]``) outlast the partition.
+SINK_TIMEOUT = 15.0
+
+
+@pytest.fixture(params=["rabbitmq-cluster", "liftbridge-cluster"])
+def partitioned(request: pytest.FixtureRequest) -> Lane:
+    """Each cluster lane above, for the Spark sink."""
+    pytest.importorskip("pyspark")
+    name = "rabbitmq_cluster_lane" if request.param == "rabbitmq-cluster" else "cluster_lane"
+    lane: Lane = request.getfixturevalue(name)
+    return lane
+
+
+@pytest.mark.spark
+async def test_the_spark_sink_through_a_leader_partition_stores_every_row_exactly_once(
+    partitioned: Lane, tmp_path: Path
+) -> None:
+    """The foreachBatch sink writing a replicated stream while its leader is cut off from
+    its peers half-way through the second micro-batch (RabbitMQ: 20-30 s; Liftbridge: 8-15
+    s, the sink asking for ``AckPolicy.ALL`` itself): tasks that wait on the isolated
+    leader fail after the sink's timeout, their retries find the new leader, and the query
+    stores every row exactly once."""
+    from tests.spark._jobs import (
+        MID_BATCH_ROWS,
+        TOTAL,
+        batches,
+        check_stored,
+        finish,
+        start_job,
+        stored,
+        write_input,
+    )
+    from tests.spark._support import Target
+
+    lane, cluster = partitioned, partitioned.cluster
+    assert cluster is not None
+    broker = "rabbitmq" if lane.name.startswith("rabbitmq") else "liftbridge"
+    target = Target(broker, lane.url, partitions=1)
+    stream = f"spark-partition-{tmp_path.name[-20:]}"
+    async with streamwire.connect(lane.url, timeout=10) as admin:
+        await admin.create_stream(stream, **lane.create)
+    job = None
+    try:
+        write_input(tmp_path)
+        log = tmp_path / "job.log"
+        args = ["--master", "local[2,4]", "--timeout", str(SINK_TIMEOUT)]
+        job = start_job([(target, stream)], tmp_path, log, *args)
+        async with asyncio.timeout(300):
+            while await asyncio.to_thread(stored, target, stream) < MID_BATCH_ROWS:
+                assert job.poll() is None, log.read_text(errors="replace")[-3000:]
+                await asyncio.sleep(0.05)
+        leader = await cluster.isolate_leader(stream)
+        try:
+            await asyncio.sleep(sum(lane.partition_seconds) / 2)
+        finally:
+            await cluster.heal()
+        out = await asyncio.to_thread(finish, job, log, 600)
+        await asyncio.to_thread(check_stored, target, stream, lane.name, "partition")
+        assert sum(b[1] for b in batches(out, 0)) == TOTAL, (leader, batches(out, 0))
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        async with streamwire.connect(lane.url, timeout=10) as admin:
+            await admin.delete_stream(stream, missing_ok=True)

@@ -20,6 +20,7 @@ from tests.spark._support import Target, read_back
 
 __all__ = [
     "BUDGET",
+    "MID_BATCH_ROWS",
     "ROWS_PER_BATCH",
     "TOTAL",
     "batches",
@@ -37,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES, ROWS_PER_FILE = 6, int(os.environ.get("STREAMWIRE_SPARK_ROWS", "12000")) // 6
 ROWS_PER_BATCH = 2 * ROWS_PER_FILE  # two files per micro-batch, one Spark partition each
 TOTAL = FILES * ROWS_PER_FILE
+#: Rows stored half-way through the second micro-batch.
+MID_BATCH_ROWS = ROWS_PER_BATCH * 3 // 2
 #: Seconds per row in the UDF: a task takes ~2 s to publish its partition.
 PACE = float(os.environ.get("STREAMWIRE_SPARK_PACE", "0.001"))
 #: How long a job may take: 10 minutes, and more for a scaled-up run.

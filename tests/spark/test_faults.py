@@ -33,7 +33,7 @@ from tests.faults.processes import harness_context
 from tests.proxy import proxied
 from tests.spark._jobs import (
     BUDGET,
-    ROWS_PER_BATCH,
+    MID_BATCH_ROWS,
     TOTAL,
     batches,
     check_stored,
@@ -213,7 +213,7 @@ PROCESS_LANES = {"rabbitmq": "rabbitmq", "liftbridge": "liftbridge", "iggy-serve
 #: task in flight fails and its retry meets the pause too.
 PAUSE, PROCESS_TIMEOUT = 8.0, 5.0
 #: Where the fault comes: half-way through the second micro-batch.
-MID_BATCH = ROWS_PER_BATCH * 3 // 2
+MID_BATCH = MID_BATCH_ROWS
 
 
 def _nemesis(fault: str, name: str) -> None:

@@ -8,6 +8,7 @@ connection shared by its producers, with a single ack inbox (see ``_acks``).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import random
@@ -32,6 +33,7 @@ from streamwire.errors import (
     RequestTimeout,
     StreamwireError,
 )
+from streamwire.errors import TimeoutError as StreamwireTimeoutError
 from streamwire.liftbridge._acks import AckRouter, AckStats
 from streamwire.liftbridge._cursors import Cursors
 from streamwire.liftbridge._grpc import AddressResolver, Channels, peer_closed
@@ -93,6 +95,8 @@ T = TypeVar("T")
 #: How long close waits for a cancelled NATS redial to end (its connect ends within
 #: ``_nats._CONNECT_END_TIMEOUT``).
 _END_TIMEOUT: Final = 10.0
+#: Seconds between a partition's metadata reads while ``settled_bounds`` waits.
+_SETTLE_POLL: Final = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -793,6 +797,36 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         for partition in await self.partition_ids(stream):
             meta = await self.partition_metadata(stream, partition)
             bounds[partition] = OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
+        return bounds
+
+    async def settled_bounds(self, stream: str, *, timeout: float) -> dict[int, OffsetBounds]:
+        """:meth:`offset_bounds` once every message appended to a partition when this was
+        called (up to its newest offset) is committed (the high watermark reached it), or
+        the partition has a new leader, whose log then counts (:class:`streamwire.Settling`).
+        With ``AckPolicy.ALL`` a message waits uncommitted while the ISR still lists a
+        replica that does not follow (until the leader drops it from the ISR); a reader
+        does not see it yet, and it may still be acknowledged and read later."""
+        bounds = {}
+        try:
+            async with asyncio.timeout(timeout):
+                for partition in await self.partition_ids(stream):
+                    meta = await self.partition_metadata(stream, partition)
+                    leader, target = meta.leader, meta.newest_offset
+                    while meta.high_watermark < target:
+                        await asyncio.sleep(_SETTLE_POLL)
+                        meta = await self.partition_metadata(stream, partition)
+                        if meta.leader != leader:
+                            leader, target = meta.leader, meta.newest_offset
+                    bounds[partition] = OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
+        except builtins.TimeoutError as exc:
+            if isinstance(exc, StreamwireError):
+                raise
+            raise StreamwireTimeoutError(
+                f"{stream!r}: messages appended to a partition were not committed within "
+                f"{timeout} s (its leader waits for an in-sync replica that does not follow "
+                "yet, or cannot reach its peers); what they hold is unknown until they are "
+                "committed or dropped. Try again later"
+            ) from None
         return bounds
 
     # --- lifecycle ---------------------------------------------------------------------

@@ -380,7 +380,9 @@ class _Resuming:
         try:
             producer = router.producer
             assert isinstance(producer, streamwire.KeyRouted)
-            bounds = await broker.all_bounds(client, spec.stream, timeout=spec.timeout)
+            bounds = await broker.all_bounds(
+                client, spec.stream, timeout=spec.timeout, settled=True
+            )
             if len(bounds) != producer.partition_count:
                 raise SparkConfigurationError(
                     f"{spec.stream!r} has {producer.partition_count} partitions for its "

@@ -1,0 +1,106 @@
+"""``Client.settled_bounds`` (``streamwire.Settling``) against an in-process server whose
+partition metadata each test scripts: it waits while messages are appended but not
+committed (high watermark below the newest offset), follows a new leader's log, and fails
+with a streamwire ``TimeoutError`` when nothing commits in time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc.aio
+import pytest
+
+import streamwire
+import streamwire.liftbridge as lb
+from streamwire.liftbridge.protocol._pb import api_pb2 as pb
+from tests.unit.liftbridge.fake_api import dead_port, start_api
+
+#: (leader, high watermark, newest offset) per FetchPartitionMetadata call, the last repeated
+Script = list[tuple[str, int, int]]
+
+
+class Server:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls = 0
+        self.server = grpc.aio.server()
+        self.port = 0
+
+    def _now(self) -> tuple[str, int, int]:
+        return self.script[min(self.calls, len(self.script) - 1)]
+
+    def metadata(self, request: pb.FetchMetadataRequest, context: Any) -> Any:
+        leader = self._now()[0]
+        response = pb.FetchMetadataResponse(
+            brokers=[pb.Broker(id=b, host="127.0.0.1", port=self.port) for b in ("b1", "b2")]
+        )
+        meta = response.streamMetadata.add(name="orders", subject="orders")
+        meta.partitions[0].CopyFrom(pb.PartitionMetadata(id=0, leader=leader))
+        return response
+
+    def partition(self, request: pb.FetchPartitionMetadataRequest, context: Any) -> Any:
+        leader, hw, newest = self._now()
+        self.calls += 1
+        return pb.FetchPartitionMetadataResponse(
+            metadata=pb.PartitionMetadata(
+                id=0, leader=leader, highWatermark=hw, newestOffset=newest
+            )
+        )
+
+
+async def settled(script: Script, timeout: float) -> tuple[Callable[[], int], Any]:
+    server = Server(script)
+    server.port = await start_api(
+        server.server,
+        {"FetchMetadata": server.metadata, "FetchPartitionMetadata": server.partition},
+    )
+    url = f"liftbridge://127.0.0.1:{server.port}?nats=nats://127.0.0.1:{dead_port()}"
+    client = await lb.connect(url, timeout=5, require_nats=False)
+    try:
+        assert isinstance(client, streamwire.Settling)
+        try:
+            result: Any = await client.settled_bounds("orders", timeout=timeout)
+        except streamwire.StreamwireError as exc:
+            result = exc
+    finally:
+        await client.close()
+        await server.server.stop(None)
+    return (lambda: server.calls), result
+
+
+async def test_it_waits_until_what_was_appended_is_committed() -> None:
+    # 5 messages appended past the watermark; later ones keep coming (newest grows), but
+    # only those appended when it was asked are waited for
+    calls, bounds = await settled([("b1", 9, 14), ("b1", 11, 16), ("b1", 14, 18)], timeout=10)
+    assert bounds == {0: streamwire.OffsetBounds(0, 15)}
+    assert calls() == 3
+
+
+async def test_a_settled_partition_answers_at_once() -> None:
+    calls, bounds = await settled([("b1", 9, 9)], timeout=10)
+    assert bounds == {0: streamwire.OffsetBounds(0, 10)}
+    assert calls() == 1
+
+
+async def test_a_new_leaders_log_replaces_the_old_ones() -> None:
+    # the old leader had 20 appended; the new one has 12, 11 committed, then all
+    calls, bounds = await settled([("b1", 9, 20), ("b2", 11, 12), ("b2", 12, 13)], timeout=10)
+    assert bounds == {0: streamwire.OffsetBounds(0, 13)}
+    assert calls() == 3
+
+
+async def test_nothing_committing_in_time_is_a_streamwire_timeout_saying_why() -> None:
+    _, error = await settled([("b1", 9, 14)], timeout=0.5)
+    assert isinstance(error, streamwire.TimeoutError)
+    assert "not committed within 0.5 s" in str(error)
+
+
+@pytest.mark.parametrize("client", ["rabbitmq", "iggy"])
+def test_only_liftbridge_holds_uncommitted_messages(client: str) -> None:
+    import streamwire.iggy as iggy
+    import streamwire.rabbitmq as rmq
+
+    cls = {"rabbitmq": rmq.Client, "iggy": iggy.Client}[client]
+    assert not hasattr(cls, "settled_bounds")
+    assert hasattr(lb.Client, "settled_bounds")
