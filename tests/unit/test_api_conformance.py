@@ -101,9 +101,7 @@ def test_only_liftbridge_confirms_before_replication_and_says_how_not_to(
     """RabbitMQ confirms after a majority has a message, and Iggy's acknowledgement is its
     topic's durability: neither has an option to ask for it. Liftbridge's is ``ALL``, an
     option its producers accept."""
-    assert (
-        isinstance(getattr(client, "replicated_ack_options", None), property) is has
-    ), client
+    assert isinstance(getattr(client, "replicated_ack_options", None), property) is has, client
     if has:
         options = client.replicated_ack_options.fget(None)  # type: ignore[attr-defined]
         assert options == {"ack_policy": lb.AckPolicy.ALL}
