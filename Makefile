@@ -9,12 +9,13 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster test-faults unit lint format demo bench fuzz soak clean
+.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster test-faults unit lint docs format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
 	@echo "make demo    install everything and run a round trip through every available broker"
 	@echo "make lint    ruff + mypy --strict on src, tests and integration, import-linter (+ shellcheck)"
+	@echo "make docs    the documentation site in site/ (mkdocs --strict: guides + API reference)"
 	@echo "make unit    unit and property tests only (no brokers), native core and pure Python"
 	@echo "make native  (re)build the optional native core (Rust); the venv works without it"
 	@echo "make dist    the sdist, native wheels for CPython 3.11-3.13 (manylinux) and a pure wheel"
@@ -121,6 +122,12 @@ test-cluster: venv
 unit: venv
 	$(PY) -m pytest tests/unit tests/property $(PYTEST_ARGS)
 	STREAMWIRE_PURE=1 $(PY) -m pytest tests/unit tests/property -m "not both_cores" $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml): the guides in docs/ and the API reference rendered from
+# the docstrings (docs/reference.md); any warning (a broken link, a name that does not
+# resolve) fails it. CI builds it (.ci/run).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples fuzz integration release setup.py native/build.py
