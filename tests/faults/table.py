@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
+def print_reports(
+    argv: list[str], prog: str, pattern: str, render: Callable[[list[dict[str, Any]]], str]
+) -> int:
+    """``python -m <prog> DIR``: the JSON reports in DIR matching ``pattern``, rendered."""
     if len(argv) != 1:
-        print("usage: python -m tests.faults.table DIR", file=sys.stderr)
+        print(f"usage: python -m {prog} DIR", file=sys.stderr)
         return 2
-    files = sorted(Path(argv[0]).glob("*.json"))
-    print(table([json.loads(f.read_text(encoding="utf-8")) for f in files]))
+    files = sorted(Path(argv[0]).glob(pattern))
+    print(render([json.loads(f.read_text(encoding="utf-8")) for f in files]))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return print_reports(argv, "tests.faults.table", "*.json", table)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@ is a query that exited 0; a query that failed shows as the test's failure, not h
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 from typing import Any
+
+from tests.faults.table import print_reports
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -25,12 +25,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tests.spark.table DIR", file=sys.stderr)
-        return 2
-    files = sorted(Path(argv[0]).glob("spark-*.json"))
-    print(table([json.loads(f.read_text(encoding="utf-8")) for f in files]))
-    return 0
+    return print_reports(argv, "tests.spark.table", "spark-*.json", table)
 
 
 if __name__ == "__main__":
