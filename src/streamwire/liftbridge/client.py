@@ -805,14 +805,19 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         the partition has a new leader, whose log then counts (:class:`streamwire.Settling`).
         With ``AckPolicy.ALL`` a message waits uncommitted while the ISR still lists a
         replica that does not follow (until the leader drops it from the ISR); a reader
-        does not see it yet, and it may still be acknowledged and read later."""
+        does not see it yet, and it may still be acknowledged and read later.
+
+        A leader alone in its ISR has no replica to wait for, and is not waited on: a
+        Liftbridge v1.9.0 server restarted after a crash reports a high watermark of -1
+        below its newest offset until the next message is written, which then commits
+        everything (docs/liftbridge.md, "After a crash")."""
         bounds = {}
         try:
             async with asyncio.timeout(timeout):
                 for partition in await self.partition_ids(stream):
                     meta = await self.partition_metadata(stream, partition)
                     leader, target = meta.leader, meta.newest_offset
-                    while meta.high_watermark < target:
+                    while meta.high_watermark < target and len(meta.isr) > 1:
                         await asyncio.sleep(_SETTLE_POLL)
                         meta = await self.partition_metadata(stream, partition)
                         if meta.leader != leader:

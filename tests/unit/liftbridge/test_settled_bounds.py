@@ -16,13 +16,15 @@ import streamwire.liftbridge as lb
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from tests.unit.liftbridge.fake_api import dead_port, start_api
 
-#: (leader, high watermark, newest offset) per FetchPartitionMetadata call, the last repeated
+#: (leader, high watermark, newest offset) per FetchPartitionMetadata call, the last repeated;
+#: the ISR is both brokers unless ``isr`` says otherwise
 Script = list[tuple[str, int, int]]
 
 
 class Server:
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, isr: tuple[str, ...] = ("b1", "b2")) -> None:
         self.script = script
+        self.isr = isr
         self.calls = 0
         self.server = grpc.aio.server()
         self.port = 0
@@ -44,13 +46,15 @@ class Server:
         self.calls += 1
         return pb.FetchPartitionMetadataResponse(
             metadata=pb.PartitionMetadata(
-                id=0, leader=leader, highWatermark=hw, newestOffset=newest
+                id=0, leader=leader, isr=list(self.isr), highWatermark=hw, newestOffset=newest
             )
         )
 
 
-async def settled(script: Script, timeout: float) -> tuple[Callable[[], int], Any]:
-    server = Server(script)
+async def settled(
+    script: Script, timeout: float, isr: tuple[str, ...] = ("b1", "b2")
+) -> tuple[Callable[[], int], Any]:
+    server = Server(script, isr)
     server.port = await start_api(
         server.server,
         {"FetchMetadata": server.metadata, "FetchPartitionMetadata": server.partition},
@@ -94,6 +98,14 @@ async def test_nothing_committing_in_time_is_a_streamwire_timeout_saying_why() -
     _, error = await settled([("b1", 9, 14)], timeout=0.5)
     assert isinstance(error, streamwire.TimeoutError)
     assert "not committed within 0.5 s" in str(error)
+
+
+async def test_a_leader_alone_in_its_isr_is_not_waited_on() -> None:
+    # what a Liftbridge v1.9.0 server reports after a crash and a restart: nothing
+    # committed until the next write, and no replica that could commit it
+    calls, bounds = await settled([("b1", -1, 1999)], timeout=10, isr=("b1",))
+    assert bounds == {0: streamwire.OffsetBounds(0, 0)}
+    assert calls() == 1
 
 
 @pytest.mark.parametrize("client", ["rabbitmq", "iggy"])
