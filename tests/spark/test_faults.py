@@ -209,6 +209,12 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
 #: Lanes whose broker process the harness runs (the real Iggy server only when it has one;
 #: the double lives in this test's process, and its log in memory).
 PROCESS_LANES = {"rabbitmq": "rabbitmq", "liftbridge": "liftbridge", "iggy-server": "iggy"}
+#: Lanes left out of a fault, and why. Liftbridge under ``kill``: a v1.9.0 server restarted
+#: after a crash reports a high watermark of -1 until the next write commits its tail, so a
+#: retried task's read-back cannot see what its earlier attempt stored, and sends it again
+#: (1,400 rows stored twice in a rehearsal of 2026-11-29). An open bug: docs/liftbridge.md,
+#: "After a crash".
+LEFT_OUT = {"kill": {"liftbridge"}}
 #: How long a paused broker stays paused: longer than the sink's timeout below, so that the
 #: task in flight fails and its retry meets the pause too.
 PAUSE, PROCESS_TIMEOUT = 8.0, 5.0
@@ -239,7 +245,11 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
     (SIGSTOP) past the sink's timeout, or killed (SIGKILL) and started again on its data.
     The tasks in flight fail with a streamwire error, their retries (``local[2,4]``) wait for
     the broker or fail in turn, and the query completes with every row exactly once."""
-    lanes = {n: t for n, t in every_broker.items() if n in PROCESS_LANES}
+    lanes = {
+        n: t
+        for n, t in every_broker.items()
+        if n in PROCESS_LANES and n not in LEFT_OUT.get(fault, set())
+    }
     streams = {name: t.new_stream(fault) for name, t in lanes.items()}
     hit: dict[str, threading.Thread] = {}
     job = None
