@@ -483,3 +483,18 @@ def test_the_sink_asks_for_replicated_acks_where_a_broker_confirms_before_them(
         )
     )
     assert publisher.producer.options == made  # type: ignore[attr-defined]
+
+
+def test_a_reader_counts_each_loss_once_and_remembers_a_bounded_few() -> None:
+    """The ``failOnDataLoss=false`` count (the query progress's skipped offsets): a loss met
+    twice (when a batch's end is chosen, and when it is planned) counts once; a query that
+    meets a loss in every batch keeps a bounded memory of them."""
+    from streamwire.spark.datasource import COUNTED_KEPT, _Losses
+
+    losses = _Losses()
+    assert losses._count("gone", {0: (0, 10)}) == 10
+    assert losses._count("gone", {0: (0, 10)}) == 0  # the same loss, planned
+    for batch in range(1, 5 * COUNTED_KEPT):
+        assert losses._count("gone", {0: (batch * 10, batch * 10 + 10)}) == 10
+    assert losses.skipped == 10 * 5 * COUNTED_KEPT
+    assert len(losses._counted) == COUNTED_KEPT

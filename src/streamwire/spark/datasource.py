@@ -140,6 +140,8 @@ SIZE_SAMPLE: Final = 100
 #: The key of the query progress's ``latestOffset`` that counts the offsets a reader with
 #: ``failOnDataLoss=false`` skipped (``StreamwireStreamReader.reportLatestOffset``).
 SKIPPED_KEY: Final = "streamwire.skippedOffsets"
+#: Losses a reader remembers having counted (its latest few batches' worth).
+COUNTED_KEPT: Final = 256
 
 
 class StreamwireDataSource(DataSource):
@@ -276,14 +278,19 @@ class _Losses:
 
     def __init__(self) -> None:
         self.skipped = 0
-        # what was counted: (kind, partition, first, stop), so that a loss met both when a
-        # batch's end is chosen and when it is planned is counted once
-        self._counted: set[tuple[str, int, int, int]] = set()
+        # what was counted lately: (kind, partition, first, stop), so that a loss met both
+        # when a batch's end is chosen and when it is planned is counted once (the newest
+        # COUNTED_KEPT only: a long query may meet a loss in every batch)
+        self._counted: dict[tuple[str, int, int, int], None] = {}
 
     def _count(self, kind: str, ranges: Mapping[int, tuple[int, int]]) -> int:
-        """Count the offsets of ``ranges`` not counted before; how many that was."""
-        new = {(kind, p, a, b) for p, (a, b) in ranges.items()} - self._counted
-        self._counted |= new
+        """Count the offsets of ``ranges`` not counted lately; how many that was."""
+        new = [(kind, p, a, b) for p, (a, b) in ranges.items()]
+        new = [key for key in new if key not in self._counted]
+        for key in new:
+            self._counted[key] = None
+        while len(self._counted) > COUNTED_KEPT:
+            del self._counted[next(iter(self._counted))]
         added = sum(abs(b - a) for _, _, a, b in new)
         self.skipped += added
         return added
