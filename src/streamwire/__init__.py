@@ -47,6 +47,7 @@ from streamwire.errors import (
     StreamwireError,
     TimeoutError,
     TransportError,
+    UncommittedTailError,
 )
 from streamwire.transport.portal import SyncBridge
 from streamwire.transport.reconnect import ReconnectPolicy
@@ -99,6 +100,7 @@ __all__ = (
     "SyncBridge",
     "TimeoutError",
     "TransportError",
+    "UncommittedTailError",
     "__version__",
     "connect",
     "parse_url",

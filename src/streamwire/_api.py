@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Mapping
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, Self, TypedDict, Unpack, runtime_checkable
 
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message
@@ -374,6 +374,10 @@ class KeyRouted(Protocol):
         ...
 
 
+#: The header of the message :meth:`Settling.commit_tail` writes (with an empty value).
+TAIL_COMMIT_HEADER: Final = "x-streamwire-tail-commit"
+
+
 @runtime_checkable
 class Settling(Protocol):
     """A client whose broker may hold messages at a partition's tail that are appended but
@@ -384,7 +388,22 @@ class Settling(Protocol):
     async def settled_bounds(self, stream: str, *, timeout: float) -> dict[int, OffsetBounds]:
         """:meth:`Bounded.offset_bounds`, once every message appended when it was called is
         committed or gone (a new leader's log replaces the old one's);
-        :class:`~streamwire.errors.TimeoutError` when that takes longer than ``timeout``."""
+        :class:`~streamwire.errors.TimeoutError` when that takes longer than ``timeout``;
+        :class:`~streamwire.errors.UncommittedTailError` for partitions whose tail only
+        the next write would commit (:meth:`commit_tail`)."""
+        ...
+
+    async def appended_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """Like :meth:`Bounded.offset_bounds`, but up to the newest message appended,
+        committed or not (a reader cannot get past the committed ones yet)."""
+        ...
+
+    async def commit_tail(self, stream: str, partition: int, *, timeout: float) -> OffsetBounds:
+        """Commit what a partition holds past its committed messages, by writing one message
+        to it: an empty value with the header ``x-streamwire-tail-commit`` (readers see it;
+        the Spark source skips it). Returns the partition's bounds once it is committed.
+        What an :class:`~streamwire.errors.UncommittedTailError` asks for; with nothing
+        uncommitted, it writes nothing."""
         ...
 
 

@@ -27,6 +27,7 @@ where they occur and chained as ``__cause__``.
     ├── ServerError                   .code, .message; per-protocol subclasses are registered
     ├── StreamAlreadyExistsError      create_stream on an existing stream (every broker's class)
     ├── StreamNotFoundError           no such stream (every broker's class)
+    ├── UncommittedTailError          a tail only the next write commits (.stream, .tails)
     ├── HeaderKindError (also TypeError)
     ├── AuthenticationError           (protocol auth failures also derive from ServerError)
     ├── ClientStateError
@@ -71,6 +72,7 @@ __all__ = (
     "StreamNotFoundError",
     "StreamwireError",
     "TimeoutError",
+    "UncommittedTailError",
     "UnsupportedByBroker",
     "TransportError",
     "WriteError",
@@ -271,6 +273,26 @@ class StreamNotFoundError(StreamwireError):
     """The stream does not exist (``delete_stream`` without ``missing_ok``, among others).
     Each broker's own class for it (RabbitMQ ``StreamDoesNotExist``, Liftbridge
     ``StreamNotFound``, Iggy's stream and topic "not found" codes) derives from this one too."""
+
+
+class UncommittedTailError(StreamwireError):
+    """Messages at the tail of a partition are appended but not committed, and nothing but
+    the next write to the partition will commit them: no reader sees them meanwhile, so
+    code that reads a partition back to learn what a writer stored cannot tell whether they
+    hold its messages. Seen on a Liftbridge server restarted after a crash, which forgets its
+    high watermark (docs/liftbridge.md, "After a crash").
+
+    :attr:`stream` is the stream, :attr:`tails` maps each such partition to the first and
+    the last offset not committed. :meth:`streamwire.Settling.commit_tail` commits them (by
+    writing one empty message); any other write to the partition does too."""
+
+    def __init__(self, message: str, stream: str, tails: dict[int, tuple[int, int]]) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.tails = tails
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable: Spark ships it to the driver
+        return (type(self), (str(self), self.stream, self.tails))
 
 
 class HeaderKindError(StreamwireError, TypeError):

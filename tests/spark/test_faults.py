@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+import streamwire
 from integration.harness import nemesis
 from integration.harness.faultproxy import ThreadedFaultProxy
 from tests import brokers
@@ -34,6 +35,7 @@ from tests.proxy import proxied
 from tests.spark._jobs import (
     BUDGET,
     MID_BATCH_ROWS,
+    ROWS_PER_BATCH,
     TOTAL,
     batches,
     check_stored,
@@ -42,7 +44,7 @@ from tests.spark._jobs import (
     stored,
     write_input,
 )
-from tests.spark._support import Target
+from tests.spark._support import Target, read_back
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(BUDGET * 1.5)]
 
@@ -209,11 +211,9 @@ def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_store
 #: Lanes whose broker process the harness runs (the real Iggy server only when it has one;
 #: the double lives in this test's process, and its log in memory).
 PROCESS_LANES = {"rabbitmq": "rabbitmq", "liftbridge": "liftbridge", "iggy-server": "iggy"}
-#: Lanes left out of a fault, and why. Liftbridge under ``kill``: a v1.9.0 server restarted
-#: after a crash reports a high watermark of -1 until the next write commits its tail, so a
-#: retried task's read-back cannot see what its earlier attempt stored, and sends it again
-#: (1,400 rows stored twice in a rehearsal of 2026-11-29). An open bug: docs/liftbridge.md,
-#: "After a crash".
+#: Lanes left out of a fault, and why. Liftbridge under ``kill`` has a test of its own: a
+#: v1.9.0 server restarted after a crash commits its tail only at the next write, so the
+#: retried tasks fail with ``UncommittedTailError`` until it is committed (below).
 LEFT_OUT = {"kill": {"liftbridge"}}
 #: How long a paused broker stays paused: longer than the sink's timeout below, so that the
 #: task in flight fails and its retry meets the pause too.
@@ -285,3 +285,76 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
             with contextlib.suppress(Exception):  # a broker that failed to come back
                 asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
             t.delete_stream(streams[name])
+
+
+@pytest.mark.one_core
+def test_a_liftbridge_server_killed_mid_batch_fails_the_query_loudly_until_its_tail_is_committed(
+    every_broker: dict[str, Target], tmp_path: Path
+) -> None:
+    """Liftbridge's server killed (SIGKILL) half-way through the second micro-batch and
+    started again on its data. Its tail (what it appended after its last watermark
+    checkpoint, the rows of the tasks in flight among it) is committed only by the next
+    write, and no reader sees it meanwhile, so a retried task cannot tell which of its rows
+    are stored: the query fails, loudly, with ``UncommittedTailError`` (the driver run
+    again from the checkpoint too), and stores nothing twice. Once the user commits the
+    tail as the error says (``commit_tail``), the query run again from its checkpoint
+    completes with every row exactly once."""
+    t = every_broker["liftbridge"]
+    stream = t.new_stream("kill")
+    job = None
+    try:
+        write_input(tmp_path)
+        args = ["--master", "local[2,4]", "--timeout", str(PROCESS_TIMEOUT)]
+        job = start_job([(t, stream)], tmp_path, tmp_path / "killed.log", *args)
+        deadline = time.monotonic() + BUDGET
+        while job.poll() is None and stored(t, stream) < MID_BATCH:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        _nemesis("kill", "liftbridge")
+        job.wait(BUDGET)
+        outs = [(tmp_path / "killed.log").read_text(errors="replace")]
+        assert job.returncode != 0, outs[-1][-3000:]  # the tasks in flight met the crash,
+        assert "streamwire.errors." in outs[-1], outs[-1][-3000:]  # their retries the tail
+        assert _duplicated(t, stream) == 0
+
+        job = start_job([(t, stream)], tmp_path, tmp_path / "again.log", *args)
+        job.wait(BUDGET)
+        outs.append((tmp_path / "again.log").read_text(errors="replace"))
+        assert job.returncode != 0, outs[-1][-3000:]  # nothing committed the tail meanwhile
+        assert "UncommittedTailError" in outs[-1], outs[-1][-3000:]
+        assert _duplicated(t, stream) == 0
+
+        _commit_tails(t, stream)
+        job = start_job([(t, stream)], tmp_path, tmp_path / "committed.log", *args)
+        outs.append(finish(job, tmp_path / "committed.log", timeout=BUDGET))
+        check_stored(t, stream, "liftbridge", "kill")
+        done = batches(outs[-1], 0)  # a failed query's driver reports no batch
+        assert [b[0] for b in done] == [1, 2], done  # the killed batch replayed, then the last
+        assert all(b[1] == b[2] + b[3] == ROWS_PER_BATCH for b in done), done
+        assert done[0][3] > 0, done  # rows the killed batch stored (the committed tail too)
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        asyncio.run(brokers.ensure_up("liftbridge"))
+        t.delete_stream(stream)
+
+
+def _duplicated(t: Target, stream: str) -> int:
+    """How many rows ``stream`` holds twice among those a reader sees now."""
+    values = [m.value for m in read_back(t, stream, expect=0, timeout=5.0)]
+    return len(values) - len(set(values))
+
+
+def _commit_tails(t: Target, stream: str) -> None:
+    """What the ``UncommittedTailError`` asks the user for: ``commit_tail`` on every
+    partition of ``stream``."""
+
+    async def run() -> None:
+        async with streamwire.connect(t.url, timeout=10.0) as client:
+            assert isinstance(client, streamwire.Settling)
+            assert isinstance(client, streamwire.Partitioned)
+            for partition in await client.partition_ids(stream):
+                await client.commit_tail(stream, partition, timeout=30.0)
+
+    asyncio.run(run())

@@ -498,3 +498,65 @@ def test_a_reader_counts_each_loss_once_and_remembers_a_bounded_few() -> None:
         assert losses._count("gone", {0: (batch * 10, batch * 10 + 10)}) == 10
     assert losses.skipped == 10 * 5 * COUNTED_KEPT
     assert len(losses._counted) == COUNTED_KEPT
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_committed_tail_below_the_checkpoint_with_the_messages_still_appended_waits(
+    monkeypatch: pytest.MonkeyPatch, fail_on_data_loss: str
+) -> None:
+    """A Liftbridge server restarted after a crash reports its committed tail below what
+    the query already read, though its log still holds it (``Settling.appended_bounds``):
+    nothing new to read, not a recreated stream. Where the appended tail is below the
+    checkpoint too, the stream was recreated (a DataLossError, or read again)."""
+    from streamwire.spark import DataLossError
+    from streamwire.spark import _offsets as offsets_mod
+    from streamwire.spark import datasource as ds
+
+    opts = SourceOptions.parse(
+        {
+            "url": "liftbridge://127.0.0.1:9292",
+            "stream": "orders",
+            "failOnDataLoss": fail_on_data_loss,
+        },
+        streaming=True,
+    )
+    appended = {0: 120, 1: 40}
+    monkeypatch.setattr(ds, "_bounds", lambda o: {0: (0, 50), 1: (0, 40)})
+    monkeypatch.setattr(ds, "_appended", lambda o: appended)
+    reader = ds.StreamwireStreamReader(opts)
+    start = offsets_mod.encode("orders", {0: 100, 1: 30})
+    end = offsets_mod.decode("orders", reader.latestOffset(start, ds.ReadAllAvailable()))
+    assert end == {0: 100, 1: 40}  # partition 0 waits for its tail to be committed
+    assert reader._losses.skipped == 0
+
+    appended[0] = 60  # what the checkpoint read is not in the log: recreated
+    if fail_on_data_loss == "true":
+        with pytest.raises(DataLossError, match="deleted and created again"):
+            reader.latestOffset(start, ds.ReadAllAvailable())
+    else:
+        end = offsets_mod.decode("orders", reader.latestOffset(start, ds.ReadAllAvailable()))
+        assert end == {0: 50, 1: 40}  # read again from the earliest offset
+        assert reader._losses.skipped > 0
+
+
+def test_a_read_leaves_out_the_message_commit_tail_wrote() -> None:
+    from streamwire._api import TAIL_COMMIT_HEADER
+    from streamwire.spark.datasource import _messages_in_range
+
+    def message(offset: int, value: bytes, **headers: bytes) -> streamwire.Message:
+        m = streamwire.Message(value, headers=headers)
+        m.offset = offset
+        return m
+
+    batch = [
+        message(4, b"a"),
+        message(5, b"", **{TAIL_COMMIT_HEADER: b""}),
+        message(6, b""),  # an empty row is a row
+        message(7, b"x", **{TAIL_COMMIT_HEADER: b""}),  # so is one with a value
+    ]
+    taken, done = _messages_in_range(batch, 4, 8)
+    assert [m.offset for m in taken] == [4, 6, 7]
+    assert done
+    taken, done = _messages_in_range(batch[:2], 4, 6)  # ends on the marker
+    assert [m.offset for m in taken] == [4]
+    assert done

@@ -20,7 +20,7 @@ from typing import Any, Final, Self, TypeVar, Unpack
 import grpc
 import grpc.aio
 
-from streamwire._api import OffsetBounds
+from streamwire._api import TAIL_COMMIT_HEADER, OffsetBounds
 from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options, option_names
 from streamwire.codec.offset import OffsetLike
@@ -32,6 +32,7 @@ from streamwire.errors import (
     ConnectTimeout,
     RequestTimeout,
     StreamwireError,
+    UncommittedTailError,
 )
 from streamwire.errors import TimeoutError as StreamwireTimeoutError
 from streamwire.liftbridge._acks import AckRouter, AckStats
@@ -97,6 +98,10 @@ T = TypeVar("T")
 _END_TIMEOUT: Final = 10.0
 #: Seconds between a partition's metadata reads while ``settled_bounds`` waits.
 _SETTLE_POLL: Final = 0.1
+#: Seconds a leader alone in its ISR may keep its high watermark below its newest offset
+#: before ``settled_bounds`` takes the tail for one only a write commits (such a leader
+#: commits what it appends within milliseconds).
+STUCK_AFTER: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -807,22 +812,26 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         replica that does not follow (until the leader drops it from the ISR); a reader
         does not see it yet, and it may still be acknowledged and read later.
 
-        A leader alone in its ISR has no replica to wait for, and is not waited on: a
-        Liftbridge v1.9.0 server restarted after a crash reports a high watermark of -1
-        below its newest offset until the next message is written, which then commits
-        everything (docs/liftbridge.md, "After a crash")."""
-        bounds = {}
+        A leader alone in its ISR commits at once whatever it appends, so its watermark
+        stuck below its newest offset for :data:`STUCK_AFTER` seconds means a tail only the
+        next write commits: a Liftbridge v1.9.0 server restarted after a crash forgets its
+        high watermark (docs/liftbridge.md, "After a crash").
+        :class:`~streamwire.errors.UncommittedTailError` names those partitions;
+        :meth:`commit_tail` commits them."""
+        bounds, stuck = {}, {}
         try:
             async with asyncio.timeout(timeout):
-                for partition in await self.partition_ids(stream):
-                    meta = await self.partition_metadata(stream, partition)
-                    leader, target = meta.leader, meta.newest_offset
-                    while meta.high_watermark < target and len(meta.isr) > 1:
-                        await asyncio.sleep(_SETTLE_POLL)
-                        meta = await self.partition_metadata(stream, partition)
-                        if meta.leader != leader:
-                            leader, target = meta.leader, meta.newest_offset
-                    bounds[partition] = OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
+                partitions = await self.partition_ids(stream)
+                try:  # at once: a stuck partition takes STUCK_AFTER seconds to tell
+                    async with asyncio.TaskGroup() as group:
+                        found = [group.create_task(self._settled(stream, p)) for p in partitions]
+                except BaseExceptionGroup as group_error:
+                    raise group_error.exceptions[0] from None
+            for partition, task in zip(partitions, found, strict=True):
+                meta, tail = task.result()
+                if tail:
+                    stuck[partition] = (meta.high_watermark + 1, meta.newest_offset)
+                bounds[partition] = OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
         except builtins.TimeoutError as exc:
             if isinstance(exc, StreamwireError):
                 raise
@@ -832,7 +841,61 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
                 "yet, or cannot reach its peers); what they hold is unknown until they are "
                 "committed or dropped. Try again later"
             ) from None
+        if stuck:
+            where = "; ".join(f"partition {p}: offsets {a}..{b}" for p, (a, b) in stuck.items())
+            raise UncommittedTailError(
+                f"{stream!r} holds messages its Liftbridge server appended and has not "
+                f"committed ({where}), and only the next write to the partition will commit "
+                "them: a server restarted after a crash forgets its high watermark "
+                "(docs/liftbridge.md, 'After a crash'). No reader sees them until then, so "
+                "what they hold is unknown. Commit them with Client.commit_tail(stream, "
+                "partition, timeout=...) (it writes one empty message) or any other write "
+                "to the partition, then try again",
+                stream,
+                stuck,
+            )
         return bounds
+
+    async def _settled(self, stream: str, partition: int) -> tuple[PartitionInfo, bool]:
+        """The partition's metadata once its newest offset (when first asked) is committed
+        or its leader changed (and ``False``), or once its leader is alone in its ISR and
+        its high watermark has not moved for :data:`STUCK_AFTER` seconds (and ``True``)."""
+        meta = await self.partition_metadata(stream, partition)
+        leader, target = meta.leader, meta.newest_offset
+        loop = asyncio.get_running_loop()
+        moved, watermark = loop.time(), meta.high_watermark
+        while meta.high_watermark < target:
+            if meta.high_watermark != watermark or len(meta.isr) > 1:
+                moved, watermark = loop.time(), meta.high_watermark
+            elif loop.time() - moved >= STUCK_AFTER:
+                return meta, True
+            await asyncio.sleep(_SETTLE_POLL)
+            meta = await self.partition_metadata(stream, partition)
+            if meta.leader != leader:
+                leader, target = meta.leader, meta.newest_offset
+        return meta, False
+
+    async def appended_bounds(self, stream: str) -> dict[int, OffsetBounds]:
+        """``OffsetBounds(0, newest offset + 1)`` of every partition, from its leader: what
+        it appended, committed or not (:class:`streamwire.Settling`)."""
+        bounds = {}
+        for partition in await self.partition_ids(stream):
+            meta = await self.partition_metadata(stream, partition)
+            bounds[partition] = OffsetBounds(0, max(int(meta.newest_offset) + 1, 0))
+        return bounds
+
+    async def commit_tail(self, stream: str, partition: int, *, timeout: float) -> OffsetBounds:
+        """Commit what ``partition`` holds past its high watermark by writing one message to
+        it (:data:`TAIL_COMMIT_HEADER`, an empty value; the Spark source skips it), and
+        return its :meth:`offset_bounds` once that is acknowledged. With nothing past the
+        high watermark, nothing is written (:class:`streamwire.Settling`)."""
+        async with asyncio.timeout(timeout):
+            meta = await self.partition_metadata(stream, partition)
+            if meta.high_watermark < meta.newest_offset:
+                async with self.producer(stream, partition=partition) as producer:
+                    await (await producer.send(b"", headers={TAIL_COMMIT_HEADER: b""}))
+                meta = await self.partition_metadata(stream, partition)
+        return OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
 
     # --- lifecycle ---------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ except ImportError:  # pragma: no cover - depends on the installed PySpark
     )
 
 import streamwire
+from streamwire._api import TAIL_COMMIT_HEADER
 from streamwire.codec.columns import Columns
 from streamwire.spark import _arrow, _identity, _offsets
 from streamwire.spark._brokers import Broker, ColumnarConsumer
@@ -216,6 +217,25 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
             lambda: broker.all_bounds(client, opts.stream, timeout=opts.timeout),
             timeout=opts.timeout,
         )
+
+    return rt.with_client(opts.client_key, fetch)
+
+
+def _appended(opts: SourceOptions) -> dict[int, int]:
+    """The tail of each partition counting what its broker appended and has not committed
+    yet, on a :class:`streamwire.Settling` client (empty elsewhere: a reader sees all)."""
+    rt = runtime()
+
+    def fetch(client: streamwire.Client) -> dict[int, int]:
+        if not isinstance(client, streamwire.Settling):
+            return {}
+        settling = client
+
+        async def run() -> dict[int, int]:
+            found = await settling.appended_bounds(opts.stream)
+            return {p: b.next for p, b in found.items()}
+
+        return rt.call(run, timeout=opts.timeout)
 
     return rt.with_client(opts.client_key, fetch)
 
@@ -486,8 +506,9 @@ def _fetch(
 def _messages_in_range(
     batch: list[streamwire.Message], start: int, end: int
 ) -> tuple[list[streamwire.Message], bool]:
-    """The messages of ``batch`` in ``[start, end)`` (in offset order), and whether the read
-    is done: it ends at the first message at or past ``end - 1``."""
+    """The messages of ``batch`` in ``[start, end)`` (in offset order) less the empty ones
+    :meth:`streamwire.Settling.commit_tail` wrote, and whether the read is done: it ends at
+    the first message at or past ``end - 1``."""
     taken: list[streamwire.Message] = []
     for message in batch:
         offset = message.offset
@@ -495,7 +516,8 @@ def _messages_in_range(
             continue
         if offset >= end:
             return taken, True
-        taken.append(message)
+        if message.value or TAIL_COMMIT_HEADER not in message.headers:
+            taken.append(message)  # not what Settling.commit_tail wrote
         if offset >= end - 1:
             return taken, True
     return taken, False
@@ -600,6 +622,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._latest: _offsets.Offsets | None = None  # last tails seen, for the progress
         self._bounds: dict[int, tuple[int, int]] | None = None  # as latestOffset found them
         self._losses = _Losses()
+        self._waiting: set[int] = set()  # partitions whose committed tail fell behind
 
     def _tails(self) -> _offsets.Offsets:
         self._bounds = bounds = _bounds(self.options)
@@ -621,6 +644,8 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if start is None:  # pyspark < 4.2 calls latestOffset() without start or limit
             return _offsets.encode(opts.stream, tails)
         begin = _offsets.decode(opts.stream, start)
+        if _behind(begin, tails):
+            tails = self._uncommitted(begin, tails)
         if _behind(begin, tails):  # the stream was recreated or reset: see _Losses.rewound
             # (DataLossError, or logged and counted now, so the progress reports it)
             begin = self._losses.rewound(opts, begin, tails, self._bounds or {})
@@ -636,6 +661,29 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if not opts.fail_on_data_loss:  # count what this batch will skip, for the progress
             self._losses.check(opts, begin, end, self._bounds or {})
         return _offsets.encode(opts.stream, end)
+
+    def _uncommitted(self, begin: _offsets.Offsets, tails: _offsets.Offsets) -> _offsets.Offsets:
+        """``tails``, where a partition's readable tail lies below ``begin`` but what its
+        broker appended reaches it (a :class:`streamwire.Settling` client): ``begin``, for
+        nothing new to read yet. A Liftbridge server restarted after a crash forgets its
+        high watermark until the next write (docs/liftbridge.md, "After a crash"); the
+        stream was not recreated, and what the checkpoint read is still there."""
+        appended = _appended(self.options)
+        waiting = {p for p in _behind(begin, tails) if appended.get(p, -1) >= begin[p]}
+        for p in sorted(waiting - self._waiting):
+            logger.warning(
+                "%s partition %d: the broker committed messages up to offset %d only, below "
+                "this query's checkpoint (%d), though it holds them up to %d: its server "
+                "forgot what it had committed (a Liftbridge server restarted after a crash "
+                "commits them at the next write). No new rows until then",
+                self.options.stream,
+                p,
+                tails[p] - 1,
+                begin[p],
+                appended[p] - 1,
+            )
+        self._waiting = waiting
+        return {**tails, **{p: begin[p] for p in waiting}}
 
     def getDefaultReadLimit(self) -> Any:
         """``maxBytesPerTrigger`` (with ``maxRecordsPerTrigger`` applied too, when both are

@@ -1,10 +1,12 @@
 """``Client.settled_bounds`` (``streamwire.Settling``) against an in-process server whose
 partition metadata each test scripts: it waits while messages are appended but not
-committed (high watermark below the newest offset), follows a new leader's log, and fails
-with a streamwire ``TimeoutError`` when nothing commits in time."""
+committed (high watermark below the newest offset), follows a new leader's log, fails
+with a streamwire ``TimeoutError`` when nothing commits in time, and names a tail that only
+the next write commits (``UncommittedTailError``)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 import streamwire
 import streamwire.liftbridge as lb
+import streamwire.liftbridge.client as lb_client
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
 from tests.unit.liftbridge.fake_api import dead_port, start_api
 
@@ -100,12 +103,30 @@ async def test_nothing_committing_in_time_is_a_streamwire_timeout_saying_why() -
     assert "not committed within 0.5 s" in str(error)
 
 
-async def test_a_leader_alone_in_its_isr_is_not_waited_on() -> None:
+async def test_a_leader_alone_whose_watermark_is_stuck_is_an_uncommitted_tail_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # what a Liftbridge v1.9.0 server reports after a crash and a restart: nothing
     # committed until the next write, and no replica that could commit it
-    calls, bounds = await settled([("b1", -1, 1999)], timeout=10, isr=("b1",))
-    assert bounds == {0: streamwire.OffsetBounds(0, 0)}
-    assert calls() == 1
+    monkeypatch.setattr(lb_client, "STUCK_AFTER", 0.3)
+    calls, error = await settled([("b1", -1, 1999)], timeout=10, isr=("b1",))
+    assert isinstance(error, streamwire.UncommittedTailError)
+    assert (error.stream, error.tails) == ("orders", {0: (0, 1999)})
+    assert "partition 0: offsets 0..1999" in str(error)
+    assert "commit_tail" in str(error)
+    assert calls() >= 3  # it watched the watermark not move before it said so
+    assert pickle.loads(pickle.dumps(error)).tails == error.tails  # noqa: S301  (Spark ships it)
+
+
+async def test_a_leader_alone_whose_watermark_moves_is_waited_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # another writer's messages: each commits what was appended before it
+    monkeypatch.setattr(lb_client, "STUCK_AFTER", 0.25)
+    script = [("b1", 5, 9), ("b1", 5, 9), ("b1", 7, 10), ("b1", 7, 11), ("b1", 9, 12)]
+    calls, bounds = await settled(script, timeout=10, isr=("b1",))
+    assert bounds == {0: streamwire.OffsetBounds(0, 10)}
+    assert calls() == 5
 
 
 @pytest.mark.parametrize("client", ["rabbitmq", "iggy"])
