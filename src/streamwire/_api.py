@@ -18,6 +18,7 @@ from streamwire.codec.message import Confirmation, Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.metrics import ConnectionStats, ConsumerStats, ProducerStats
 from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tcp import TcpKeepalive
 from streamwire.transport.tls import TLSOptions
 
 __all__ = (
@@ -55,6 +56,11 @@ class ConnectKwargs(TypedDict, total=False):
     """TLS settings (``True``: the defaults; the ``+tls`` URL schemes imply it)."""
     reconnect: ReconnectPolicy | None
     """Recovery after a lost connection (``None``: off)."""
+    tcp_keepalive: TcpKeepalive | None
+    """How a connection gone silent without a reset (a black hole) is noticed: TCP
+    keepalive probes and TCP_USER_TIMEOUT on streamwire's own connections (default
+    :data:`~streamwire.transport.DEFAULT_KEEPALIVE`, within about a minute; ``None``: the
+    kernel's defaults, hours)."""
 
 
 class StreamKwargs(TypedDict, total=False):

@@ -13,6 +13,7 @@ from typing import TypeVar
 from streamwire._default import Default
 from streamwire.errors import ConfigurationError
 from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tcp import TcpKeepalive
 from streamwire.transport.tls import is_tls_setting
 
 __all__ = (
@@ -99,4 +100,12 @@ def check_connect_values(given: Mapping[str, object]) -> None:
             raise ConfigurationError(
                 f"reconnect must be a ReconnectPolicy (reconnecting is on by default: leave "
                 f"it out) or None (off); got {policy!r} ({type(policy).__name__})"
+            )
+    if "tcp_keepalive" in given:
+        keepalive = given["tcp_keepalive"]
+        if not (keepalive is None or isinstance(keepalive, TcpKeepalive)):
+            raise ConfigurationError(
+                f"tcp_keepalive must be a streamwire.transport.TcpKeepalive (on by default: "
+                f"leave it out) or None (the kernel's defaults); got {keepalive!r} "
+                f"({type(keepalive).__name__})"
             )

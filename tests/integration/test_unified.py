@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+import stat
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -18,6 +20,7 @@ import pytest
 import streamwire
 from streamwire import HeaderValue, Message, cli
 from streamwire.codec.headers import HeaderInput
+from streamwire.transport import TcpKeepalive
 from tests.brokers import require
 from tests.iggy_lanes import LANES, lane
 from tests.message_properties import EVERY_PROPERTY
@@ -417,3 +420,75 @@ async def test_round_trip(streamwire_stream, streamwire_url):
             pytester.runpytest_subprocess, "-p", "no:cacheprovider", "-W", "ignore"
         )
     result.assert_outcomes(passed=1)
+
+
+#: What each option of TcpKeepalive(idle=7, interval=3, count=4, user_timeout=11) reads back
+#: as: SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_USER_TIMEOUT (ms)
+ASKED = TcpKeepalive(idle=7, interval=3, count=4, user_timeout=11)
+ASKED_READ = (1, 7, 3, 4, 11_000)
+
+
+def _tcp_sockets_to(port: int) -> dict[tuple[str, int], tuple[int, ...]]:
+    """This process's TCP sockets connected to ``port``: their local address and their
+    keepalive options as :data:`ASKED_READ` lists them (read through a duplicate of each
+    descriptor)."""
+    found: dict[tuple[str, int], tuple[int, ...]] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with sock:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            if sock.type != socket.SOCK_STREAM:
+                continue
+            try:
+                if sock.getpeername()[1] != port:
+                    continue
+                local = sock.getsockname()[:2]
+            except OSError:
+                continue
+            found[local] = (
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+            )
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads its sockets from /proc")
+@pytest.mark.parametrize("asked", [ASKED, None], ids=["asked", "off"])
+async def test_tcp_keepalive_is_what_connect_was_asked_for(
+    url: str, asked: TcpKeepalive | None
+) -> None:
+    """``connect(tcp_keepalive=...)``, the same on every broker: every connection the client
+    opens to the broker's port (RabbitMQ's, Iggy's, Liftbridge's HTTP/2 ones, used by its
+    consumers) has those keepalive timings, and ``None`` leaves the kernel's. Liftbridge's
+    control calls go through grpcio, which keeps its own (no SO_KEEPALIVE, TCP_USER_TIMEOUT
+    from ``keepalive_timeout``: 20 s)."""
+    port = streamwire.parse_url(url).port
+    before = set(_tcp_sockets_to(port))
+    async with streamwire.connect(url, timeout=10, tcp_keepalive=asked) as client:
+        name = f"keepalive-{uuid.uuid4().hex[:8]}"
+        await client.create_stream(name)
+        try:
+            async with client.producer(name) as producer:
+                await asyncio.wait_for(producer.send_and_wait(b"x"), 10)
+            async with client.consumer(name, offset="first") as consumer:
+                assert [m.value for m in await take(consumer, 1)] == [b"x"]
+                opened = {a: o for a, o in _tcp_sockets_to(port).items() if a not in before}
+        finally:
+            await client.delete_stream(name, missing_ok=True)
+    grpcio = (0, 20_000)  # SO_KEEPALIVE, TCP_USER_TIMEOUT of a grpcio channel's socket
+    liftbridge = url.startswith("liftbridge")
+    ours = [o for o in opened.values() if not liftbridge or (o[0], o[4]) != grpcio]
+    assert ours, opened
+    if asked is not None:
+        assert all(o == ASKED_READ for o in ours), opened
+    else:
+        assert all(o[0] == 0 and o[4] == 0 for o in ours), opened

@@ -19,6 +19,7 @@ from streamwire.iggy._options import TOPIC_OPTIONS
 from streamwire.liftbridge._kwargs import StreamKwargs as LiftbridgeStreamKwargs
 from streamwire.rabbitmq._kwargs import StreamKwargs as RabbitStreamKwargs
 from streamwire.rabbitmq.client import _STREAM_ARGUMENTS
+from streamwire.transport import TcpKeepalive
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,8 @@ URLS = (
         ("tls", {"ca_file": "x"}, "got {'ca_file': 'x'} (dict)"),
         ("reconnect", True, "reconnect must be a ReconnectPolicy (reconnecting is on by"),
         ("reconnect", 3, "got 3 (int)"),
+        ("tcp_keepalive", True, "tcp_keepalive must be a streamwire.transport.TcpKeepalive"),
+        ("tcp_keepalive", 30, "got 30 (int)"),
     ],
 )
 def test_a_connect_option_of_the_wrong_kind_says_what_is_expected(
@@ -67,8 +70,14 @@ def test_a_connect_option_of_the_wrong_kind_says_what_is_expected(
 
 @pytest.mark.parametrize("url", URLS)
 def test_connect_options_of_the_right_kind_pass(url: str) -> None:
-    streamwire.connect(url, timeout=2, tls=False, reconnect=None)
-    streamwire.connect(url, timeout=None, tls=None, reconnect=streamwire.ReconnectPolicy())
+    streamwire.connect(url, timeout=2, tls=False, reconnect=None, tcp_keepalive=None)
+    streamwire.connect(
+        url,
+        timeout=None,
+        tls=None,
+        reconnect=streamwire.ReconnectPolicy(),
+        tcp_keepalive=TcpKeepalive(idle=5),
+    )
 
 
 def _clients() -> tuple[rabbitmq.Client, liftbridge.Client, iggy.Client]:

@@ -36,6 +36,7 @@ from streamwire.iggy.protocol.users import (
     TopicPermissions,
 )
 from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
@@ -90,6 +91,7 @@ async def connect(
     max_in_flight: int = 3,
     reconnect: ReconnectPolicy | Default | None = DEFAULT,
     settings: MachineSettings | None = None,
+    tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
 ) -> Client:
     """Connect to an Iggy 0.9 server and log in, from a URL and/or keyword arguments.
 
@@ -106,6 +108,9 @@ async def connect(
     batch that fails may be followed by later batches that were stored. ``reconnect``
     (default :class:`ReconnectPolicy` ``()``; ``None`` turns it off) re-dials lost
     connections on their next use. Credentials default to ``iggy``/``iggy``.
+    ``tcp_keepalive``: how a connection gone silent without a reset is noticed while no
+    request waits (:class:`streamwire.transport.TcpKeepalive`: within about a minute by
+    default; ``None``: the kernel's defaults, hours).
 
     Cancellation: nothing is left open.
     """
@@ -142,5 +147,6 @@ async def connect(
         timeout=timeout,
         settings=machine,
         reconnect=ReconnectPolicy() if reconnect is DEFAULT else reconnect,
+        tcp_keepalive=tcp_keepalive,
     )
     return await client._open()

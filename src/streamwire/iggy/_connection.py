@@ -50,7 +50,7 @@ from streamwire.transport.base import ByteStream
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.driver import Driver
 from streamwire.transport.peers import handshake_failure
-from streamwire.transport.tcp import open_tcp
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive, open_tcp
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("Connection", "Credentials")
@@ -113,6 +113,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
         timeout: float | None = 30.0,
         settings: MachineSettings | None = None,
         stats: ReplyStats | None = None,
+        keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> Connection:
         """Connect and log in within one ``timeout`` budget. ``stats`` (shared by a
         client's connections) counts the replies that surprised the machine.
@@ -128,6 +129,7 @@ class Connection(Driver[IggyConnection, ev.Event, PendingRequest]):
             timeout=deadline.remaining(),
             frames=IGGY_HEADER,  # a poll reply is received into one buffer of its size
             max_frame_size=(settings or MachineSettings()).max_frame_size,
+            keepalive=keepalive,
         )
         return await cls.start(
             stream, address, credentials, deadline=deadline, settings=settings, stats=stats

@@ -46,6 +46,7 @@ from streamwire.iggy.protocol.messaging import GetConsumerOffset, StoreConsumerO
 from streamwire.metrics import ConnectionMeter, ConnectionStats, Destination
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("Client", "PartitionOffsets")
@@ -94,11 +95,13 @@ class Client(AdminMixin, AsyncClosing):
         timeout: float | None = 30.0,
         settings: MachineSettings | None = None,
         reconnect: ReconnectPolicy | None = None,
+        tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> None:
         self.host = host
         self.port = port
         self.credentials = credentials
         self.tls = tls
+        self.tcp_keepalive = tcp_keepalive
         self.timeout = timeout
         self.settings = settings or MachineSettings()
         self.reconnect = reconnect
@@ -130,6 +133,7 @@ class Client(AdminMixin, AsyncClosing):
                 timeout=self.timeout,
                 settings=self.settings,
                 stats=self.reply_stats,
+                keepalive=self.tcp_keepalive,
             )
         except StreamwireError:
             self._meter.failed()

@@ -52,6 +52,7 @@ from streamwire.liftbridge.protocol.metadata import (
     StreamOptions,
 )
 from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSConfig, TLSOptions, create_ssl_context
 
 __all__ = (
@@ -151,6 +152,7 @@ async def connect(
     publish_transport: str = "auto",
     keepalive_time: float | None = 300.0,
     keepalive_timeout: float = 20.0,
+    tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
 ) -> Client:
     """Connect to Liftbridge (gRPC) and its NATS, from a URL and/or keyword arguments.
 
@@ -182,6 +184,10 @@ async def connect(
     it sends a PING (``None``: never); ``keepalive_timeout``: how long that PING may go
     unanswered before the connection counts as dead, its calls fail and consumers resubscribe
     (both transports; 300 s keeps within what gRPC servers in Go accept by default).
+    ``tcp_keepalive``: how the HTTP/2 connections notice a link gone silent without a reset,
+    below those PINGs (:class:`streamwire.transport.TcpKeepalive`: within about a minute by
+    default; ``None``: the kernel's defaults, hours). grpcio's channels (the fallback) and
+    nats-py's connection keep their own (docs/liftbridge.md, "Keepalive").
 
     Cancellation: nothing is left open.
     """
@@ -233,6 +239,7 @@ async def connect(
         publish_transport=publish_transport,
         keepalive_time=keepalive_time,
         keepalive_timeout=keepalive_timeout,
+        tcp_keepalive=tcp_keepalive,
     )
     try:
         return await client._open()

@@ -82,6 +82,7 @@ from streamwire.transport.deadline import Deadline
 from streamwire.transport.h2grpc import H2Pool, H2Settings, alpn_context
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSOptions, create_ssl_context
 
 __all__ = ("Client", "ClientStats")
@@ -138,6 +139,7 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         publish_transport: str = "auto",
         keepalive_time: float | None = 300.0,
         keepalive_timeout: float = 20.0,
+        tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> None:
         if not nats_servers:
             raise ConfigurationError("a Liftbridge client needs at least one NATS server")
@@ -159,7 +161,8 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         # HTTP/2 connections, shared by the subscriptions and producers that use
         # streamwire's own client (``subscribe_transport``, ``publish_transport``)
         self._h2 = H2Pool(
-            H2Settings(keepalive_time=keepalive_time, keepalive_timeout=keepalive_timeout)
+            H2Settings(keepalive_time=keepalive_time, keepalive_timeout=keepalive_timeout),
+            tcp_keepalive=tcp_keepalive,
         )
         self._channels: Channels | None = Channels(
             credentials=grpc_credentials,

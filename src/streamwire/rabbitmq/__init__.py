@@ -26,6 +26,7 @@ from streamwire.rabbitmq.superstream import (
     hash_partition,
 )
 from streamwire.transport.reconnect import ReconnectPolicy
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSConfig, TLSOptions
 
 __all__ = (
@@ -70,6 +71,7 @@ async def connect(
     load_balancer: bool = False,
     settings: ConnectionSettings | None = None,
     token_provider: TokenProvider | None = None,
+    tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
 ) -> Client:
     """Connect to a RabbitMQ Streams broker, from a URL and/or keyword arguments.
 
@@ -89,6 +91,10 @@ async def connect(
     — an OAuth 2 access token, say — and is asked again before each token expires; the new
     one re-authenticates every open connection (:meth:`Client.update_secret`, RabbitMQ
     3.13+), so connections outlive their first token.
+
+    ``tcp_keepalive``: how a connection gone silent without a reset is noticed, below the
+    protocol's heartbeat (:class:`streamwire.transport.TcpKeepalive`: within about a minute
+    by default; ``None``: the kernel's defaults, hours).
 
     Cancellation: nothing is left open.
     """
@@ -138,6 +144,7 @@ async def connect(
         address_resolver=address_resolver,
         load_balancer=load_balancer,
         seeds=seeds,
+        tcp_keepalive=tcp_keepalive,
     )
     await client._open()
     if token_provider is not None and token is not None:

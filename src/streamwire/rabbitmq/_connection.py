@@ -40,7 +40,7 @@ from streamwire.rabbitmq.protocol.publishing import DeletePublisherRequest
 from streamwire.transport.deadline import Deadline
 from streamwire.transport.driver import Driver
 from streamwire.transport.peers import handshake_failure
-from streamwire.transport.tcp import TcpStream, open_tcp
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive, TcpStream, open_tcp
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("Connection", "ConnectionListener")
@@ -98,6 +98,7 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
         *,
         tls: TLSConfig | None = None,
         timeout: float | None = 30.0,
+        keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> Connection:
         """Connect and run the whole handshake within one ``timeout`` budget.
 
@@ -107,7 +108,12 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
         # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces
         stream = await open_tcp(
-            host, port, tls=tls, timeout=deadline.remaining(), read_size=1 << 20
+            host,
+            port,
+            tls=tls,
+            timeout=deadline.remaining(),
+            read_size=1 << 20,
+            keepalive=keepalive,
         )
         machine = StreamsConnection(settings)
         self = cls(stream, machine, address)

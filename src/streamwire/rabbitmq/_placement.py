@@ -31,6 +31,7 @@ from streamwire.rabbitmq.protocol.streams import (
     MetadataResponse,
     StreamMetadata,
 )
+from streamwire.transport.tcp import TcpKeepalive
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("AddressResolver", "Placement", "StreamInfo")
@@ -64,6 +65,7 @@ class Placement:
     seeds: tuple[tuple[str, int], ...]
     settings: ConnectionSettings
     tls: TLSConfig | None
+    tcp_keepalive: TcpKeepalive | None
     timeout: float | None
     load_balancer: bool
     load_balancer_attempts: int
@@ -98,7 +100,12 @@ class Placement:
     async def _open_connection(self, host: str, port: int) -> Connection:
         try:
             return await Connection.open(
-                host, port, self.settings, tls=self.tls, timeout=self.timeout
+                host,
+                port,
+                self.settings,
+                tls=self.tls,
+                timeout=self.timeout,
+                keepalive=self.tcp_keepalive,
             )
         except StreamwireError:
             self._meter.failed()

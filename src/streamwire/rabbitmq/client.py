@@ -70,6 +70,7 @@ from streamwire.rabbitmq.superstream import (
 from streamwire.transport.reconnect import ReconnectPolicy, retry
 from streamwire.transport.resources import AsyncClosing
 from streamwire.transport.tasks import cancel_now, cancel_tasks
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive
 from streamwire.transport.tls import TLSConfig
 
 __all__ = ("AddressResolver", "Client", "StreamInfo")
@@ -105,6 +106,7 @@ class Client(Placement, AsyncClosing):
         address_resolver: AddressResolver | None = None,
         load_balancer: bool = False,
         seeds: Sequence[tuple[str, int]] = (),
+        tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> None:
         self.host = host
         self.port = port
@@ -114,6 +116,7 @@ class Client(Placement, AsyncClosing):
         self._refresh: asyncio.Task[None] | None = None
         self.settings = settings
         self.tls = tls
+        self.tcp_keepalive = tcp_keepalive
         self.timeout = timeout
         self.reconnect = reconnect
         self._resolve = address_resolver or (lambda h, p: (h, p))

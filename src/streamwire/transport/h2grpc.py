@@ -82,7 +82,7 @@ from streamwire.transport.h2wire import (
     gather_data_pure,
     split_messages,
 )
-from streamwire.transport.tcp import open_tcp
+from streamwire.transport.tcp import DEFAULT_KEEPALIVE, TcpKeepalive, open_tcp
 
 __all__ = (
     "ACK",
@@ -304,6 +304,7 @@ class H2Channel(Driver[H2Machine, Event, int]):
         timeout: float | None,
         own: bool = False,
         on_end: Callable[[H2Channel, ConnectionEnded | None], None] | None = None,
+        keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
     ) -> H2Channel:
         """Connect and send the preface. Raises ``ConnectError``/``ConnectTimeout``, or
         :class:`NotHttp2` when TLS did not agree to ``h2``. Cancellation: nothing is left
@@ -316,6 +317,7 @@ class H2Channel(Driver[H2Machine, Event, int]):
             timeout=timeout,
             read_size=_READ_SIZE,
             receive_into=True,
+            keepalive=keepalive,
         )
         try:
             if ssl_context is not None:
@@ -476,8 +478,14 @@ _Key = tuple[str, int, int, str | None]
 class H2Pool:
     """The HTTP/2 connections of one client, shared by its calls (see the module notes)."""
 
-    def __init__(self, settings: H2Settings | None = None) -> None:
+    def __init__(
+        self,
+        settings: H2Settings | None = None,
+        *,
+        tcp_keepalive: TcpKeepalive | None = DEFAULT_KEEPALIVE,
+    ) -> None:
         self.settings = settings or H2Settings()
+        self.tcp_keepalive = tcp_keepalive
         self._channels: dict[_Key, list[H2Channel]] = {}
         self._locks: dict[_Key, asyncio.Lock] = {}
         self._keepalive: dict[_Key, float] = {}  # after "too_many_pings"
@@ -538,6 +546,7 @@ class H2Pool:
                     server_hostname=server_hostname,
                     timeout=timeout,
                     on_end=gone,
+                    keepalive=self.tcp_keepalive,
                 )
                 if self.closed:  # closed while connecting
                     channel.abort()
