@@ -39,9 +39,15 @@ from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench import spark as spark_bench
 from bench._common import first_line, rotated, settle_heap
-from bench.headline import headline, headline_table, rabbitmq_rows, rows_as_json
+from bench.headline import (
+    headline,
+    headline_table,
+    rabbitmq_rows,
+    rows_as_json,
+    summary_table,
+)
 from bench.latency import percentiles, rabbitmq_latency
-from bench.plots import plot_broker, plot_latency
+from bench.plots import plot_broker, plot_headline, plot_latency
 from streamwire import _native
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -333,6 +339,10 @@ def write_plots(
         panels = [(f"{d}, {size} B", ig[d]) for d in ("send", "poll")]
         written.append(where / "bench-iggy.png")
         plot_broker(panels, f"Iggy ({server})", core, written[-1])
+    rows = headline(report)
+    if any(r.ratio is not None for r in rows):
+        written.append(where / "bench-headline.png")
+        plot_headline(rows, core, written[-1])
     return written
 
 
@@ -494,6 +504,7 @@ def main() -> int:
         "Headline: every path against the fastest peer measured for it (rate ratio above 1: "
         "streamwire is faster; CPU ratio above 1: streamwire is cheaper)\n\n" + headline_table(rows)
     )
+    tables.append("The same in six columns (docs/benchmarks.md)\n\n" + summary_table(rows))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print("\n\n".join(tables))

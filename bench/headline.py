@@ -20,6 +20,7 @@ from typing import Any
 from bench._common import fmt_cpu, fmt_rate, fmt_ratio, markdown_table, ratio
 
 __all__ = (
+    "PEER_SETUPS",
     "Path",
     "Row",
     "headline",
@@ -27,6 +28,7 @@ __all__ = (
     "paired",
     "rabbitmq_rows",
     "rows_as_json",
+    "summary_table",
 )
 
 Rows = Mapping[str, Mapping[str, Any]]
@@ -219,6 +221,68 @@ def headline_table(rows: Iterable[Row]) -> str:
         "core",
     ]
     return markdown_table(header, body, right=(4, 5, 7, 8, 9, 10))
+
+
+#: What each peer of the headline is, as run: its version, the call, how many messages
+#: it hands over at once and its options (every one at its documented defaults).
+PEER_SETUPS: dict[str, str] = {
+    "java": "RabbitMQ's Java stream client 1.4.0 in its own JVM: `send` per message with a "
+    "confirm callback, its default batching (frames of up to 100 messages, 10,000 "
+    "unconfirmed); a message handler reading each body. Its CPU is not measured",
+    "rbfly": "rbfly 0.10.0: `PublisherBatchFast`, 1,000 messages per `flush`; `subscribe` "
+    "as an async iterator (its Cython AMQP decoder)",
+    "rstream": "rstream 1.1.1: `send_batch` of 100 `AMQPMessage`s with a confirm callback; "
+    "`subscribe` with `amqp_decoder`",
+    "raw ceiling": "not a client: Publish frames encoded before the clock starts, then only "
+    "written and their confirms counted, 10,000 unconfirmed at most (`bench/raw_rabbitmq.py`)",
+    "go-liftbridge": "go-liftbridge v2.3.0 in its own process: `PublishAsync` with LEADER "
+    "acks, at most 10,000 awaiting their ack (streamwire's window); `Subscribe` reading "
+    "`Value()`; its CPU from `getrusage`",
+    "gufo publish_bulk": "gufo-liftbridge 0.2.0: streaming `publish_bulk` (PublishAsync), "
+    "LEADER acks",
+    "gufo publish ×64": "gufo-liftbridge 0.2.0: unary `publish`, 64 calls in flight",
+    "gufo publish": "gufo-liftbridge 0.2.0: unary `publish`, one call at a time",
+    "gufo": "gufo-liftbridge 0.2.0: `subscribe`, reading each value",
+    "apache-iggy": "apache-iggy 0.9.0 (the official SDK's Python wheel, its Rust runtime's "
+    "CPU counted): `send_messages` of 1,000 `SendMessage`s, awaited one after the other; "
+    "`poll_messages(count=1000)` reading `payload()`",
+}
+
+
+def _label(r: Row) -> str:
+    name = {"rabbitmq": "RabbitMQ", "liftbridge": "Liftbridge", "iggy": "Iggy"}[r.broker]
+    return f"{name} {r.size} B {r.direction} `{r.call}`"
+
+
+def summary_table(rows: Iterable[Row]) -> str:
+    """The headline in six columns (what docs/benchmarks.md opens with): the path, both
+    rates, the peer, the rate ratio with its lowest and highest round, the CPU ratio."""
+    body = []
+    for r in rows:
+        ratio_text = fmt_ratio(r.ratio)
+        if r.spread is not None:
+            ratio_text += f" ({r.spread[0]:.2f}–{r.spread[1]:.2f})"
+        if r.met is False:
+            ratio_text = f"**{ratio_text}**"
+        body.append(
+            [
+                _label(r),
+                fmt_rate(r.rate),
+                r.peer or "–",
+                fmt_rate(r.peer_rate),
+                ratio_text,
+                fmt_ratio(r.cpu_ratio),
+            ]
+        )
+    header = [
+        "path",
+        "streamwire msg/s",
+        "fastest peer",
+        "peer msg/s",
+        "rate ratio (rounds min–max)",
+        "CPU ratio",
+    ]
+    return markdown_table(header, body, right=(1, 3, 4, 5))
 
 
 def rows_as_json(rows: Iterable[Row]) -> list[dict[str, Any]]:

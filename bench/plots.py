@@ -84,3 +84,40 @@ def plot_broker(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_headline(rows: Sequence[Any], core: str, path: Path) -> None:
+    """The headline as one figure: each path's rate ratio against its fastest peer (a bar;
+    above 1, streamwire is faster), the lowest and highest round as an error bar, a line at
+    1 (and at the raw ceiling's 0.9 goal). ``rows`` are ``bench.headline.Row``s; paths
+    without a ratio are left out. Green: a goal met; red: missed; grey: no goal."""
+    plt = _pyplot()
+    shown = [r for r in rows if r.ratio is not None]
+    labels = [f"{r.broker} {r.size} B {r.direction} {r.call}  vs {r.peer}" for r in reversed(shown)]
+    values = [r.ratio for r in reversed(shown)]
+    low = [r.ratio - (r.spread[0] if r.spread else r.ratio) for r in reversed(shown)]
+    high = [(r.spread[1] if r.spread else r.ratio) - r.ratio for r in reversed(shown)]
+    colours = [
+        {True: "tab:green", False: "tab:red", None: "tab:gray"}[r.met] for r in reversed(shown)
+    ]
+    fig, ax = plt.subplots(figsize=(8.5, 0.36 * len(shown) + 1.6))
+    positions = list(range(len(shown)))
+    ax.barh(positions, values, color=colours, alpha=0.8)
+    ax.errorbar(values, positions, xerr=[low, high], fmt="none", ecolor="black", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.axvline(0.9, color="black", linewidth=0.6, linestyle=":")
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.set_xlim(left=0)
+    ax.set_xlabel(
+        "rate ratio, streamwire ÷ fastest peer (bar: median of rounds; whiskers: min–max)"
+    )
+    ax.set_title(
+        f"streamwire against the fastest peer per path ({core} core)\n"
+        "green: goal met · red: missed · grey: no goal; solid line 1x, dotted 0.9x",
+        fontsize=9,
+    )
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

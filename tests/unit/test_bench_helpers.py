@@ -541,6 +541,7 @@ def test_the_plots_of_a_run(tmp_path: Path) -> None:
         "bench-rabbitmq.png",
         "bench-liftbridge.png",
         "bench-iggy.png",
+        "bench-headline.png",
     ]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -575,6 +576,25 @@ def test_the_headline_ratio_is_the_median_of_each_rounds_ratio() -> None:
     assert poll.ratio == pytest.approx(3.0)
     assert poll.spread is None
     assert "| 1.20x (0.50–1.25) |" in headline_table(rows.values())
+
+
+def test_the_six_column_summary_names_every_peer_it_uses() -> None:
+    from bench.headline import PEER_SETUPS, headline, summary_table
+
+    rows = headline(_headline_report())
+    text = summary_table(rows)
+    lines = text.splitlines()
+    assert all(line.count("|") == 7 for line in lines)  # six columns
+    assert (
+        "| RabbitMQ 100 B consume `next_batch` | 700,000 | java | 1,400,000 | **0.50x** | – |"
+        in (text)
+    )
+    assert "| RabbitMQ 100 B publish `send_many` | 900,000 | raw ceiling | 1,000,000 | 0.90x |" in (
+        text
+    )
+    assert "| Liftbridge 256 B publish `send_batch (NATS)` | 200,000 | gufo publish_bulk |" in text
+    assert "| 1.33x (1.33–1.33) | 3.00x |" in text  # the rounds pair up: min–max
+    assert {r.peer for r in rows if r.peer} <= set(PEER_SETUPS)  # the legend covers them
 
 
 class _Msg:
