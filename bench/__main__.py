@@ -38,6 +38,7 @@ from bench import iggy as iggy_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench import spark as spark_bench
+from bench import spark_jvm as spark_jvm_bench
 from bench._common import first_line, rotated, settle_heap
 from bench.headline import (
     headline,
@@ -283,6 +284,35 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_spark_jvm(args: argparse.Namespace) -> int:
+    """``--spark-jvm``: bench/spark_jvm.py alone (streamwire's data source against the JVM
+    connector, one session); its JSON goes to ``--output``."""
+    result = spark_jvm_bench.run(
+        args.rabbitmq,
+        rounds=args.rounds,
+        rows=args.spark_jvm_rows,
+        sizes=[int(s) for s in args.spark_jvm_sizes.split(",")],
+        master=args.spark_jvm_master,
+        jvm_flags=args.spark_jvm_flags,
+    )
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "codec": _native.reason,
+        "core": "native" if _native.core is not None else "pure",
+        "spark_jvm": result,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"codec: {_native.reason}\n\nSpark, streamwire against Sparkling Rabbit "
+        f"({result['jar']}), {args.spark_jvm_rows:,} rows, {args.spark_jvm_master}, "
+        f"medians of {args.rounds}\n\n{spark_jvm_bench.table(result)}"
+    )
+    print(f"\nresults written to {args.output}")
+    return 0
+
+
 def run_spark(args: argparse.Namespace) -> int:
     """``--spark``: bench/spark.py alone; its JSON goes to ``--output``."""
     result = spark_bench.run(
@@ -411,6 +441,15 @@ def main() -> int:
         help="only the Spark comparison (bench/spark.py): the data source and the plain "
         "client on one RabbitMQ stream, per executor core",
     )
+    parser.add_argument(
+        "--spark-jvm",
+        action="store_true",
+        help="only streamwire's Spark data source against the JVM connector Sparkling Rabbit "
+        f"(bench/spark_jvm.py; its jar in {spark_jvm_bench.JAR_ENV})",
+    )
+    parser.add_argument("--spark-jvm-rows", type=int, default=1_000_000)
+    parser.add_argument("--spark-jvm-sizes", default="100,1000", help="bytes per row")
+    parser.add_argument("--spark-jvm-master", default="local[2]")
     parser.add_argument("--spark-messages", type=int, default=400_000)
     parser.add_argument("--spark-size", type=int, default=100, help="bytes per message")
     parser.add_argument(
@@ -423,6 +462,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.spark:
         return run_spark(args)
+    if args.spark_jvm:
+        return run_spark_jvm(args)
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.time()
     report: dict[str, Any] = {

@@ -639,3 +639,47 @@ async def test_the_consuming_loops_read_every_value_and_stop_at_count() -> None:
     short = _FakeConsumer(2, 5)
     with pytest.raises(RuntimeError, match="stalled after 2"):
         await read_batches(short, 5, 100)
+
+
+def test_the_jvm_side_by_side_table_pairs_rounds_and_states_guarantees() -> None:
+    from bench.spark_jvm import SHAPES, guarantee, table
+
+    def found(mine: list[float], theirs: list[float]) -> dict[str, Any]:
+        return {
+            "rows_per_s": {"streamwire": mine, "sparkling-rabbit": theirs},
+            "cpu_us_per_row": {"streamwire": [2.0, 2.0, 2.0], "sparkling-rabbit": [3.0, 5.0, 4.0]},
+        }
+
+    report = {
+        "sizes": {
+            "100": {
+                "batch read, count": found([300.0, 200.0, 100.0], [100.0, 100.0, 100.0]),
+                "batch write": found([120.0, 100.0, 150.0], [100.0, 100.0, 100.0]),
+            }
+        }
+    }
+    text = table(report)
+    assert (
+        "| batch read, count, 100 B | 200 | 100 | 2.00x (1.00–3.00) | 2.00 / 4.00 (2.00x) | – |"
+        in (text)
+    )
+    assert "| batch write, 100 B | 120 | 100 | 1.20x (1.00–1.50) |" in text
+    assert "at-least-once (its batch writes have no dedup)" in text
+    assert all(guarantee(side, s) == "–" for s in SHAPES if "read" in s for side in ("streamwire",))
+
+
+def test_the_jvm_side_by_side_needs_the_connectors_jar(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bench.spark_jvm import JAR_ENV, jar_path
+
+    monkeypatch.delenv(JAR_ENV, raising=False)
+    with pytest.raises(SystemExit, match="mvn -pl spark41 -am -DskipTests package"):
+        jar_path()
+    monkeypatch.setenv(JAR_ENV, str(tmp_path / "missing.jar"))
+    with pytest.raises(SystemExit, match="is not a file"):
+        jar_path()
+    jar = tmp_path / "c.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv(JAR_ENV, str(jar))
+    assert jar_path() == jar

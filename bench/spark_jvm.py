@@ -1,0 +1,399 @@
+"""streamwire's Spark data source against the JVM connector a user could pick instead, in
+the same Spark session: ``python -m bench --spark-jvm``.
+
+The peer is **Sparkling Rabbit** (a DataSource V2 connector in Java over RabbitMQ's Java
+stream client; format ``rabbitmq_streams``). Nothing of it is in this repository: build its
+``spark41`` artifact from a snapshot of its sources with Maven
+(``mvn -pl spark41 -am -DskipTests package``) and name the shaded jar in
+``STREAMWIRE_SPARKLING_RABBIT_JAR``, as ``IGGY_SERVER_BIN`` names an Iggy server. It loads in
+PySpark 4.3.0.
+
+One ``local[2]`` session (``--spark-jvm-master`` for another) carries both: the connector's
+jar on its class path, streamwire registered. Per message size, one RabbitMQ stream holds
+``rows`` messages, written once by streamwire's plain producer; both sides read that stream.
+Every round runs each shape on both sides, one after the other, the side that goes first
+alternating from round to round:
+
+* **batch read, count**: ``count()`` of the whole stream;
+* **batch read, aggregate**: ``sum(length(value))`` and ``max(offset)``: every value read;
+* **streaming read**: ``readStream`` with ``Trigger.AvailableNow`` into Spark's ``noop``
+  sink (every column of every row materialised);
+* **batch write**: ``rows`` rows of one ``value`` column from ``spark.range`` in two
+  partitions, ``write ... save()`` into a fresh stream;
+* **streaming write**: the same rows read from Parquet files with ``Trigger.AvailableNow``
+  into a fresh stream, each side with its deduplication on (streamwire: its query identity;
+  the connector: ``producerName``).
+
+Each job is checked (the count, the aggregate, the rows the stream received) before its time
+counts. Rates are rows over the job's wall time; CPU per row is that of this process and all
+its descendants (the JVM and the Python workers: ``bench.spark._tree_cpu``) over the job,
+the broker's excluded. Every shape runs once on each side before the timed rounds (the
+JIT's warm-up). Ratios are streamwire ÷ the connector per round (rates) and the connector ÷
+streamwire (CPU), medians over the rounds with the lowest and highest round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import streamwire
+import streamwire.rabbitmq as rmq
+from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
+from bench.spark import JVM_FLAGS, _tree_cpu
+
+__all__ = ("JAR_ENV", "SHAPES", "SIDES", "guarantee", "run", "table")
+
+JAR_ENV = "STREAMWIRE_SPARKLING_RABBIT_JAR"
+SIDES = ("streamwire", "sparkling-rabbit")
+SHAPES = (
+    "batch read, count",
+    "batch read, aggregate",
+    "streaming read",
+    "batch write",
+    "streaming write",
+)
+TIMEOUT = 600.0
+
+
+def guarantee(side: str, shape: str) -> str:
+    """What a side's job guarantees about the rows it stores (``–`` for a read)."""
+    if "write" not in shape:
+        return "–"
+    if side == "streamwire":
+        if shape == "batch write":
+            return "exactly-once per write (RabbitMQ dedup, a writeId per write)"
+        return "exactly-once (RabbitMQ dedup, the query's identity)"
+    if shape == "batch write":
+        return "at-least-once (its batch writes have no dedup)"
+    return "dedup of a retried epoch (producerName)"
+
+
+def jar_path() -> Path:
+    """The connector's shaded jar, from :data:`JAR_ENV`; a clear error without one."""
+    value = os.environ.get(JAR_ENV)
+    if not value or not Path(value).is_file():
+        raise SystemExit(
+            f"{JAR_ENV} must name Sparkling Rabbit's shaded spark41 jar (build it from a "
+            "snapshot of lukaszsamson/spark-rabbitmq-streams-connector, outside this "
+            "repository: mvn -pl spark41 -am -DskipTests package; the jar is "
+            "spark41/target/spark-rabbitmq-streams-connector-spark41-*-SNAPSHOT.jar)"
+            + (f"; {value!r} is not a file" if value else "")
+        )
+    return Path(value)
+
+
+@contextmanager
+def session(jar: Path, master: str, jvm_flags: str = JVM_FLAGS) -> Iterator[Any]:
+    """A SparkSession on ``master`` with the connector's jar and streamwire registered."""
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("streamwire-bench-jvm")
+        .config("spark.jars", str(jar))
+        .config("spark.driver.extraJavaOptions", jvm_flags)
+        .config("spark.driver.memory", "2g")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    from streamwire.spark import register
+
+    register(spark)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+async def _create(url: str) -> str:
+    name = f"bench-jvm-{uuid.uuid4().hex[:10]}"
+    async with await rmq.connect(url) as client:
+        await client.create_stream(name)
+    return name
+
+
+async def _drop(url: str, stream: str) -> None:
+    async with await rmq.connect(url) as client:
+        await client.delete_stream(stream)
+
+
+async def _fill(url: str, stream: str, rows: int, size: int) -> None:
+    async with await rmq.connect(url) as client, client.producer(stream) as producer:
+        futures = [
+            await producer.send_many([b"x" * size] * min(10_000, rows - start))
+            for start in range(0, rows, 10_000)
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT)
+
+
+async def _stored(url: str, stream: str) -> int:
+    async with streamwire.connect(url) as client:
+        assert isinstance(client, streamwire.Bounded)
+        bounds = (await client.offset_bounds(stream))[0]
+    return bounds.next - bounds.first
+
+
+class Job:
+    """One side's job of one shape, on one session; :meth:`__call__` runs it and returns
+    ``(seconds, cpu_seconds)`` once it checked what it did."""
+
+    def __init__(self, spark: Any, url: str, side: str, shape: str, size: int, rows: int) -> None:
+        self.spark, self.url, self.side, self.shape = spark, url, side, shape
+        self.size, self.rows = size, rows
+        parts = streamwire.parse_url(url)
+        self.endpoint = f"{parts.host}:{parts.port}"
+        self.username, self.password = parts.username or "guest", parts.password or "guest"
+
+    def _batch_reader(self, stream: str) -> Any:
+        if self.side == "streamwire":
+            reader = self.spark.read.format("streamwire").option("url", self.url)
+        else:
+            reader = self._jvm(self.spark.read.format("rabbitmq_streams"))
+        return reader.option("stream", stream).option("startingOffsets", "earliest").load()
+
+    def _jvm(self, builder: Any) -> Any:
+        return (
+            builder.option("endpoints", self.endpoint)
+            .option("username", self.username)
+            .option("password", self.password)
+        )
+
+    def __call__(self, source: str, parquet: Path, work: Path) -> tuple[float, float]:
+        from pyspark.sql import functions as F
+
+        shape, rows = self.shape, self.rows
+        if shape == "batch read, count":
+            df = self._batch_reader(source)
+            got, seconds, cpu = _timed(df.count)
+            assert got == rows, (self.side, shape, got)
+        elif shape == "batch read, aggregate":
+            df = self._batch_reader(source).agg(
+                F.sum(F.length("value")).alias("n"), F.max("offset").alias("last")
+            )
+            got, seconds, cpu = _timed(df.collect)
+            assert got[0]["n"] == rows * self.size, (self.side, shape, got)
+        elif shape == "streaming read":
+            seconds, cpu = self._streaming_read(source, work)
+        else:
+            target = asyncio.run(_create(self.url))
+            try:
+                if shape == "batch write":
+                    seconds, cpu = self._batch_write(target)
+                else:
+                    seconds, cpu = self._streaming_write(target, parquet, work)
+                stored = asyncio.run(_stored(self.url, target))
+                assert stored == rows, (self.side, shape, stored)
+            finally:
+                asyncio.run(_drop(self.url, target))
+        return seconds, cpu
+
+    def _streaming_read(self, source: str, work: Path) -> tuple[float, float]:
+        if self.side == "streamwire":
+            reader = self.spark.readStream.format("streamwire").option("url", self.url)
+        else:
+            reader = self._jvm(self.spark.readStream.format("rabbitmq_streams"))
+        df = reader.option("stream", source).option("startingOffsets", "earliest").load()
+        checkpoint = work / f"read-{uuid.uuid4().hex[:8]}"
+        query_box: list[Any] = []
+
+        def run() -> None:
+            query = (
+                df.writeStream.format("noop")
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination(TIMEOUT)
+            query_box.append(query)
+
+        _, seconds, cpu = _timed(run)
+        query = query_box[0]
+        if query.exception() is not None:
+            raise RuntimeError(f"{self.side} streaming read failed: {query.exception()}")
+        got = sum(p["numInputRows"] for p in query.recentProgress)
+        assert got == self.rows, (self.side, "streaming read", got)
+        return seconds, cpu
+
+    def _rows(self) -> Any:
+        from pyspark.sql import functions as F
+
+        df = self.spark.range(0, self.rows, 1, 2).select(F.lit(b"x" * self.size).alias("value"))
+        df.cache().count()  # built before the clock starts
+        return df
+
+    def _batch_write(self, target: str) -> tuple[float, float]:
+        df = self._rows()
+        try:
+            if self.side == "streamwire":
+                writer = df.write.format("streamwire").mode("append").option("url", self.url)
+            else:
+                writer = self._jvm(df.write.format("rabbitmq_streams").mode("append"))
+            _, seconds, cpu = _timed(writer.option("stream", target).save)
+        finally:
+            df.unpersist()
+        return seconds, cpu
+
+    def _streaming_write(self, target: str, parquet: Path, work: Path) -> tuple[float, float]:
+        df = self.spark.readStream.schema("value binary").parquet(str(parquet))
+        checkpoint = work / f"write-{uuid.uuid4().hex[:8]}"
+        if self.side == "streamwire":
+            writer = df.writeStream.format("streamwire").option("url", self.url)
+        else:
+            writer = self._jvm(df.writeStream.format("rabbitmq_streams")).option(
+                "producerName", f"bench-{uuid.uuid4().hex[:8]}"
+            )
+        writer = (
+            writer.option("stream", target)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+        )
+        query_box: list[Any] = []
+
+        def run() -> None:
+            query = writer.start()
+            query.awaitTermination(TIMEOUT)
+            query_box.append(query)
+
+        _, seconds, cpu = _timed(run)
+        if query_box[0].exception() is not None:
+            raise RuntimeError(f"{self.side} streaming write failed: {query_box[0].exception()}")
+        return seconds, cpu
+
+
+def _timed(job: Callable[[], Any]) -> tuple[Any, float, float]:
+    settle_heap()
+    cpu = _tree_cpu()
+    started = time.perf_counter()
+    result = job()
+    return result, time.perf_counter() - started, _tree_cpu() - cpu
+
+
+def run(
+    url: str,
+    *,
+    rounds: int,
+    rows: int,
+    sizes: list[int],
+    master: str = "local[2]",
+    jvm_flags: str = JVM_FLAGS,
+) -> dict[str, Any]:
+    """Every shape on both sides, ``rounds`` times per message size (see the module notes);
+    the report: per size and shape, each side's rates and CPU per row per round."""
+    jar = jar_path()
+    work = Path(tempfile.mkdtemp(prefix="bench-jvm-"))
+    report: dict[str, Any] = {"rows": rows, "master": master, "jar": jar.name, "sizes": {}}
+    try:
+        with session(jar, master, jvm_flags) as spark:
+            for size in sizes:
+                source = asyncio.run(_create(url))
+                parquet = work / f"rows-{size}"
+                try:
+                    asyncio.run(_fill(url, source, rows, size))
+                    from pyspark.sql import functions as F
+
+                    spark.range(0, rows, 1, 2).select(
+                        F.lit(b"x" * size).alias("value")
+                    ).write.parquet(str(parquet))
+                    report["sizes"][str(size)] = _rounds(
+                        spark, url, size, rows, rounds, source, parquet, work
+                    )
+                finally:
+                    asyncio.run(_drop(url, source))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _rounds(
+    spark: Any,
+    url: str,
+    size: int,
+    rows: int,
+    rounds: int,
+    source: str,
+    parquet: Path,
+    work: Path,
+) -> dict[str, Any]:
+    jobs = {
+        (side, shape): Job(spark, url, side, shape, size, rows)
+        for shape in SHAPES
+        for side in SIDES
+    }
+    for job in jobs.values():  # warm-up: the JIT, the workers, the connections
+        job(source, parquet, work)
+    out: dict[str, Any] = {}
+    for shape in SHAPES:
+        rates: dict[str, list[float]] = {side: [] for side in SIDES}
+        cpu: dict[str, list[float]] = {side: [] for side in SIDES}
+        for r in range(rounds):
+            for side in SIDES if r % 2 == 0 else tuple(reversed(SIDES)):
+                seconds, cpu_s = jobs[(side, shape)](source, parquet, work)
+                rates[side].append(rows / seconds)
+                cpu[side].append(cpu_s * 1e6 / rows)
+                print(
+                    f"[spark-jvm] {size} B {shape} round {r + 1}: {side} "
+                    f"{rows / seconds:,.0f} rows/s, {cpu_s * 1e6 / rows:.2f} µs/row",
+                    flush=True,
+                )
+        out[shape] = {"rows_per_s": rates, "cpu_us_per_row": cpu}
+    return out
+
+
+def _paired(mine: list[float], theirs: list[float]) -> tuple[float, float, float]:
+    ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def table(report: dict[str, Any]) -> str:
+    """Per size and shape: both sides' median rows/s and CPU µs per row, the rate ratio
+    (streamwire ÷ the connector, median of the rounds, lowest–highest) and the CPU ratio
+    (the connector ÷ streamwire), and what each side's write guarantees."""
+    body = []
+    for size, shapes in report["sizes"].items():
+        for shape, found in shapes.items():
+            rate, cpu = found["rows_per_s"], found["cpu_us_per_row"]
+            ratio, low, high = _paired(rate["streamwire"], rate["sparkling-rabbit"])
+            cpu_ratio = _paired(cpu["sparkling-rabbit"], cpu["streamwire"])[0]
+            body.append(
+                [
+                    f"{shape}, {int(size):,} B",
+                    fmt_rate(statistics.median(rate["streamwire"])),
+                    fmt_rate(statistics.median(rate["sparkling-rabbit"])),
+                    f"{fmt_ratio(ratio)} ({low:.2f}–{high:.2f})",
+                    f"{statistics.median(cpu['streamwire']):.2f} / "
+                    f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
+                    f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
+                    if "write" in shape
+                    else "–",
+                ]
+            )
+    header = [
+        "job",
+        "streamwire rows/s",
+        "Sparkling Rabbit rows/s",
+        "rate ratio (rounds min–max)",
+        "CPU µs/row, streamwire / Sparkling Rabbit (ratio)",
+        "guarantees (streamwire; Sparkling Rabbit)",
+    ]
+    return markdown_table(header, body, right=(1, 2, 3))
