@@ -8,6 +8,7 @@ import asyncio
 import json
 import pickle
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -310,6 +311,93 @@ def test_streaming_read_with_admission_control_and_available_now(
         assert sorted(r.value for r in again) == [b"m0010", b"m0011", b"m0012"]
     finally:
         any_broker.delete_stream(stream)
+
+
+def _streaming_query(
+    spark: Any, t: Target, stream: str, checkpoint: Path, **options: str
+) -> tuple[Any, list[list[Any]]]:
+    """A running streaming read of ``stream`` from its start with ``options``, a trigger
+    every 200 ms, and the rows of each non-empty micro-batch (collected in this process)."""
+    batches: list[list[Any]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = df.collect()
+        if rows:
+            batches.append(sorted(rows, key=lambda r: (r.partition, r.offset)))
+
+    reader = (
+        spark.readStream.format("streamwire")
+        .option("url", t.url)
+        .option("stream", stream)
+        .option("startingOffsets", "earliest")
+    )
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    return query, batches
+
+
+def _wait_for(batches: list[list[Any]], query: Any, timeout: float = 60.0) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while not batches and time.monotonic() < deadline:
+        assert query.exception() is None, query.exception()
+        time.sleep(0.1)
+    assert batches, f"no micro-batch in {timeout} s"
+    return batches[0]
+
+
+@needs_admission_control
+def test_min_offsets_per_trigger_waits_for_enough_offsets_or_its_delay(
+    spark: Any, any_broker: Target, tmp_path: Path
+) -> None:
+    """``minOffsetsPerTrigger=5``: three messages make no micro-batch however many
+    triggers pass; three more make one of all six. With ``maxTriggerDelay=2s``, two
+    messages make a batch once the delay passed."""
+    stream = any_broker.new_stream("minoffsets")
+    other = any_broker.new_stream("mindelay")
+    try:
+        publish(any_broker, stream, messages(3))
+        query, batches = _streaming_query(
+            spark,
+            any_broker,
+            stream,
+            tmp_path / "a",
+            minOffsetsPerTrigger="5",
+            maxTriggerDelay="1h",
+        )
+        try:
+            time.sleep(2.0)  # about ten triggers
+            assert query.exception() is None, query.exception()
+            assert batches == []  # three offsets of five: held back
+            publish(any_broker, stream, messages(3, start=3))
+            first = _wait_for(batches, query)
+            assert sorted(r.value for r in first) == [f"m{i:04d}".encode() for i in range(6)]
+        finally:
+            query.stop()
+
+        publish(any_broker, other, messages(2))
+        query, batches = _streaming_query(
+            spark,
+            any_broker,
+            other,
+            tmp_path / "b",
+            minOffsetsPerTrigger="5",
+            maxTriggerDelay="2s",
+        )
+        try:
+            first = _wait_for(batches, query)
+            assert sorted(r.value for r in first) == [b"m0000", b"m0001"]  # by the delay
+        finally:
+            query.stop()
+    finally:
+        any_broker.delete_stream(stream)
+        any_broker.delete_stream(other)
 
 
 @needs_admission_control

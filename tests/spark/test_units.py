@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import pickle
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -560,3 +561,88 @@ def test_a_read_leaves_out_the_message_commit_tail_wrote() -> None:
     taken, done = _messages_in_range(batch[:2], 4, 6)  # ends on the marker
     assert [m.offset for m in taken] == [4]
     assert done
+
+
+def test_min_offsets_per_trigger_and_its_delay_are_parsed_and_checked() -> None:
+    opts = SourceOptions.parse(
+        {"url": URL, "stream": "s", "minOffsetsPerTrigger": "10", "maxTriggerDelay": "30s"},
+        streaming=True,
+    )
+    assert (opts.min_records, opts.max_trigger_delay) == (10, 30.0)
+    assert SourceOptions.parse(
+        {"url": URL, "stream": "s", "minOffsetsPerTrigger": "1"}, streaming=True
+    ).max_trigger_delay == pytest.approx(900.0)  # Kafka's 15 minutes
+    for text, seconds in (("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("250", 0.25)):
+        parsed = SourceOptions.parse(
+            {"url": URL, "stream": "s", "minOffsetsPerTrigger": "1", "maxTriggerDelay": text},
+            streaming=True,
+        )
+        assert parsed.max_trigger_delay == pytest.approx(seconds), text
+    with pytest.raises(SparkConfigurationError, match="streaming reads only"):
+        SourceOptions.parse(
+            {"url": URL, "stream": "s", "minOffsetsPerTrigger": "5"}, streaming=False
+        )
+    with pytest.raises(SparkConfigurationError, match="above maxRecordsPerTrigger"):
+        SourceOptions.parse(
+            {"url": URL, "stream": "s", "minOffsetsPerTrigger": "5", "maxRecordsPerTrigger": "4"},
+            streaming=True,
+        )
+    with pytest.raises(SparkConfigurationError, match="needs minOffsetsPerTrigger"):
+        SourceOptions.parse({"url": URL, "stream": "s", "maxTriggerDelay": "1s"}, streaming=True)
+    with pytest.raises(SparkConfigurationError, match="a duration such as"):
+        SourceOptions.parse(
+            {"url": URL, "stream": "s", "minOffsetsPerTrigger": "1", "maxTriggerDelay": "soon"},
+            streaming=True,
+        )
+
+
+def test_min_offsets_per_trigger_holds_batches_back_until_enough_or_the_delay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Kafka's source: no batch while fewer than ``minOffsetsPerTrigger`` new offsets are
+    there, unless ``maxTriggerDelay`` passed since the last batch; the upper limit still
+    caps a batch; ``Trigger.AvailableNow`` and ``Trigger.Once`` ignore it."""
+    from streamwire.spark import _offsets as offsets_mod
+    from streamwire.spark import datasource as ds
+
+    now = [100.0]
+    tails = {0: 3, 1: 2}
+    monkeypatch.setattr(ds, "_clock", lambda: now[0])
+    monkeypatch.setattr(ds, "_bounds", lambda o: {p: (0, t) for p, t in tails.items()})
+    opts = SourceOptions.parse(
+        {
+            "url": URL,
+            "stream": "s",
+            "minOffsetsPerTrigger": "10",
+            "maxTriggerDelay": "60s",
+            "maxRecordsPerTrigger": "12",
+        },
+        streaming=True,
+    )
+    reader = ds.StreamwireStreamReader(opts)
+    limit = reader.getDefaultReadLimit()
+    start = offsets_mod.encode("s", {0: 0, 1: 0})
+
+    def end(begin: dict[str, Any] = start, read_limit: Any = limit) -> dict[int, int]:
+        return offsets_mod.decode("s", reader.latestOffset(begin, read_limit))
+
+    assert end() == {0: 0, 1: 0}  # 5 new offsets of 10: held back
+    now[0] += 30
+    tails.update({0: 6, 1: 3})
+    assert end() == {0: 0, 1: 0}  # 9, 30 s: still held back
+    tails[1] = 4
+    assert end() == {0: 6, 1: 4}  # 10: a batch
+    after = offsets_mod.encode("s", {0: 6, 1: 4})
+    tails.update({0: 8})
+    now[0] += 59
+    assert end(after) == {0: 6, 1: 4}  # 2 new, 59 s since that batch
+    now[0] += 1
+    assert end(after) == {0: 8, 1: 4}  # the delay passed: a batch of 2
+    tails.update({0: 30, 1: 20})
+    assert sum(end(offsets_mod.encode("s", {0: 8, 1: 4})).values()) == 12 + 12  # capped at 12
+    # Trigger.Once (everything available) and AvailableNow ignore the minimum
+    tails.update({0: 9, 1: 4})
+    once = offsets_mod.encode("s", {0: 8, 1: 4})
+    assert end(once, ds.ReadAllAvailable()) == {0: 9, 1: 4}
+    reader.prepareForTriggerAvailableNow()
+    assert end(once) == {0: 9, 1: 4}

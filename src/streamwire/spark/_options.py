@@ -16,6 +16,10 @@ endingOffsets            latest | JSON (batch reader only; default latest)
 maxRecordsPerTrigger     at most this many offsets per micro-batch (streaming reader)
 maxBytesPerTrigger       about this many bytes of values and keys per micro-batch
                          (streaming reader; a soft limit, estimated by sampling)
+minOffsetsPerTrigger     streaming reader: no micro-batch until this many new offsets are
+                         there, or maxTriggerDelay passed since the last one
+maxTriggerDelay          how long minOffsetsPerTrigger may hold a batch back (default 15m;
+                         a duration: 500ms, 30s, 15m, 1h; a bare number is milliseconds)
 consumerName             streaming reader: also store each committed batch's progress on
                          the broker under this consumer name (the checkpoint stays the truth)
 name                     sink name, prefix of the RabbitMQ producer references
@@ -87,6 +91,30 @@ def _int(options: dict[str, str], name: str) -> int | None:
     return value
 
 
+#: Seconds per unit of a duration option (Spark's own time strings).
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(options: dict[str, str], name: str, default: float) -> float:
+    """Seconds from a duration as Spark writes them (``500ms``, ``30s``, ``15m``, ``1h``,
+    ``1d``; a bare number is milliseconds, as in Spark's ``timeStringAsMs``)."""
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    value = text.strip().lower()
+    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = value[len(digits) :].strip() or "ms"
+    try:
+        seconds = float(digits) * _UNITS[unit]
+    except (KeyError, ValueError):
+        raise SparkConfigurationError(
+            f"option {name!r} must be a duration such as 500ms, 30s, 15m or 1h, got {text!r}"
+        ) from None
+    if not seconds >= 0:
+        raise SparkConfigurationError(f"option {name!r} must not be negative, got {text!r}")
+    return seconds
+
+
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
     text = options.get(name.lower(), str(default)).strip().lower()
     if text not in ("true", "false"):
@@ -116,6 +144,8 @@ class SourceOptions:
     max_bytes: int | None = None
     min_partitions: int | None = None
     consumer_name: str | None = None
+    min_records: int | None = None
+    max_trigger_delay: float = 900.0
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -136,6 +166,17 @@ class SourceOptions:
                 raise SparkConfigurationError("consumerName applies to streaming reads only")
             if not consumer_name:
                 raise SparkConfigurationError("consumerName must not be empty")
+        min_records = _int(opts, "minOffsetsPerTrigger")
+        max_records = _int(opts, "maxRecordsPerTrigger")
+        if min_records is not None and not streaming:
+            raise SparkConfigurationError("minOffsetsPerTrigger applies to streaming reads only")
+        if min_records is not None and max_records is not None and min_records > max_records:
+            raise SparkConfigurationError(
+                f"minOffsetsPerTrigger ({min_records}) is above maxRecordsPerTrigger "
+                f"({max_records}): no micro-batch could hold both"
+            )
+        if "maxtriggerdelay" in opts and min_records is None:
+            raise SparkConfigurationError("maxTriggerDelay needs minOffsetsPerTrigger")
         return cls(
             url=url,
             stream=stream,
@@ -147,8 +188,10 @@ class SourceOptions:
                 option="startingOffsets",
             ),
             ending=ending,
-            max_records=_int(opts, "maxRecordsPerTrigger"),
+            max_records=max_records,
             max_bytes=_int(opts, "maxBytesPerTrigger"),
+            min_records=min_records,
+            max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
             min_partitions=_int(opts, "minPartitions"),
             consumer_name=consumer_name,

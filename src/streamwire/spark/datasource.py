@@ -98,6 +98,18 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
         pass
 
 
+try:  # a lower bound among the admission controls: pyspark >= 4.3
+    from pyspark.sql.streaming.datasource import ReadMinRows
+
+    READ_MIN_ROWS = True
+except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applies
+    READ_MIN_ROWS = False
+
+    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, min_rows: int) -> None:
+            self.min_rows = min_rows
+
+
 try:  # a byte limit among the admission controls: pyspark >= 4.3
     from pyspark.sql.streaming.datasource import ReadMaxBytes
 
@@ -219,6 +231,10 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
         )
 
     return rt.with_client(opts.client_key, fetch)
+
+
+#: The clock ``minOffsetsPerTrigger``'s delay is kept by (a test sets its own).
+_clock = time.monotonic
 
 
 def _appended(opts: SourceOptions) -> dict[int, int]:
@@ -623,6 +639,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._bounds: dict[int, tuple[int, int]] | None = None  # as latestOffset found them
         self._losses = _Losses()
         self._waiting: set[int] = set()  # partitions whose committed tail fell behind
+        self._last_trigger: float | None = None  # minOffsetsPerTrigger: the last batch's time
 
     def _tails(self) -> _offsets.Offsets:
         self._bounds = bounds = _bounds(self.options)
@@ -649,6 +666,8 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if _behind(begin, tails):  # the stream was recreated or reset: see _Losses.rewound
             # (DataLossError, or logged and counted now, so the progress reports it)
             begin = self._losses.rewound(opts, begin, tails, self._bounds or {})
+        if self._holds_back(begin, tails, limit):  # minOffsetsPerTrigger: not yet
+            return _offsets.encode(opts.stream, begin)
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
             end = _offsets.cap(begin, tails, None)
         else:
@@ -685,10 +704,35 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._waiting = waiting
         return {**tails, **{p: begin[p] for p in waiting}}
 
+    def _holds_back(self, begin: _offsets.Offsets, tails: _offsets.Offsets, limit: Any) -> bool:
+        """``minOffsetsPerTrigger``, as Kafka's source keeps it: no batch while fewer new
+        offsets than that are there, unless ``maxTriggerDelay`` passed since the last batch
+        (or since the query started). Not under ``Trigger.AvailableNow`` (it would wait for
+        offsets that may never come) nor ``Trigger.Once`` (``ReadAllAvailable``)."""
+        wanted = self.options.min_records
+        if wanted is None or self._target is not None or isinstance(limit, ReadAllAvailable):
+            return False
+        now = _clock()
+        if self._last_trigger is None:
+            self._last_trigger = now
+        available = sum(max(0, t - begin.get(p, 0)) for p, t in tails.items())
+        if available == 0:
+            return False  # nothing new: the batch is empty either way
+        if available >= wanted or now - self._last_trigger >= self.options.max_trigger_delay:
+            self._last_trigger = now
+            return False
+        return True
+
     def getDefaultReadLimit(self) -> Any:
         """``maxBytesPerTrigger`` (with ``maxRecordsPerTrigger`` applied too, when both are
-        set), else ``maxRecordsPerTrigger``, else everything available."""
+        set), else ``maxRecordsPerTrigger``, else everything available; with
+        ``minOffsetsPerTrigger``, Spark's ``ReadMinRows`` (pyspark >= 4.3), the upper
+        limits then applied from the options."""
         rows, nbytes = self.options.max_records, self.options.max_bytes
+        if self.options.min_records is not None:
+            if READ_MIN_ROWS:
+                return ReadMinRows(self.options.min_records)
+            return ReadMaxRows(rows if rows is not None else 1 << 62)
         if nbytes is not None and READ_MAX_BYTES:
             return ReadMaxBytes(nbytes)
         if rows is not None:
