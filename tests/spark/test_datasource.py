@@ -400,6 +400,73 @@ def test_min_offsets_per_trigger_waits_for_enough_offsets_or_its_delay(
         any_broker.delete_stream(other)
 
 
+def _values_read(spark: Any, t: Target, stream: str, **options: str) -> list[bytes]:
+    reader = spark.read.format("streamwire").option("url", t.url).option("stream", stream)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return sorted(r.value for r in reader.load().select("value").collect())
+
+
+def test_a_read_starts_and_ends_at_times(spark: Any, any_broker: Target) -> None:
+    """``startingTimestamp`` / ``startingOffsetsByTimestamp`` and their ending twins, on a
+    stream published in three groups a second apart: a read from the time between the
+    first two groups gets the last two, one ending at the time between the last two gets the
+    middle one; a start past the last message is an error naming the strategy, or (with
+    ``startingOffsetsByTimestampStrategy=latest``) an empty read."""
+    stream = any_broker.new_stream("bytime")
+    try:
+        publish(any_broker, stream, messages(3))
+        time.sleep(1.0)
+        middle = int(time.time() * 1000)
+        time.sleep(1.0)
+        publish(any_broker, stream, messages(3, start=3))
+        time.sleep(1.0)
+        last = int(time.time() * 1000)
+        time.sleep(1.0)
+        publish(any_broker, stream, messages(2, start=6))
+        time.sleep(1.0)
+        after = int(time.time() * 1000)
+        expect = [f"m{i:04d}".encode() for i in range(8)]
+        # several partitions: some hold nothing after the time (messages go by key), which
+        # is an error by default, as in Kafka's source; their tail, with "latest"
+        lenient = (
+            {"startingOffsetsByTimestampStrategy": "latest"} if any_broker.partitions > 1 else {}
+        )
+
+        assert (
+            _values_read(spark, any_broker, stream, startingTimestamp=str(middle), **lenient)
+            == expect[3:]
+        )
+        by_partition = json.dumps({str(p): middle for p in range(any_broker.partitions)})
+        assert (
+            _values_read(
+                spark, any_broker, stream, startingOffsetsByTimestamp=by_partition, **lenient
+            )
+            == expect[3:]
+        )
+        assert (
+            _values_read(
+                spark,
+                any_broker,
+                stream,
+                startingTimestamp=str(middle),
+                endingTimestamp=str(last),
+                **lenient,
+            )
+            == expect[3:6]
+        )
+        ending = json.dumps({stream: {str(p): last for p in range(any_broker.partitions)}})
+        assert (
+            _values_read(spark, any_broker, stream, endingOffsetsByTimestamp=ending) == expect[:6]
+        )
+        with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy=latest"):
+            _values_read(spark, any_broker, stream, startingTimestamp=str(after))
+        late = {"startingTimestamp": str(after), "startingOffsetsByTimestampStrategy": "latest"}
+        assert _values_read(spark, any_broker, stream, **late) == []
+    finally:
+        any_broker.delete_stream(stream)
+
+
 @needs_admission_control
 def test_max_bytes_per_trigger_bounds_each_micro_batch(
     spark: Any, any_broker: Target, tmp_path: Path

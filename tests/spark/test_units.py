@@ -646,3 +646,54 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_or_the_delay(
     assert end(once, ds.ReadAllAvailable()) == {0: 9, 1: 4}
     reader.prepareForTriggerAvailableNow()
     assert end(once) == {0: 9, 1: 4}
+
+
+def test_time_positions_are_parsed_as_kafkas_source_takes_them() -> None:
+    from streamwire.spark._timestamps import TimeSpec, first_at_or_after
+
+    opts = SourceOptions.parse(
+        {"url": URL, "stream": "s", "startingTimestamp": "1000", "endingTimestamp": "2000"},
+        streaming=False,
+    )
+    assert opts.starting_time == TimeSpec(every=1000)
+    assert opts.ending_time == TimeSpec(every=2000)
+    assert opts.time_strategy == "error"
+    both = SourceOptions.parse(  # the single time wins over the per-partition JSON
+        {
+            "url": URL,
+            "stream": "s",
+            "startingTimestamp": "5",
+            "startingOffsetsByTimestamp": '{"0": 7}',
+            "startingOffsetsByTimestampStrategy": "LATEST",
+        },
+        streaming=True,
+    )
+    assert (both.starting_time, both.time_strategy) == (TimeSpec(every=5), "latest")
+    keyed = SourceOptions.parse(
+        {"url": URL, "stream": "s", "startingOffsetsByTimestamp": '{"s": {"0": 7, "2": 9}}'},
+        streaming=True,
+    )
+    assert keyed.starting_time is not None
+    assert [keyed.starting_time.of(p) for p in range(3)] == [7, None, 9]
+    for bad, says in (
+        ({"startingTimestamp": "soon"}, "milliseconds since the epoch"),
+        ({"startingTimestamp": "-1"}, "an integer >= 0"),
+        ({"startingOffsetsByTimestamp": "[1]"}, "must be JSON"),
+        ({"startingOffsetsByTimestamp": '{"x": 1}'}, "is not a number"),
+        ({"startingOffsetsByTimestampStrategy": "earliest"}, "must be error or latest"),
+    ):
+        with pytest.raises(SparkConfigurationError, match=says):
+            SourceOptions.parse({"url": URL, "stream": "s", **bad}, streaming=False)
+    with pytest.raises(SparkConfigurationError, match="batch reads only"):
+        SourceOptions.parse({"url": URL, "stream": "s", "endingTimestamp": "1"}, streaming=True)
+
+    def message(offset: int, millis: int | None) -> streamwire.Message:
+        m = streamwire.Message(b"v")
+        m.offset = offset
+        m.timestamp_us = None if millis is None else millis * 1000
+        return m
+
+    batch = [message(3, 10), message(4, None), message(5, 20), message(6, 20)]
+    assert first_at_or_after(batch, 11) == 5
+    assert first_at_or_after(batch, 10) == 3
+    assert first_at_or_after(batch, 21) is None

@@ -198,7 +198,7 @@ class Broker:
         client: streamwire.Client,
         stream: str,
         partition: int,
-        offset: int,
+        offset: int | streamwire.Offset,
         *,
         wanted: int | None = None,
     ) -> streamwire.Consumer:

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import streamwire
 from streamwire.spark._brokers import Broker
 from streamwire.spark._offsets import StartSpec, parse_spec
+from streamwire.spark._timestamps import TimeSpec, parse_time_spec, strategy
 from streamwire.spark.errors import SparkConfigurationError
 
 __all__ = ("DEFAULT_CHUNK_ROWS", "DEFAULT_MAX_IN_FLIGHT", "SinkOptions", "SourceOptions")
@@ -146,6 +147,9 @@ class SourceOptions:
     consumer_name: str | None = None
     min_records: int | None = None
     max_trigger_delay: float = 900.0
+    starting_time: TimeSpec | None = None
+    ending_time: TimeSpec | None = None
+    time_strategy: Literal["error", "latest"] = "error"
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -177,6 +181,13 @@ class SourceOptions:
             )
         if "maxtriggerdelay" in opts and min_records is None:
             raise SparkConfigurationError("maxTriggerDelay needs minOffsetsPerTrigger")
+        ending_time = parse_time_spec(
+            opts, stream, single="endingTimestamp", by_partition="endingOffsetsByTimestamp"
+        )
+        if streaming and ending_time is not None:
+            raise SparkConfigurationError(
+                "endingTimestamp and endingOffsetsByTimestamp apply to batch reads only"
+            )
         return cls(
             url=url,
             stream=stream,
@@ -192,6 +203,11 @@ class SourceOptions:
             max_bytes=_int(opts, "maxBytesPerTrigger"),
             min_records=min_records,
             max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
+            starting_time=parse_time_spec(
+                opts, stream, single="startingTimestamp", by_partition="startingOffsetsByTimestamp"
+            ),
+            ending_time=ending_time,
+            time_strategy=strategy(opts),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
             min_partitions=_int(opts, "minPartitions"),
             consumer_name=consumer_name,

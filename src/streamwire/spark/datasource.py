@@ -38,6 +38,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ except ImportError:  # pragma: no cover - depends on the installed PySpark
 import streamwire
 from streamwire._api import TAIL_COMMIT_HEADER
 from streamwire.codec.columns import Columns
-from streamwire.spark import _arrow, _identity, _offsets
+from streamwire.spark import _arrow, _identity, _offsets, _timestamps
 from streamwire.spark._brokers import Broker, ColumnarConsumer
 from streamwire.spark._messages import content_keyed, runs
 from streamwire.spark._options import SinkOptions, SourceOptions
@@ -229,6 +230,95 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
             lambda: broker.all_bounds(client, opts.stream, timeout=opts.timeout),
             timeout=opts.timeout,
         )
+
+    return rt.with_client(opts.client_key, fetch)
+
+
+def _starts(opts: SourceOptions, bounds: Mapping[int, tuple[int, int]]) -> _offsets.Offsets:
+    """Where a read starts: ``startingTimestamp`` / ``startingOffsetsByTimestamp`` when
+    given, else ``startingOffsets``."""
+    if opts.starting_time is None:
+        return _offsets.resolve(opts.starting, bounds)
+    found = _by_time(opts, opts.starting_time, bounds)
+    out: _offsets.Offsets = {}
+    for p, (earliest, tail) in bounds.items():
+        millis = opts.starting_time.of(p)
+        if millis is None:
+            out[p] = earliest
+        elif found.get(p) is not None:
+            out[p] = max(found[p] or 0, earliest)
+        elif opts.time_strategy == "latest":
+            out[p] = tail
+        else:
+            raise SparkConfigurationError(
+                f"{opts.stream!r} partition {p} has no message written at or after "
+                f"{millis} ms (startingTimestamp / startingOffsetsByTimestamp): the time is "
+                "past its last message. Set startingOffsetsByTimestampStrategy=latest to "
+                "start such partitions at their tail"
+            )
+    return out
+
+
+def _ends(opts: SourceOptions, bounds: Mapping[int, tuple[int, int]]) -> _offsets.Offsets:
+    """Where a batch read ends (exclusive): ``endingTimestamp`` /
+    ``endingOffsetsByTimestamp`` when given (a time past a partition's last message: its
+    tail), else ``endingOffsets``."""
+    if opts.ending_time is None:
+        return _offsets.resolve(opts.ending, bounds)
+    found = _by_time(opts, opts.ending_time, bounds)
+    return {
+        p: tail if found.get(p) is None else max(found[p] or 0, earliest)
+        for p, (earliest, tail) in bounds.items()
+    }
+
+
+def _by_time(
+    opts: SourceOptions, spec: _timestamps.TimeSpec, bounds: Mapping[int, tuple[int, int]]
+) -> dict[int, int | None]:
+    """Per partition the spec names a time for: the offset of its first message written at
+    or after it, or ``None`` when its last message is older. One short read per partition
+    (its last message), and a read from the broker's own position for the time (RabbitMQ:
+    the chunk; Liftbridge and Iggy: the message) up to the first message at or after it."""
+    rt, broker = runtime(), Broker.of(opts.url)
+
+    async def read_from(
+        client: streamwire.Client, p: int, offset: int | streamwire.Offset, stop: int
+    ) -> list[streamwire.Message]:
+        consumer = await broker.consumer(client, opts.stream, p, offset, wanted=1000)
+        async with consumer:
+            got = await consumer.next_batch(1000, timeout=opts.timeout)
+            if not got:
+                raise streamwire.TimeoutError(
+                    f"no message of {opts.stream!r} partition {p} in {opts.timeout} s while "
+                    "looking for a time's offset"
+                )
+            return [m for m in got if m.offset is None or m.offset < stop]
+
+    async def find(client: streamwire.Client, p: int, millis: int, tail: int) -> int | None:
+        last = await read_from(client, p, tail - 1, tail)
+        if _timestamps.first_at_or_after(last[-1:], millis) is None:
+            return None  # the newest message is older: past the tail
+        when = datetime.fromtimestamp(millis / 1000, UTC)
+        offset: int | streamwire.Offset = streamwire.Offset.timestamp(when)
+        while True:
+            got = await read_from(client, p, offset, tail)
+            found = _timestamps.first_at_or_after(got, millis)
+            if found is not None or not got or got[-1].offset is None:
+                return found
+            if got[-1].offset >= tail - 1:
+                return None
+            offset = got[-1].offset + 1  # the broker's position was before the time
+
+    def fetch(client: streamwire.Client) -> dict[int, int | None]:
+        async def run() -> dict[int, int | None]:
+            out: dict[int, int | None] = {}
+            for p, (earliest, tail) in sorted(bounds.items()):
+                millis = spec.of(p)
+                if millis is not None:
+                    out[p] = await find(client, p, millis, tail) if tail > earliest else None
+            return out
+
+        return rt.call(run, timeout=opts.timeout * (1 + len(bounds)))
 
     return rt.with_client(opts.client_key, fetch)
 
@@ -617,11 +707,13 @@ class StreamwireBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[Any]:
         opts = self.options
         bounds = _bounds(opts)
-        start = _offsets.resolve(opts.starting, bounds)
-        end = _offsets.resolve(opts.ending, bounds)
+        start, end = _starts(opts, bounds), _ends(opts, bounds)
+        end = {p: max(e, start.get(p, e)) for p, e in end.items()}  # an end before the start
         return _plan(opts, *_Losses().check(opts, start, end, bounds))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, StreamwirePartition):  # nothing planned: PySpark's
+            return iter(())  # stand-in partition of an empty read
         return read_range(self.options, partition, self.schema)
 
 
@@ -651,7 +743,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def initialOffset(self) -> dict[str, Any]:
         opts = self.options
-        return _offsets.encode(opts.stream, _offsets.resolve(opts.starting, _bounds(opts)))
+        return _offsets.encode(opts.stream, _starts(opts, _bounds(opts)))
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
@@ -771,6 +863,8 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return _plan(opts, *self._losses.check(opts, begin, until, bounds))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, StreamwirePartition):  # as the batch reader's
+            return iter(())
         return read_range(self.options, partition, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
