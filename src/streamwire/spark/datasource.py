@@ -126,6 +126,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applie
 __all__ = (
     "ADMISSION_CONTROL",
     "READ_MAX_BYTES",
+    "LAG_KEY",
     "SKIPPED_KEY",
     "ReadAllAvailable",
     "ReadMaxBytes",
@@ -154,6 +155,10 @@ SIZE_SAMPLE: Final = 100
 #: The key of the query progress's ``latestOffset`` that counts the offsets a reader with
 #: ``failOnDataLoss=false`` skipped (``StreamwireStreamReader.reportLatestOffset``).
 SKIPPED_KEY: Final = "streamwire.skippedOffsets"
+#: The key of the lag in a streaming read's reported latest offset (``reportLatestOffset``).
+LAG_KEY: Final = "streamwire.lag"
+#: Seconds a sample of message sizes for the lag's bytes is reused before another.
+LAG_SAMPLE_EVERY: Final = 30.0
 #: Losses a reader remembers having counted (its latest few batches' worth).
 COUNTED_KEPT: Final = 256
 
@@ -732,6 +737,8 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._losses = _Losses()
         self._waiting: set[int] = set()  # partitions whose committed tail fell behind
         self._last_trigger: float | None = None  # minOffsetsPerTrigger: the last batch's time
+        self._end: _offsets.Offsets | None = None  # where the batch latestOffset chose ends
+        self._sizes: tuple[float, dict[int, float]] | None = None  # (when, bytes/message)
 
     def _tails(self) -> _offsets.Offsets:
         self._bounds = bounds = _bounds(self.options)
@@ -759,6 +766,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             # (DataLossError, or logged and counted now, so the progress reports it)
             begin = self._losses.rewound(opts, begin, tails, self._bounds or {})
         if self._holds_back(begin, tails, limit):  # minOffsetsPerTrigger: not yet
+            self._end = begin
             return _offsets.encode(opts.stream, begin)
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
             end = _offsets.cap(begin, tails, None)
@@ -771,6 +779,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 end = _offsets.cap_bytes(begin, end, max_bytes, sizes, unsampled=SIZE_SAMPLE)
         if not opts.fail_on_data_loss:  # count what this batch will skip, for the progress
             self._losses.check(opts, begin, end, self._bounds or {})
+        self._end = end
         return _offsets.encode(opts.stream, end)
 
     def _uncommitted(self, begin: _offsets.Offsets, tails: _offsets.Offsets) -> _offsets.Offsets:
@@ -834,18 +843,52 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        """The tails last seen, for the query's progress (``sources[].latestOffset``); with
-        ``failOnDataLoss=false`` also ``"streamwire.skippedOffsets"``: how many offsets this
-        query's planning skipped because the broker no longer had them (retention, a
-        recreated stream). Offsets deleted between planning a batch and reading it are
-        skipped by the executor, which logs them; the driver does not see those."""
+        """The tails last seen, for the query's progress (``sources[].latestOffset``), with
+        ``"streamwire.lag"``: how far behind them the batch being run leaves the query
+        (:meth:`_lag`); with ``failOnDataLoss=false`` also ``"streamwire.skippedOffsets"``:
+        how many offsets this query's planning skipped because the broker no longer had
+        them (retention, a recreated stream). Offsets deleted between planning a batch and
+        reading it are skipped by the executor, which logs them; the driver does not see
+        those."""
         latest = self._latest
         if latest is None:
             return None
         report = _offsets.encode(self.options.stream, latest)
         if not self.options.fail_on_data_loss:
             report[SKIPPED_KEY] = self._losses.skipped
+        if self._end is not None:
+            report[LAG_KEY] = self._lag(latest, self._end)
         return report
+
+    def _lag(self, latest: _offsets.Offsets, end: _offsets.Offsets) -> dict[str, Any]:
+        """How far the batch being run leaves the query behind the tails last seen, as
+        Kafka's source reports it (``minOffsetsBehindLatest`` ...): offsets per partition,
+        their min, max and mean, and an estimate of the bytes (values and keys) they hold,
+        from a sample of each lagging partition's message sizes taken at most every
+        :data:`LAG_SAMPLE_EVERY` seconds (``None`` until one is)."""
+        behind = {p: max(0, t - end.get(p, 0)) for p, t in sorted(latest.items())}
+        counts = list(behind.values()) or [0]
+        lagging = {p: end.get(p, 0) for p, n in behind.items() if n > 0}
+        now = _clock()
+        if lagging and (self._sizes is None or now - self._sizes[0] >= LAG_SAMPLE_EVERY):
+            try:
+                self._sizes = (now, _message_sizes(self.options, lagging, latest))
+            except streamwire.StreamwireError as exc:  # the lag is reported, not required
+                logger.debug("sampling message sizes for the lag failed: %s", exc)
+        sizes = self._sizes[1] if self._sizes is not None else None
+        estimate: int | None = None
+        if sizes:
+            mean = sum(sizes.values()) / len(sizes)
+            estimate = round(sum(n * sizes.get(p, mean) for p, n in behind.items()))
+        elif not lagging:
+            estimate = 0
+        return {
+            "offsetsBehindLatest": {str(p): n for p, n in behind.items()},
+            "minOffsetsBehindLatest": min(counts),
+            "maxOffsetsBehindLatest": max(counts),
+            "avgOffsetsBehindLatest": sum(counts) / len(counts),
+            "estimatedBytesBehindLatest": estimate,
+        }
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = None
