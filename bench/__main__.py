@@ -284,6 +284,19 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _write_report(output: Path, key: str, result: dict[str, Any]) -> None:
+    """A one-part run's JSON report: when, where, which core, and ``result`` under ``key``."""
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "codec": _native.reason,
+        "core": "native" if _native.core is not None else "pure",
+        key: result,
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
 def run_spark_jvm(args: argparse.Namespace) -> int:
     """``--spark-jvm``: bench/spark_jvm.py alone (streamwire's data source against the JVM
     connector, one session); its JSON goes to ``--output``."""
@@ -295,15 +308,7 @@ def run_spark_jvm(args: argparse.Namespace) -> int:
         master=args.spark_jvm_master,
         jvm_flags=args.spark_jvm_flags,
     )
-    report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "codec": _native.reason,
-        "core": "native" if _native.core is not None else "pure",
-        "spark_jvm": result,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    _write_report(args.output, "spark_jvm", result)
     print(
         f"codec: {_native.reason}\n\nSpark, streamwire against Sparkling Rabbit "
         f"({result['jar']}), {args.spark_jvm_rows:,} rows, {args.spark_jvm_master}, "
@@ -318,15 +323,7 @@ def run_spark(args: argparse.Namespace) -> int:
     result = spark_bench.run(
         args.rabbitmq, args.rounds, args.spark_messages, args.spark_size, args.spark_jvm_flags
     )
-    report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "codec": _native.reason,
-        "core": "native" if _native.core is not None else "pure",
-        "spark": result,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    _write_report(args.output, "spark", result)
     print(
         f"codec: {_native.reason}\nSpark against the plain client, RabbitMQ, "
         f"{args.spark_messages:,} × {args.spark_size} B, medians of {args.rounds} rounds "

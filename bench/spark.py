@@ -55,26 +55,35 @@ collector keeps the JVM's own threads off the two cores."""
 
 
 @contextmanager
-def session(jvm_flags: str = JVM_FLAGS) -> Iterator[Any]:
-    """A ``local[1]`` SparkSession whose Python workers run this interpreter."""
+def session(
+    jvm_flags: str = JVM_FLAGS,
+    *,
+    master: str = "local[1]",
+    memory: str = "1g",
+    extra: dict[str, str] | None = None,
+) -> Iterator[Any]:
+    """A SparkSession on ``master`` (``local[1]``) whose Python workers run this interpreter,
+    with streamwire registered; ``extra``: more settings (``spark.jars``...)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master("local[1]")
+    builder = (
+        SparkSession.builder.master(master)
         .appName("streamwire-bench")
         .config("spark.driver.extraJavaOptions", jvm_flags)
-        .config("spark.driver.memory", "1g")
+        .config("spark.driver.memory", memory)
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    for name, value in (extra or {}).items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from streamwire.spark import register
 

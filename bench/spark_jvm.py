@@ -50,6 +50,7 @@ import streamwire
 import streamwire.rabbitmq as rmq
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
 from bench.spark import JVM_FLAGS, _tree_cpu
+from bench.spark import session as spark_session
 
 __all__ = ("JAR_ENV", "SHAPES", "SIDES", "guarantee", "run", "table")
 
@@ -94,36 +95,14 @@ def jar_path() -> Path:
 
 @contextmanager
 def session(jar: Path, master: str, jvm_flags: str = JVM_FLAGS) -> Iterator[Any]:
-    """A SparkSession on ``master`` with the connector's jar and streamwire registered."""
-    import sys
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("streamwire-bench-jvm")
-        .config("spark.jars", str(jar))
-        .config("spark.driver.extraJavaOptions", jvm_flags)
-        .config("spark.driver.memory", "2g")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from streamwire.spark import register
-
-    register(spark)
-    try:
+    """``bench.spark.session`` on ``master`` with the connector's jar."""
+    with spark_session(
+        jvm_flags,
+        master=master,
+        memory="2g",
+        extra={"spark.jars": str(jar), "spark.sql.shuffle.partitions": "2"},
+    ) as spark:
         yield spark
-    finally:
-        spark.stop()
 
 
 async def _create(url: str) -> str:

@@ -26,6 +26,7 @@ __all__ = (
     "encode",
     "lost",
     "parse_spec",
+    "per_partition_json",
     "resolve",
     "split",
 )
@@ -76,15 +77,20 @@ def parse_spec(text: str | None, stream: str, *, default: str, option: str) -> S
     value = (text if text is not None else default).strip()
     if value.lower() in ("earliest", "latest"):
         return "earliest" if value.lower() == "earliest" else "latest"
+    parsed = per_partition_json(value, stream, f"{option} must be earliest, latest or JSON offsets")
+    return _partition_offsets(parsed, what=option, markers=True)
+
+
+def per_partition_json(text: str, stream: str, expected: str) -> Any:
+    """``text`` parsed as JSON, a ``{"<stream>": {...}}`` wrapper for ``stream`` removed;
+    a SparkConfigurationError saying ``expected`` when it is no JSON."""
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(text)
     except ValueError:
-        raise SparkConfigurationError(
-            f"{option} must be earliest, latest or JSON offsets, got {value!r}"
-        ) from None
+        raise SparkConfigurationError(f"{expected}, got {text!r}") from None
     if isinstance(parsed, Mapping) and set(parsed) == {stream}:
         parsed = parsed[stream]
-    return _partition_offsets(parsed, what=option, markers=True)
+    return parsed
 
 
 def resolve(spec: StartSpec, bounds: Mapping[int, tuple[int, int]]) -> Offsets:

@@ -11,12 +11,12 @@ start past the partition's last message, ``startingOffsetsByTimestampStrategy`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import streamwire
+from streamwire.spark._offsets import per_partition_json
 from streamwire.spark.errors import SparkConfigurationError
 
 __all__ = ("STRATEGIES", "TimeSpec", "first_at_or_after", "parse_time_spec")
@@ -64,14 +64,8 @@ def parse_time_spec(
     text = options.get(by_partition.lower())
     if text is None:
         return None
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        raise SparkConfigurationError(
-            f'option {by_partition!r} must be JSON {{"<partition>": ms}}, got {text!r}'
-        ) from None
-    if isinstance(parsed, Mapping) and set(parsed) == {stream}:
-        parsed = parsed[stream]
+    expected = f'option {by_partition!r} must be JSON {{"<partition>": ms}}'
+    parsed = per_partition_json(text, stream, expected)
     if not isinstance(parsed, Mapping) or not parsed:
         raise SparkConfigurationError(
             f'option {by_partition!r} must be JSON {{"<partition>": ms}}, got {text!r}'
