@@ -94,8 +94,8 @@ def session(
         spark.stop()
 
 
-async def _create(url: str) -> str:
-    name = f"bench-spark-{uuid.uuid4().hex[:10]}"
+async def _create(url: str, prefix: str = "bench-spark") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     async with await rmq.connect(url) as client:
         await client.create_stream(name)
     return name

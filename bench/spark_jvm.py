@@ -49,7 +49,8 @@ from typing import Any
 import streamwire
 import streamwire.rabbitmq as rmq
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
-from bench.spark import JVM_FLAGS, _tree_cpu
+from bench.spark import JVM_FLAGS, _drop, _tree_cpu
+from bench.spark import _create as spark_create
 from bench.spark import session as spark_session
 
 __all__ = ("JAR_ENV", "SHAPES", "SIDES", "guarantee", "run", "table")
@@ -106,15 +107,7 @@ def session(jar: Path, master: str, jvm_flags: str = JVM_FLAGS) -> Iterator[Any]
 
 
 async def _create(url: str) -> str:
-    name = f"bench-jvm-{uuid.uuid4().hex[:10]}"
-    async with await rmq.connect(url) as client:
-        await client.create_stream(name)
-    return name
-
-
-async def _drop(url: str, stream: str) -> None:
-    async with await rmq.connect(url) as client:
-        await client.delete_stream(stream)
+    return await spark_create(url, "bench-jvm")
 
 
 async def _fill(url: str, stream: str, rows: int, size: int) -> None:
