@@ -99,28 +99,20 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
         pass
 
 
-try:  # a lower bound among the admission controls: pyspark >= 4.3
-    from pyspark.sql.streaming.datasource import ReadMinRows
+try:  # a byte limit and a lower bound among the admission controls: pyspark >= 4.3
+    from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMinRows
 
-    READ_MIN_ROWS = True
-except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applies
-    READ_MIN_ROWS = False
-
-    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
-        def __init__(self, min_rows: int) -> None:
-            self.min_rows = min_rows
-
-
-try:  # a byte limit among the admission controls: pyspark >= 4.3
-    from pyspark.sql.streaming.datasource import ReadMaxBytes
-
-    READ_MAX_BYTES = True
-except ImportError:  # pragma: no cover - pyspark < 4.3: the option still applies
-    READ_MAX_BYTES = False
+    READ_MAX_BYTES = READ_MIN_ROWS = True
+except ImportError:  # pragma: no cover - pyspark < 4.3: the options still apply
+    READ_MAX_BYTES = READ_MIN_ROWS = False
 
     class ReadMaxBytes(ReadLimit):  # type: ignore[no-redef]
         def __init__(self, max_bytes: int) -> None:
             self.max_bytes = max_bytes
+
+    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, min_rows: int) -> None:
+            self.min_rows = min_rows
 
 
 __all__ = (
