@@ -683,3 +683,19 @@ def test_the_jvm_side_by_side_needs_the_connectors_jar(
     jar.write_bytes(b"PK")
     monkeypatch.setenv(JAR_ENV, str(jar))
     assert jar_path() == jar
+
+
+def test_the_results_section_holds_the_table_the_legend_and_every_peer_used() -> None:
+    from bench.headline import PEER_SETUPS
+    from bench.page import LEGEND, results_section
+
+    report = {**_headline_report(), "when": "2026-11-29T10:00:00Z", "rounds": 5}
+    report["iggy"] = {"double": False, "size": 256, "send": {}, "poll": {}}
+    text = results_section(report, iggy_server="0.9.0-edge.5 (apache/iggy 18a159a13626)")
+    assert "a real Iggy server, 0.9.0-edge.5 (apache/iggy 18a159a13626)" in text
+    assert "`python -m bench --rounds 5`" in text
+    assert LEGEND in text
+    assert "img/bench-headline.png" in text
+    for peer in ("java", "raw ceiling", "gufo publish_bulk", "gufo"):
+        assert f"* **{peer}**: {PEER_SETUPS[peer]}." in text
+    assert "rstream" not in text.split(LEGEND)[1]  # only the peers the rows use
