@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
 import streamwire
+from integration.harness.faultproxy import ThreadedFaultProxy
 from streamwire.rabbitmq.superstream import hash_partition
 from streamwire.spark import DataLossError, SparkConfigurationError, StreamwireDataSource, register
 from streamwire.spark._resume import ROW_HEADER
@@ -37,6 +39,7 @@ from streamwire.spark.datasource import (
     ReadMaxRows,
     StreamwirePartition,
 )
+from tests.proxy import proxied
 from tests.spark._support import Target, publish, read_back, target
 
 #: Admission control and Trigger.AvailableNow for Python sources came with pyspark 4.2.
@@ -501,6 +504,42 @@ def test_a_streaming_read_reports_its_lag_behind_the_tails(any_broker: Target) -
             reader.stop()
     finally:
         any_broker.delete_stream(stream)
+
+
+def test_connect_options_send_the_connections_through_a_load_balancer(
+    spark: Any, rabbitmq: Target
+) -> None:
+    """``connectOptions={"load_balancer": true}`` reaches the readers' and writers' clients:
+    against a RabbitMQ reached through a proxy (a load balancer's stand-in), a read with it
+    opens more connections through the proxy than one without (whose consumer dials the
+    node's advertised address directly), and both read the rows a write through the proxy
+    with it stored."""
+    stream = rabbitmq.new_stream("balanced")
+    parts = streamwire.parse_url(rabbitmq.url)
+    proxy = ThreadedFaultProxy(parts.host, parts.port).start()
+    try:
+        via = replace(rabbitmq, url=proxied(rabbitmq.url, proxy.port))
+        balanced = json.dumps({"load_balancer": True})
+        rows = sorted(f"v{i:02d}".encode() for i in range(20))
+        (
+            spark.createDataFrame([(r,) for r in rows], "value binary")
+            .write.format("streamwire")
+            .mode("append")
+            .option("url", via.url)
+            .option("stream", stream)
+            .option("connectOptions", balanced)
+            .save()
+        )
+        assert proxy.connections_made > 0
+        before = proxy.connections_made
+        assert _values_read(spark, via, stream) == rows
+        plain = proxy.connections_made - before
+        before = proxy.connections_made
+        assert _values_read(spark, via, stream, connectOptions=balanced) == rows
+        assert proxy.connections_made - before > plain
+    finally:
+        proxy.close()
+        rabbitmq.delete_stream(stream)
 
 
 @needs_admission_control

@@ -697,3 +697,21 @@ def test_time_positions_are_parsed_as_kafkas_source_takes_them() -> None:
     assert first_at_or_after(batch, 11) == 5
     assert first_at_or_after(batch, 10) == 3
     assert first_at_or_after(batch, 21) is None
+
+
+def test_connect_options_reach_the_client_and_are_checked_when_parsed() -> None:
+    source = SourceOptions.parse(
+        {"url": URL, "stream": "s", "connectOptions": '{"load_balancer": true}'}, streaming=True
+    )
+    assert source.client_key == (URL, (("timeout", 60.0), ("load_balancer", True)))
+    sink = SinkOptions.parse({"url": URL, "stream": "s", "connectOptions": '{"reconnect": null}'})
+    assert sink.connect_options == (("reconnect", None),)
+    for text, says in (
+        ("yes", "must be a JSON object"),
+        ('{"tls": {"ca": 1}}', "with plain values"),
+        ('{"timeout": 5}', "the option 'timeout'"),
+        ('{"load_balancr": true}', "load_balancer"),  # streamwire.connect names the close match
+        ('{"reconnect": true}', "reconnect must be a ReconnectPolicy"),
+    ):
+        with pytest.raises(streamwire.ConfigurationError, match=says):
+            SourceOptions.parse({"url": URL, "stream": "s", "connectOptions": text}, streaming=True)

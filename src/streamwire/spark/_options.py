@@ -28,6 +28,8 @@ maxInFlight              unconfirmed messages per producer (default 10000)
 chunkRows                rows a writer task hands to its producer at a time (default 10000);
                          rows of a chunk not yet handed over when a task dies are not sent
 ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
+connectOptions           JSON object of streamwire.connect options (readers and writers),
+                         e.g. {"load_balancer": true}
 writeId                  batch writer: a stable identity for deduplication across reruns
                          of the same write (RabbitMQ); default a fresh id per write
 =======================  =================================================================
@@ -35,6 +37,7 @@ writeId                  batch writer: a stable identity for deduplication acros
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -116,6 +119,29 @@ def _duration(options: dict[str, str], name: str, default: float) -> float:
     return seconds
 
 
+def _connect_options(options: dict[str, str], url: str) -> tuple[tuple[str, Any], ...]:
+    """``connectOptions``: a JSON object of :func:`streamwire.connect` options with JSON
+    values (``{"load_balancer": true}``), checked now as ``streamwire.connect`` checks them
+    (names the broker's ``connect`` takes, values of the right kind); ``timeout`` has an
+    option of its own."""
+    text = options.get("connectoptions")
+    if text is None:
+        return ()
+    expected = "option 'connectOptions' must be a JSON object of streamwire.connect options"
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise SparkConfigurationError(f"{expected}, got {text!r}") from None
+    if not isinstance(parsed, dict) or any(isinstance(v, dict | list) for v in parsed.values()):
+        raise SparkConfigurationError(f"{expected} with plain values, got {text!r}")
+    if "timeout" in parsed:
+        raise SparkConfigurationError(
+            "set the timeout with the option 'timeout', not in connectOptions"
+        )
+    streamwire.connect(url, **parsed)  # the names and kinds, before anything connects
+    return tuple(sorted(parsed.items()))
+
+
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
     text = options.get(name.lower(), str(default)).strip().lower()
     if text not in ("true", "false"):
@@ -150,6 +176,7 @@ class SourceOptions:
     starting_time: TimeSpec | None = None
     ending_time: TimeSpec | None = None
     time_strategy: Literal["error", "latest"] = "error"
+    connect_options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -211,11 +238,12 @@ class SourceOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
             min_partitions=_int(opts, "minPartitions"),
             consumer_name=consumer_name,
+            connect_options=_connect_options(opts, url),
         )
 
     @property
     def client_key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
-        return self.url, (("timeout", self.timeout),)
+        return self.url, (("timeout", self.timeout), *self.connect_options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +256,7 @@ class SinkOptions:
     ignore_extra_columns: bool
     write_id: str | None
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    connect_options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -242,4 +271,5 @@ class SinkOptions:
             ignore_extra_columns=_bool(opts, "ignoreExtraColumns"),
             write_id=opts.get("writeid", "").strip() or None,
             chunk_rows=_int(opts, "chunkRows") or DEFAULT_CHUNK_ROWS,
+            connect_options=_connect_options(opts, url),
         )

@@ -189,7 +189,7 @@ class StreamwireDataSource(DataSource):
             timeout=opts.timeout,
             layout=layout,
             max_in_flight=opts.max_in_flight,
-            connect_options=(("timeout", opts.timeout),),
+            connect_options=(("timeout", opts.timeout), *opts.connect_options),
             chunk_rows=opts.chunk_rows,
         )
 
