@@ -38,7 +38,7 @@ def native_extensions() -> list[RustExtension]:
     if mode == "auto" and shutil.which(cargo) is None:
         print(
             "streamwire: cargo not found, installing the pure-Python package; install a Rust "
-            "toolchain and reinstall for the native core (6-19x less CPU in the codec loops)",
+            "toolchain and reinstall for the native core (4-17x less CPU in the codec loops)",
             file=sys.stderr,
         )
         return []

@@ -108,9 +108,7 @@ def plot_headline(rows: Sequence[Any], core: str, path: Path) -> None:
     ax.axvline(0.9, color="black", linewidth=0.6, linestyle=":")
     ax.set_yticks(positions, labels, fontsize=8)
     ax.set_xlim(left=0)
-    ax.set_xlabel(
-        "rate ratio, streamwire ÷ fastest peer (bar: median of rounds; whiskers: min–max)"
-    )
+    ax.set_xlabel("streamwire ÷ fastest peer, rate (bar: median round; whiskers: min–max)")
     ax.set_title(
         f"streamwire against the fastest peer per path ({core} core)\n"
         "green: goal met · red: missed · grey: no goal; solid line 1x, dotted 0.9x",

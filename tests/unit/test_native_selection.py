@@ -88,7 +88,7 @@ def test_another_abi_is_pure_python_with_one_warning() -> None:
     assert (level, logger) == ("WARNING", "streamwire")
     assert why in text
     assert "pure Python" in text
-    assert "6-19x the CPU" in text
+    assert "4-17x the CPU" in text
 
 
 def test_a_failed_self_check_is_pure_python_with_one_warning() -> None:

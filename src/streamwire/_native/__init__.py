@@ -9,7 +9,7 @@ the same bytes, the same messages, the same exceptions (``tests/property/test_na
 code; the choice is made once, at import. :data:`reason` says which was chosen and why
 (``native core 0.1.0``, or ``pure Python: <why>``; ``streamwire --version`` prints it). A core
 that is installed but unusable (another :data:`ABI`, an import error, a failed self-check) is
-logged once at WARNING on the ``streamwire`` logger: the pure-Python codec loops cost 6-19x
+logged once at WARNING on the ``streamwire`` logger: the pure-Python codec loops cost 4-17x
 the native core's CPU (docs/benchmarks.md, "Which core each figure used").
 ``pip install`` builds the extension when cargo is on PATH (``setup.py``); see
 docs/development.md, "Native core".
@@ -220,7 +220,7 @@ def _load() -> tuple[NativeCore | None, str]:
         return found, why
     if installed():  # there, but unusable: a stale or foreign build, never silently
         logging.getLogger("streamwire").warning(
-            "streamwire runs in pure Python, with 6-19x the CPU in its codec loops: %s", why
+            "streamwire runs in pure Python, with 4-17x the CPU in its codec loops: %s", why
         )
     return None, f"pure Python: {why}"
 
