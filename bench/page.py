@@ -46,19 +46,33 @@ def _facts(report: dict[str, Any], iggy_server: str | None) -> str:
     )
 
 
+def _clients(report: dict[str, Any]) -> set[str]:
+    """Every client a run measured (RabbitMQ's per message size, the others per direction)."""
+    found: set[str] = set()
+    for broker in ("rabbitmq", "liftbridge", "iggy"):
+        part = report.get(broker) or {}
+        sections = part.values() if broker == "rabbitmq" else [part]
+        for section in sections:
+            for direction in ("publish", "consume", "send", "poll"):
+                clients = section.get(direction) if isinstance(section, dict) else None
+                if isinstance(clients, dict):
+                    found.update(clients)
+    return found
+
+
 def results_section(
     report: dict[str, Any], jvm: dict[str, Any] | None = None, iggy_server: str | None = None
 ) -> str:
     """The Markdown of the results section (see the module notes)."""
     rows = headline(report)
-    used = sorted({r.peer for r in rows if r.peer})
+    used = sorted(_clients(report) & set(PEER_SETUPS))
     peers = "\n".join(f"* **{name}**: {PEER_SETUPS[name]}." for name in used)
     parts = [
         _facts(report, iggy_server),
         "![Each path against its fastest peer](img/bench-headline.png)",
         summary_table(rows),
         LEGEND,
-        f"The peers, each at its documented defaults:\n\n{peers}",
+        f"The peers measured, each at its documented defaults:\n\n{peers}",
     ]
     if jvm is not None:
         result = jvm["spark_jvm"]

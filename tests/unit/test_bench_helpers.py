@@ -698,4 +698,6 @@ def test_the_results_section_holds_the_table_the_legend_and_every_peer_used() ->
     assert "img/bench-headline.png" in text
     for peer in ("java", "raw ceiling", "gufo publish_bulk", "gufo"):
         assert f"* **{peer}**: {PEER_SETUPS[peer]}." in text
-    assert "rstream" not in text.split(LEGEND)[1]  # only the peers the rows use
+    assert f"* **rstream**: {PEER_SETUPS['rstream']}." in text  # measured, if not fastest
+    assert "rbfly" in text
+    assert "apache-iggy" not in text.split(LEGEND)[1]  # only the peers the run measured
