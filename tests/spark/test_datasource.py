@@ -641,7 +641,7 @@ def test_reader_offsets_and_partitions_without_a_query(rabbitmq: Target) -> None
             end = reader.latestOffset(start, ReadMaxRows(3))
             assert json.dumps(end) == json.dumps({stream: {"0": 3}})
             assert reader.latestOffset(start, ReadAllAvailable()) == {stream: {"0": 5}}
-            assert reader.reportLatestOffset() == {stream: {"0": 5}}
+            assert _without_lag(reader.reportLatestOffset()) == {stream: {"0": 5}}
             # AvailableNow pins the target: later messages are not offered
             reader.prepareForTriggerAvailableNow()
             publish(rabbitmq, stream, messages(2, start=5))
@@ -949,7 +949,7 @@ def test_iggy_reader_offsets_partitions_and_batch_ranges(iggy: Target) -> None:
             end = reader.latestOffset(start, ReadMaxRows(4))
             assert json.dumps(end) == json.dumps({stream: {"0": 3, "1": 1}})
             assert reader.latestOffset(start, ReadAllAvailable()) == {stream: {"0": 6, "1": 2}}
-            assert reader.reportLatestOffset() == {stream: {"0": 6, "1": 2}}
+            assert _without_lag(reader.reportLatestOffset()) == {stream: {"0": 6, "1": 2}}
             reader.prepareForTriggerAvailableNow()
             publish_to(iggy, stream, 1, [b"m0102", b"m0103", b"m0104"])
             assert reader.latestOffset(end, ReadAllAvailable()) == {stream: {"0": 6, "1": 2}}
