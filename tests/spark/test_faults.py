@@ -113,6 +113,23 @@ class ProxiedJob:
             assert sum(b[1] for b in done) == TOTAL, (name, done)
 
 
+def _clean_up(
+    job: subprocess.Popen[bytes] | None,
+    proxies: dict[str, ThreadedFaultProxy],
+    lanes: dict[str, Target],
+    streams: dict[str, str],
+) -> None:
+    """After a proxied job: the driver killed if it still runs, the proxies closed, the
+    streams deleted."""
+    if job is not None and job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+    for proxy in proxies.values():
+        proxy.close()
+    for name, t in lanes.items():
+        t.delete_stream(streams[name])
+
+
 @contextlib.contextmanager
 def proxied_job(
     every_broker: dict[str, Target],
@@ -143,13 +160,7 @@ def proxied_job(
         job = start_job(jobs, tmp_path, log, *args)
         yield ProxiedJob(lanes, streams, proxies, job, log)
     finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
-        for proxy in proxies.values():
-            proxy.close()
-        for name, t in lanes.items():
-            t.delete_stream(streams[name])
+        _clean_up(job, proxies, lanes, streams)
 
 
 @pytest.mark.parametrize("cluster", ["local", "standalone"])
@@ -436,10 +447,4 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
             assert len(ids) == TOTAL, said
             assert sorted(ids) == list(range(TOTAL)), said
     finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
-        for proxy in proxies.values():
-            proxy.close()
-        for name, t in lanes.items():
-            t.delete_stream(streams[name])
+        _clean_up(job, proxies, lanes, streams)
