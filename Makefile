@@ -23,6 +23,7 @@ help:
 	@echo "make spark-matrix  the Spark suite on pyspark 4.0 beside the pinned 4.x (brokers up)"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
 	@echo "make test-faults   the fault workloads, SEEDS=20 runs per broker and fault class, and their table"
+	@echo "                   (SEVERITY=long: 30 s black holes and pauses, a 200 ms link losing 5 %; or quick)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
 	@echo "make soak    bounded mixed publish/consume load, RSS over time (SOAK_SECONDS)"
@@ -106,12 +107,15 @@ test: venv dist
 
 # The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
 # under every fault class, through the proxy and on the broker's process (make test runs one);
-# each run's report goes to .faults/, and their table is printed whatever the outcome.
+# each run's report goes to .faults/, and their table is printed whatever the outcome. Groups
+# that share no broker run at once (tests/faults/groups.py).
 SEEDS ?= 20
+SEVERITY ?= long
 test-faults: venv brokers
 	@rm -rf .faults; status=0; \
-	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_RESULTS=$(CURDIR)/.faults \
-	  $(PY) -m pytest tests/faults $(PYTEST_ARGS) || status=$$?; \
+	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_SEVERITY=$(SEVERITY) \
+	  STREAMWIRE_FAULT_RESULTS=$(CURDIR)/.faults \
+	  $(PY) -m tests.faults.groups .faults $(PYTEST_ARGS) || status=$$?; \
 	$(PY) -m tests.faults.table .faults; exit $$status
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first

@@ -13,12 +13,18 @@ in other processes. On command it can:
   point of a workload, without a timer), for several marks;
 * ``blackhole(True)``: keep sockets open but forward nothing (a stall: no reset, no FIN);
 * ``refuse(True)``: accept and immediately reset new connections (broker down);
-* ``latency``: delay each forwarded chunk by that many seconds;
+* ``latency``: hold each forwarded chunk that many seconds, one after the other (a link that
+  slows down as it is used);
+* ``delay``: deliver each chunk that many seconds after it arrived, in order, without holding
+  up the ones behind it (a long link: its round trip grows, its throughput does not shrink);
+* ``set_loss(p)``: drop each packet between the clients and the proxy with probability
+  ``p`` (iptables, in the kernel: TCP retransmits, as on a lossy link);
 * ``bandwidth``: cap throughput in bytes per second per direction.
 
 Every loop is bounded by the proxy's lifetime; ``aclose()`` stops everything. ``bytes_down``
 and ``bytes_up`` count what was forwarded (to the clients, to the upstreams), ``dropped`` what
-a dirty cut or a black hole swallowed, ``cuts`` the cuts done. Standard library only.
+a dirty cut or a black hole swallowed, ``cuts`` the cuts done. Standard library only (and
+iptables, for loss).
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+from .partition import heal, lose
 
 __all__ = ("FaultProxy", "ThreadedFaultProxy")
 
@@ -61,7 +70,9 @@ class FaultProxy:
         self.upstream = self.upstreams[0]
         self._turn = 0
         self.latency = 0.0
+        self.delay = 0.0
         self.bandwidth: int | None = None
+        self._loss_chain: str | None = None
         self._blackhole = asyncio.Event()
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -177,15 +188,40 @@ class FaultProxy:
         *,
         upstream: bool = False,
     ) -> None:
+        """Read one direction into its delay line (bounded: a stalled side stops the
+        reads), with the time each chunk arrived; an empty chunk ends it."""
+        line: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(maxsize=64)
+        deliver = asyncio.get_running_loop().create_task(
+            self._deliver(line, writer, link, upstream=upstream)
+        )
+        link.tasks.append(deliver)
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while data := await reader.read(65536):
+                await line.put((time.monotonic(), data))
+        await line.put((time.monotonic(), b""))
+
+    async def _deliver(
+        self,
+        line: asyncio.Queue[tuple[float, bytes]],
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        *,
+        upstream: bool,
+    ) -> None:
+        """Forward one direction's chunks in order, each no sooner than ``delay`` after it
+        arrived; at the end, reset the link."""
         try:
             while True:
-                data = await reader.read(65536)
+                arrived, data = await line.get()
                 if not data:
                     break
                 await self._flowing.wait()
                 if link.dropping:
                     self.dropped += len(data)
                     continue
+                wait = arrived + self.delay - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 if self.bandwidth:
@@ -197,13 +233,24 @@ class FaultProxy:
                 else:
                     self.bytes_down += len(data)
                 await writer.drain()
-        except (OSError, asyncio.IncompleteReadError):
+        except OSError:
             pass
         finally:
             if link in self._links and not link.dropping:
                 self._reset_all([link])
 
+    def set_loss(self, probability: float) -> None:
+        """Drop each packet between the clients and the proxy with ``probability``, both
+        ways, in the kernel (iptables; root): TCP sees real loss and retransmits. 0 stops
+        it. :class:`~integration.harness.partition.Unavailable` where it cannot."""
+        if probability > 0:
+            self._loss_chain = lose(self.port, probability)
+        elif self._loss_chain is not None:
+            heal(chain=self._loss_chain)
+            self._loss_chain = None
+
     async def aclose(self) -> None:
+        self.set_loss(0)
         self._marks = []
         self._reset_all(list(self._links))
         for task in list(self._background):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,9 @@ __all__ = [
     "cgroup_root",
     "ensure_iptables",
     "heal",
+    "install",
+    "lose",
+    "loss_rules",
     "in_cgroup",
     "node_cgroup",
     "partition",
@@ -45,6 +49,8 @@ __all__ = [
 CHAIN = "STREAMWIRE-PARTITION"
 #: The connection mark of a partitioned connection.
 MARK = "0x5157"
+#: Where iptables' installation log goes when no log is given.
+LOG = "streamwire-iptables.log"
 #: Where the harness's cgroups live, under the cgroup2 root.
 PARENT = "streamwire"
 
@@ -153,9 +159,29 @@ def partition(isolated: Node, peers: Sequence[Node], log: Path, *, chain: str = 
     ``chain``)."""
     if cgroup_root() is None:
         raise Unavailable("no cgroup2 hierarchy is mounted (/proc/self/mounts)")
+    install(chain, rules(isolated, peers), log)
+
+
+def loss_rules(port: int, probability: float) -> list[list[str]]:
+    """Rules dropping each TCP packet to or from local ``port`` with ``probability``."""
+    chance = ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}"]
+    sides = ("--dport", "--sport")
+    return [["-p", "tcp", side, str(port), *chance, "-j", "DROP"] for side in sides]
+
+
+def lose(port: int, probability: float, log: Path | None = None) -> str:
+    """Drop packets to and from local ``port`` with ``probability`` (loopback traffic passes
+    OUTPUT both ways) until :func:`heal` of the chain returned."""
+    chain = f"STREAMWIRE-LOSS-{port}"
+    install(chain, loss_rules(port, probability), log or Path(tempfile.gettempdir()) / LOG)
+    return chain
+
+
+def install(chain: str, chain_rules: Sequence[Sequence[str]], log: Path) -> None:
+    """``chain`` with ``chain_rules``, first on OUTPUT (replacing a chain of that name)."""
     binary = ensure_iptables(log)
     heal(chain=chain)
-    steps = [["-N", chain]] + [["-A", chain, *rule] for rule in rules(isolated, peers)]
+    steps = [["-N", chain]] + [["-A", chain, *rule] for rule in chain_rules]
     steps.append(["-I", "OUTPUT", "1", "-j", chain])
     for step in steps:
         done = _iptables(binary, *step)

@@ -14,12 +14,14 @@ read back whole afterwards.
   again with ``offset="next"`` and reads on (a resume the checker holds to the stored
   offset).
 * **Nemesis**: the fault, seeded: after a random number of acknowledged messages, for a
-  random time, once during production. Through the fault proxy on the data link:
-  ``cut`` (a dirty cut at a random byte of the upstream traffic that follows, so that it
-  drops bytes in flight), ``blackhole`` (nothing forwarded, no reset, then healed),
-  ``slow`` (50 ms per forwarded chunk, then back to normal). On the broker's process (no
-  proxy): ``pause`` (SIGSTOP for :data:`PAUSE_SECONDS`, or ``STREAMWIRE_FAULT_PAUSE``
-  seconds, then SIGCONT) and ``kill`` (SIGKILL, then a start on its data). In a cluster:
+  random time, once during production, as long and as hard as the :class:`Severity`
+  ``STREAMWIRE_FAULT_SEVERITY`` names (:data:`QUICK` in ``make test``, :data:`LONG` in
+  ``make test-faults``). Through the fault proxy on the data link: ``cut`` (a dirty cut at
+  a random byte of the upstream traffic that follows, so that it drops bytes in flight),
+  ``blackhole`` (nothing forwarded, no reset, then healed), ``slow`` (a delay on every chunk
+  each way and packet loss in the kernel, then back to normal). On the broker's process (no
+  proxy): ``pause`` (SIGSTOP, or for ``STREAMWIRE_FAULT_PAUSE`` seconds, then SIGCONT) and
+  ``kill`` (SIGKILL, then a start on its data). In a cluster:
   ``partition`` (the stream's leader cut from its peers, silently, for
   :data:`PARTITION_SECONDS`, then healed; clients still reach it).
 """
@@ -44,11 +46,15 @@ __all__ = (
     "FAULTS",
     "PROCESS_FAULTS",
     "PROXY_FAULTS",
+    "LONG",
+    "QUICK",
     "ROUND",
     "Lane",
     "Outcome",
     "Partitionable",
+    "Severity",
     "run",
+    "severity",
 )
 
 
@@ -72,8 +78,39 @@ CLUSTER_FAULTS: tuple[Fault, ...] = ("partition",)
 #: notice and elect another leader.
 PARTITION_SECONDS = (8.0, 15.0)
 
-#: Seconds a ``pause`` lasts (seeded within), unless ``STREAMWIRE_FAULT_PAUSE`` says.
-PAUSE_SECONDS = (2.0, 8.0)
+
+@dataclass(frozen=True)
+class Severity:
+    """How long and how hard each fault is: seconds are seeded within each range."""
+
+    name: str
+    blackhole: tuple[float, float]  # nothing forwarded, no reset
+    slow: tuple[float, float]  # how long the link is slow and lossy
+    delay: float  # the slow link's one-way delay, seconds per chunk (in order, pipelined)
+    loss: float  # the slow link's packet loss, each way (iptables)
+    pause: tuple[float, float]  # SIGSTOP to SIGCONT
+
+
+#: ``make test``'s one seed per cell: the faults at a few seconds each.
+QUICK = Severity(
+    "quick", blackhole=(1.0, 4.0), slow=(2.0, 5.0), delay=0.05, loss=0.05, pause=(2.0, 8.0)
+)
+#: ``make test-faults``: the faults as long as production links see them (and Jepsen's
+#: suites use): a 30 s black hole, a 30 s pause, 15-30 s of a 200 ms link losing 5 %.
+LONG = Severity(
+    "long", blackhole=(30.0, 30.0), slow=(15.0, 30.0), delay=0.2, loss=0.05, pause=(30.0, 30.0)
+)
+SEVERITIES = {s.name: s for s in (QUICK, LONG)}
+
+
+def severity() -> Severity:
+    """The severity ``STREAMWIRE_FAULT_SEVERITY`` names (``quick``, the default, or
+    ``long``)."""
+    name = os.environ.get("STREAMWIRE_FAULT_SEVERITY", "") or QUICK.name
+    if name not in SEVERITIES:
+        raise ValueError(f"STREAMWIRE_FAULT_SEVERITY={name!r}: use one of {sorted(SEVERITIES)}")
+    return SEVERITIES[name]
+
 
 #: Messages per producer round, and the pause between rounds: production takes about a
 #: second per 1,000 messages, so the nemesis's fault lands while messages are in flight.
@@ -238,27 +275,32 @@ async def _nemesis(
     proxy: FaultProxy, fault: Fault, rng: random.Random, history: History, acked: Any, total: int
 ) -> None:
     await _fault_point(rng, acked, total)
-    lasting = rng.uniform(1.0, 4.0)
+    how = severity()
     history.fault(fault)
     if fault == "cut":  # at a byte of the next round's upstream traffic: bytes in flight
+        hold = rng.uniform(0.25, 1.0)
         cuts = len(proxy.cuts)
-        proxy.cut_at(proxy.bytes_up + rng.randint(1, 4000), hold=min(lasting, 1.0))
+        proxy.cut_at(proxy.bytes_up + rng.randint(1, 4000), hold=hold)
         await wait_until(lambda: len(proxy.cuts) > cuts, PRODUCE_BUDGET, "the cut")
-        await asyncio.sleep(min(lasting, 1.0))
+        await asyncio.sleep(hold)
     elif fault == "blackhole":
         proxy.blackhole(True)
-        await asyncio.sleep(lasting)
+        await asyncio.sleep(rng.uniform(*how.blackhole))
         proxy.blackhole(False)
     else:
-        proxy.latency = 0.05
-        await asyncio.sleep(lasting)
-        proxy.latency = 0.0
+        proxy.delay = how.delay
+        proxy.set_loss(how.loss)
+        try:
+            await asyncio.sleep(rng.uniform(*how.slow))
+        finally:
+            proxy.set_loss(0)
+            proxy.delay = 0.0
     history.heal(fault)
 
 
 def pause_seconds(rng: random.Random) -> float:
     fixed = os.environ.get("STREAMWIRE_FAULT_PAUSE", "")
-    return float(fixed) if fixed else rng.uniform(*PAUSE_SECONDS)
+    return float(fixed) if fixed else rng.uniform(*severity().pause)
 
 
 async def _process_nemesis(
@@ -356,11 +398,12 @@ async def _produce_under(
                 await _beside(
                     _nemesis(proxy, fault, rng, history, acked, total),
                     _produce(lane, lane.through(proxy.port), stream, ids, history),
-                    30,
+                    60,
                 )
             finally:
                 proxy.blackhole(False)
-                proxy.latency = 0.0
+                proxy.set_loss(0)
+                proxy.delay = 0.0
 
 
 async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> Outcome:

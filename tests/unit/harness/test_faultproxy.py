@@ -1,16 +1,21 @@
 """The harness's fault proxy against a loopback server: what a clean cut, a dirty cut (bytes
-the client wrote and never delivered), a cut at a byte mark and a black hole do, on the
-test's loop and on a thread of its own."""
+the client wrote and never delivered), a cut at a byte mark, a black hole, a delay and packet
+loss (iptables: root) do, on the test's loop and on a thread of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
 
+from integration.harness import partition
 from integration.harness.faultproxy import FaultProxy, ThreadedFaultProxy
+from tests.brokers import skip_missing
 from tests.proxy import wait_until
 
 
@@ -131,3 +136,91 @@ def test_the_threaded_proxy_serves_blocking_clients_and_cuts_on_command() -> Non
             assert got == b""  # reset (or closed): nothing more comes
             client.close()
             accepted.close()
+
+
+class _Stamping:
+    """A server that notes when each byte arrives (a byte per chunk the client writes)."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[bytes, float]] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(1):
+                self.arrivals.append((data, time.monotonic()))
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def test_a_delay_holds_each_chunk_from_its_arrival_and_keeps_the_order() -> None:
+    upstream = _Stamping()
+    port = await upstream.start()
+    try:
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            proxy.delay = 0.3
+            _, writer = await asyncio.open_connection(*proxy.address)
+            sent: list[float] = []
+            for byte in b"abcde":
+                sent.append(time.monotonic())
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.02)
+            await wait_until(lambda: len(upstream.arrivals) == 5, 10.0, "every chunk")
+            assert b"".join(b for b, _ in upstream.arrivals) == b"abcde"
+            for at, (_, arrived) in zip(sent, upstream.arrivals, strict=True):
+                assert arrived - at >= 0.3  # never sooner than the delay
+            proxy.delay = 0.0  # healed: what follows goes straight through, still in order
+            writer.write(b"f")
+            await writer.drain()
+            await wait_until(lambda: len(upstream.arrivals) == 6, 5.0, "the next chunk")
+            assert upstream.arrivals[-1][0] == b"f"
+            writer.close()
+    finally:
+        await upstream.close()
+
+
+def _drops(chain: str) -> int:
+    """Packets the loss chain's rules dropped so far."""
+    listing = subprocess.run(
+        ["iptables", "-w", "10", "-n", "-v", "-x", "-L", chain],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum(int(line.split()[0]) for line in listing.splitlines() if "DROP" in line)
+
+
+async def test_loss_drops_packets_in_the_kernel_and_tcp_still_delivers_every_byte() -> None:
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        skip_missing("packet loss needs root and iptables")
+    upstream = _Counting()
+    port = await upstream.start()
+    try:
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            proxy.set_loss(0.3)
+            chain = f"STREAMWIRE-LOSS-{proxy.port}"
+            _, writer = await asyncio.open_connection(*proxy.address)
+            for _ in range(40):  # small writes: many packets, some of them lost
+                writer.write(b"z" * 100)
+                await writer.drain()
+                await asyncio.sleep(0.005)
+            await wait_until(lambda: upstream.received == 4000, 60.0, "every byte, resent")
+            assert _drops(chain) > 0
+            proxy.set_loss(0)
+            assert partition.heal(chain=chain) is False  # gone with set_loss(0)
+            writer.close()
+    finally:
+        await upstream.close()
