@@ -409,7 +409,6 @@ pub fn iggy_encode_batch<'py>(
     py: Python<'py>,
     messages: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let st = state(py)?;
     let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = messages.cast_exact::<PyList>() {
         list.iter().collect()
     } else if let Ok(tuple) = messages.cast_exact::<PyTuple>() {
@@ -417,9 +416,6 @@ pub fn iggy_encode_batch<'py>(
     } else {
         return Ok(None);
     };
-    if items.is_empty() {
-        return Err(st.local_error(py, "a batch needs at least one message".to_owned()));
-    }
     let mut msgs = Vec::with_capacity(items.len());
     for item in &items {
         match outgoing(item) {
@@ -427,12 +423,83 @@ pub fn iggy_encode_batch<'py>(
             None => return Ok(None),
         }
     }
+    encode(py, &msgs)
+}
+
+/// The bytes of an exact `bytes` object, borrowed for as long as `obj` is.
+fn exact_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
+    obj.cast_exact::<PyBytes>().ok().map(|b| b.as_bytes())
+}
+
+/// `encode_runs`: the batch of plain bodies in runs, each `(bodies, ids, origin)`: a list of
+/// exact `bytes`, their ids as 16 little-endian bytes each, and one origin timestamp (µs) for
+/// the run; the same bytes as `iggy_encode_batch` of `OutgoingMessage(id, body, origin, b"")`
+/// for each, without those tuples. `None` for input of another shape (the pure-Python
+/// encoder then decides).
+#[pyfunction]
+pub fn iggy_encode_runs<'py>(
+    py: Python<'py>,
+    runs: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let Ok(runs) = runs.cast_exact::<PyList>() else {
+        return Ok(None);
+    };
+    let mut parts = Vec::with_capacity(runs.len());
+    for run in runs.iter() {
+        let Ok(run) = run.cast_exact::<PyTuple>() else {
+            return Ok(None);
+        };
+        if run.len() != 3 {
+            return Ok(None);
+        }
+        let Ok(bodies) = run.get_item(0)?.cast_exact::<PyList>().map(|l| l.clone()) else {
+            return Ok(None);
+        };
+        let ids = run.get_item(1)?;
+        let Ok(origin_ts) = run.get_item(2)?.extract::<u64>() else {
+            return Ok(None);
+        };
+        parts.push((bodies, ids, origin_ts));
+    }
+    let total: usize = parts.iter().map(|(b, _, _)| b.len()).sum();
+    let mut keep = Vec::with_capacity(total);
+    for (bodies, _, _) in &parts {
+        keep.extend(bodies.iter());
+    }
+    let mut msgs = Vec::with_capacity(total);
+    let mut at = 0;
+    for (bodies, ids, origin_ts) in &parts {
+        let Some(raw) = exact_bytes(ids) else {
+            return Ok(None);
+        };
+        if raw.len() != 16 * bodies.len() {
+            return Ok(None);
+        }
+        for (i, id) in raw.chunks_exact(16).enumerate() {
+            let Some(payload) = exact_bytes(&keep[at + i]) else {
+                return Ok(None);
+            };
+            let id = u128::from_le_bytes(id.try_into().unwrap());
+            msgs.push(Outgoing { id, payload, origin_ts: *origin_ts, headers: &[] });
+        }
+        at += bodies.len();
+    }
+    encode(py, &msgs)
+}
+
+/// The batch of `msgs` (see `iggy_encode_batch`), or `None` for sizes the pure-Python
+/// encoder decides on.
+fn encode<'py>(py: Python<'py>, msgs: &[Outgoing<'_>]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let st = state(py)?;
+    if msgs.is_empty() {
+        return Err(st.local_error(py, "a batch needs at least one message".to_owned()));
+    }
     if msgs.len() > u32::MAX as usize {
         return Ok(None);
     }
     let origin = msgs.iter().map(|m| m.origin_ts).min().unwrap_or(0);
     let mut size = BATCH_HEADER_SIZE + FRAME_HEADER_SIZE * msgs.len();
-    for m in &msgs {
+    for m in msgs {
         if m.id == 0 {
             return Err(st.local_error(py, "message id 0 must be in [1, 2**128)".to_owned()));
         }

@@ -35,8 +35,10 @@ from streamwire.iggy.protocol.batch import (
     bytes_view,
     encode_batch_py,
     encode_record,
+    encode_runs_py,
     locate_frames,
     locate_frames_py,
+    message_ids,
     stored_messages,
 )
 from streamwire.iggy.protocol.mapping import (
@@ -317,6 +319,62 @@ def test_batches_of_real_messages_encode_alike(
         for b in bodies
     ]
     assert core().iggy_encode_batch(msgs) == encode_batch_py(msgs)
+
+
+RUN_IDS = st.binary(min_size=16, max_size=16).filter(any)  # id 0 is refused
+
+
+@st.composite
+def body_runs(draw: st.DrawFn) -> list[tuple[list[bytes], bytes, int]]:
+    """Runs of plain bodies as the producer keeps them: bodies, 16 id bytes each, origin."""
+    base = draw(st.integers(0, 2**63))
+    runs = []
+    for _ in range(draw(st.integers(1, 4))):
+        bodies = draw(st.lists(st.binary(min_size=1, max_size=60), min_size=1, max_size=8))
+        ids = b"".join(draw(st.lists(RUN_IDS, min_size=len(bodies), max_size=len(bodies))))
+        runs.append((bodies, ids, base + draw(st.integers(0, 2**32 - 1))))
+    return runs
+
+
+@given(body_runs())
+def test_runs_of_bodies_encode_as_their_frames_do(
+    runs: list[tuple[list[bytes], bytes, int]],
+) -> None:
+    frames = [
+        OutgoingMessage(i, body, origin, b"")
+        for bodies, ids, origin in runs
+        for i, body in zip(message_ids(ids), bodies, strict=True)
+    ]
+    expected = encode_batch_py(frames)
+    assert encode_runs_py(runs) == expected
+    assert core().iggy_encode_runs(runs) == expected
+
+
+@given(
+    body_runs(),
+    st.sampled_from(["short ids", "long ids", "zero id", "empty body", "wide span", "empty"]),
+)
+def test_runs_the_native_encoder_refuses_fail_alike(
+    runs: list[tuple[list[bytes], bytes, int]], damage: str
+) -> None:
+    bodies, ids, origin = runs[0]
+    if damage == "short ids":
+        runs[0] = (bodies, ids[:-1], origin)
+    elif damage == "long ids":
+        runs[0] = (bodies, ids + b"\x01" * 16, origin)
+    elif damage == "zero id":
+        runs[0] = (bodies, bytes(16) + ids[16:], origin)
+    elif damage == "empty body":
+        runs[0] = ([b"", *bodies[1:]], ids, origin)
+    elif damage == "wide span":
+        runs.append(([b"x"], b"\x01" * 16, origin + 2**32 + 1))
+    else:
+        runs = []
+    native = outcome(lambda: core().iggy_encode_runs(runs))
+    pure = outcome(lambda: encode_runs_py(runs))
+    if native == ("ok", None):
+        return  # the wrapper then runs encode_runs_py: the same by construction
+    same(native, pure)
 
 
 # --- Iggy: poll replies --------------------------------------------------------------------

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "installed", "reason")
 
-ABI: Final = 12
+ABI: Final = 13
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -116,6 +116,8 @@ class NativeCore(Protocol):
     def rmq_id_run(self, ids: object) -> bool | None: ...
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
+
+    def iggy_encode_runs(self, runs: list[tuple[list[bytes], bytes, int]]) -> bytes | None: ...
 
     def iggy_locate_frames(
         self, buf: bytes | memoryview, start: int, end: int | None, frame: str

@@ -44,13 +44,20 @@ from streamwire.iggy._connection import Connection
 from streamwire.iggy._link import ClientLink
 from streamwire.iggy._options import topic_of
 from streamwire.iggy.options import ProducerOptions
-from streamwire.iggy.protocol.batch import OutgoingMessage, encode_batch, random_message_ids
+from streamwire.iggy.protocol.batch import (
+    OutgoingMessage,
+    encode_batch,
+    encode_runs,
+    message_ids,
+    random_message_id_bytes,
+)
 from streamwire.iggy.protocol.errors import TopicNameNotFound
 from streamwire.iggy.protocol.identifiers import Partitioning
 from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
+from streamwire.transport.bodies import bytes_total
 from streamwire.transport.pending import Ledger
 from streamwire.transport.producer_core import ProducerCore, and_wait
 from streamwire.transport.tasks import cancel_and_wait, cancel_now
@@ -129,23 +136,27 @@ def _origin_us(run: _Run) -> int:
 
 class _Run:
     """Messages of one route accepted together, in order: the unit of the buffer. Either
-    ``frames`` (``ids`` None) or plain bodies with their ``ids`` and one origin time ``now``
-    (the frames are made when the batch is encoded). Each message has a future (message
-    ``at + i`` of ``ledger``), or the run answers to one ``send_many`` (``many``)."""
+    ``frames`` (``ids`` None) or plain bodies with their ``ids`` (16 bytes each) and one
+    origin time ``now`` (encoded as they are, :func:`encode_runs`). Each message has a
+    future (message ``at + i`` of ``ledger``), or the run answers to one ``send_many``
+    (``many``)."""
 
-    __slots__ = ("at", "bytes", "ids", "items", "ledger", "many", "now", "route", "sizes")
+    __slots__ = ("_sizes", "at", "bytes", "ids", "items", "ledger", "many", "now", "route")
 
     def __init__(
         self,
         route: int,
         items: list[Any],
-        ids: list[int] | None,
+        ids: bytes | None,
         now: int,
         ledger: Ledger | None,
         at: int,
         many: _Many | None,
-        sizes: list[int],
+        sizes: list[int] | None,
+        total: int = 0,
     ) -> None:
+        """``sizes``: each message's buffer size; ``None`` for plain bodies whose sizes are
+        worked out when needed (a split), their sum given as ``total``."""
         self.route = route
         self.items = items
         self.ids = ids
@@ -153,11 +164,17 @@ class _Run:
         self.ledger = ledger
         self.at = at
         self.many = many
-        self.sizes = sizes
-        self.bytes = sum(sizes)
+        self._sizes = sizes
+        self.bytes = total if sizes is None else sum(sizes)
 
     def __len__(self) -> int:
-        return len(self.sizes)
+        return len(self.items)
+
+    @property
+    def sizes(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = list(map(_PLUS_FRAME, map(len, self.items)))
+        return self._sizes
 
     def split(self, count: int) -> _Run:
         """Cut off and return the first ``count`` messages; this run keeps the rest."""
@@ -165,7 +182,7 @@ class _Run:
         head = _Run(
             self.route,
             self.items[:count],
-            None if ids is None else ids[:count],
+            None if ids is None else ids[: 16 * count],
             self.now,
             self.ledger,
             self.at,
@@ -174,7 +191,7 @@ class _Run:
         )
         del self.items[:count], self.sizes[:count]
         if ids is not None:
-            del ids[:count]
+            self.ids = ids[16 * count :]
         self.at += count
         self.bytes -= head.bytes
         return head
@@ -182,8 +199,15 @@ class _Run:
     def frames(self) -> Iterable[OutgoingMessage]:
         if self.ids is None:
             return cast("list[OutgoingMessage]", self.items)
-        fields = zip(self.ids, self.items, repeat(self.now), repeat(b""), strict=False)
+        fields = zip(message_ids(self.ids), self.items, repeat(self.now), repeat(b""), strict=False)
         return map(_new_tuple, repeat(OutgoingMessage), fields)
+
+
+def _encode(batch: list[_Run]) -> bytes:
+    """The batch's bytes: plain bodies as they are (:func:`encode_runs`), or frames."""
+    if all(run.ids is not None for run in batch):
+        return encode_runs([(run.items, cast("bytes", run.ids), run.now) for run in batch])
+    return encode_batch([f for run in batch for f in run.frames()])
 
 
 class Producer(ProducerCore):
@@ -375,8 +399,9 @@ class Producer(ProducerCore):
         Cancellation: the messages accepted before the cancellation stay accepted.
         """
         self._check()
-        if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
-            futures = await self._send_bodies(cast("Sequence[bytes]", values), timeout, None)
+        total = bytes_total(values)
+        if total is not None:
+            futures = await self._send_bodies(cast("Sequence[bytes]", values), timeout, None, total)
             assert futures is not None
             return futures
         items = list(values)
@@ -399,8 +424,9 @@ class Producer(ProducerCore):
         self._check()
         many = _Many(self._loop.create_future(), self.address)
         try:
-            if type(values) in (list, tuple) and set(map(type, values)) == {bytes}:
-                await self._send_bodies(cast("Sequence[bytes]", values), timeout, many)
+            total = bytes_total(values)
+            if total is not None:
+                await self._send_bodies(cast("Sequence[bytes]", values), timeout, many, total)
             else:
                 for value in values:
                     await self._accept_one(value, timeout, many)
@@ -426,35 +452,43 @@ class Producer(ProducerCore):
         self._meter.accepted(1, size - 48)
 
     async def _send_bodies(
-        self, values: Sequence[bytes], timeout: float | None, many: _Many | None
+        self,
+        values: Sequence[bytes],
+        timeout: float | None,
+        many: _Many | None,
+        total: int,
     ) -> list[asyncio.Future[Confirmation]] | None:
-        """``send_batch``/``send_many`` of plain ``bytes``: no key, no headers, so the
-        bodies are queued as they are, with ids drawn at once and one origin time for the
-        call (the frames, what ``to_outgoing(Message(value))`` makes, are built when the
-        batch is encoded). As many messages as the buffer has room for are accepted as one
-        run per route, by slicing and ``map`` (no Python bytecode per message: the futures
-        of ``send_batch`` are made on use)."""
+        """``send_batch``/``send_many`` of plain ``bytes`` (``total`` bytes of them): no key,
+        no headers, so the bodies are queued as they are, with ids drawn at once and one
+        origin time for the call (they are encoded as they are, :func:`encode_runs`). As many
+        messages as the buffer has room for are accepted as one run per route, by slicing
+        and ``map`` (no Python bytecode per message: the futures of ``send_batch`` are made
+        on use); a call the buffer takes whole needs no per-message size at all."""
         now = time.time_ns() // 1000
         fixed = self._fixed(None)
-        ids = random_message_ids(len(values))
+        ids = random_message_id_bytes(len(values))
         futures: list[asyncio.Future[Confirmation]] | None = None if many else []
         o = self.options
         start, count, accepted = 0, len(values), False
         while start < count:
             take = min(count - start, o.max_buffer_messages - self._buffered)
             part = list(values[start : start + take]) if take > 0 else []
-            sizes = list(map(_PLUS_FRAME, map(len, part)))
             room = o.max_buffer_bytes - self._buffer_bytes
-            if sizes and sum(sizes) > room:
-                del sizes[bisect_right(list(accumulate(sizes)), room) :]
-                del part[len(sizes) :]
-            if not sizes:
+            sizes: list[int] | None = None
+            nbytes = total + 48 * count
+            if take != count or nbytes > room:  # a part of the call: sizes decide where
+                sizes = list(map(_PLUS_FRAME, map(len, part)))
+                if sizes and sum(sizes) > room:
+                    del sizes[bisect_right(list(accumulate(sizes)), room) :]
+                    del part[len(sizes) :]
+                nbytes = sum(sizes)
+            if not part:
                 if accepted:
                     self._idle.clear()
                 self._work.set()
                 await self._wait_for_room(len(values[start]) + 48, timeout)
                 continue
-            n = len(sizes)
+            n = len(part)
             routes = [(fixed, n)] if fixed is not None else self._balanced_run(n)
             at = 0
             for route, k in routes:
@@ -465,13 +499,15 @@ class Producer(ProducerCore):
                     futures += ledger.futures()
                 else:
                     many.accepted(k)
-                piece = slice(at, at + k)
-                run_ids = ids[start + at : start + at + k]
-                self._queue(_Run(route, part[piece], run_ids, now, ledger, 0, many, sizes[piece]))
+                items = part if k == n else part[at : at + k]
+                run_sizes = None if sizes is None else sizes[at : at + k]
+                run_bytes = nbytes if k == n else (bytes_total(items) or 0) + 48 * k
+                run_ids = ids[16 * (start + at) : 16 * (start + at + k)]
+                self._queue(_Run(route, items, run_ids, now, ledger, 0, many, run_sizes, run_bytes))
                 at += k
             start += n
             accepted = True
-            self._meter.accepted(n, sum(sizes) - 48 * n)
+            self._meter.accepted(n, nbytes - 48 * n)
         if accepted:
             self._idle.clear()
             self._work.set()
@@ -586,7 +622,7 @@ class Producer(ProducerCore):
                 topic=self.topic,
                 partitioning=Partitioning.partition_id(partition),
                 messages_count=sum(map(len, batch)),
-                batch=encode_batch([f for run in batch for f in run.frames()]),
+                batch=_encode(batch),
             )
             conn = await self._connection()
             reply = await conn.submit(request)

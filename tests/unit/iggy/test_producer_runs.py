@@ -110,7 +110,8 @@ def test_taking_a_batch_a_run_at_a_time_is_what_taking_it_message_by_message_giv
             bodies = [b"x" * (size - 48) for size in sizes]
             ledger = Ledger(asyncio.get_running_loop(), len(sizes), "s/t", offsets=True)
             ids_of[id(ledger)] = list(ids)
-            producer._queue(_Run(route, bodies, ids, 0, ledger, 0, None, list(sizes)))
+            raw = b"".join(i.to_bytes(16, "little") for i in ids)  # as the producer keeps them
+            producer._queue(_Run(route, bodies, raw, 0, ledger, 0, None, list(sizes)))
             reference.extend(zip(repeat(route), sizes, ids, strict=False))
         while producer._buffer:
             expected = _take_one_by_one(reference, max_messages, max_bytes)

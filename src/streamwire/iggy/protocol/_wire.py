@@ -269,6 +269,12 @@ class Payload:
         self.write(w)
         return w.getvalue()
 
+    def encode_parts(self) -> tuple[BytesLike, ...]:
+        """The body as parts whose concatenation is :meth:`encode`'s bytes: a payload that
+        carries a large block as it is (a batch) gives it apart, so that the request frame
+        copies it once."""
+        return (self.encode(),)
+
     @classmethod
     def decode(cls, data: BytesLike) -> Self:
         """Decode a whole body; trailing bytes are an error."""

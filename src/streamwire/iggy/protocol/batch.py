@@ -16,6 +16,7 @@ import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Final, NamedTuple
 
 from streamwire._native import core as _native
@@ -39,10 +40,14 @@ __all__ = (
     "decode_batches",
     "encode_batch",
     "encode_batch_py",
+    "encode_runs",
+    "encode_runs_py",
     "encode_record",
     "locate_frames",
     "locate_frames_py",
+    "message_ids",
     "random_message_id",
+    "random_message_id_bytes",
     "random_message_ids",
     "restamp_batch",
     "stored_messages",
@@ -79,14 +84,27 @@ _VERSION_4: Final = bytes((b & 0x0F) | 0x40 for b in range(256))
 _RFC_4122: Final = bytes((b & 0x3F) | 0x80 for b in range(256))
 
 
-def random_message_ids(count: int, randbytes: Callable[[int], bytes] = os.urandom) -> list[int]:
-    """``count`` ids as :func:`random_message_id` mints them, from one draw of random
-    bytes."""
+def random_message_id_bytes(count: int, randbytes: Callable[[int], bytes] = os.urandom) -> bytes:
+    """``count`` ids as :func:`random_message_id` mints them, from one draw of random bytes,
+    as their wire bytes (16 each, little-endian): what :func:`encode_runs` takes."""
     raw = bytearray(randbytes(16 * count))
     raw[6::16] = raw[6::16].translate(_VERSION_4)
     raw[8::16] = raw[8::16].translate(_RFC_4122)
-    halves = struct.unpack(f"<{2 * count}Q", raw)
+    return bytes(raw)
+
+
+def message_ids(raw: BytesLike) -> list[int]:
+    """The ids in ``raw``, 16 little-endian bytes each (:func:`random_message_id_bytes`)."""
+    if len(raw) % 16:
+        raise LocalProtocolError(f"message ids take 16 bytes each, not {len(raw)} in all")
+    halves = struct.unpack(f"<{len(raw) // 8}Q", raw)
     return [lo | hi << 64 for lo, hi in zip(halves[::2], halves[1::2], strict=True)]
+
+
+def random_message_ids(count: int, randbytes: Callable[[int], bytes] = os.urandom) -> list[int]:
+    """``count`` ids as :func:`random_message_id` mints them, from one draw of random
+    bytes."""
+    return message_ids(random_message_id_bytes(count, randbytes))
 
 
 class OutgoingMessage(NamedTuple):
@@ -173,6 +191,34 @@ def encode_batch(messages: Sequence[OutgoingMessage]) -> bytes:
         if encoded is not None:
             return encoded
     return encode_batch_py(messages)
+
+
+#: A run of plain bodies for :func:`encode_runs`: the bodies, their ids (16 bytes each, as
+#: :func:`random_message_id_bytes` makes them) and the run's origin timestamp (µs).
+BodyRun = tuple[list[bytes], bytes, int]
+
+
+def encode_runs(runs: list[BodyRun]) -> bytes:
+    """One batch of plain bodies given in runs: the same bytes as :func:`encode_batch` of
+    ``OutgoingMessage(id, body, origin, b"")`` for each body of each run, in order, without
+    making those tuples (the producer's ``send_many`` of ``bytes``). The native core does it
+    when loaded; :func:`encode_runs_py` is the same in pure Python."""
+    if _native is not None:
+        encoded = _native.iggy_encode_runs(runs)
+        if encoded is not None:
+            return encoded
+    return encode_runs_py(runs)
+
+
+def encode_runs_py(runs: list[BodyRun]) -> bytes:
+    """:func:`encode_runs` in pure Python."""
+    frames: list[OutgoingMessage] = []
+    for bodies, raw, origin in runs:
+        ids = message_ids(raw)
+        if len(ids) != len(bodies):
+            raise LocalProtocolError(f"{len(bodies)} bodies but {len(ids)} ids in a run")
+        frames += map(OutgoingMessage, ids, bodies, repeat(origin), repeat(b""))
+    return encode_batch_py(frames)
 
 
 def encode_batch_py(messages: Sequence[OutgoingMessage]) -> bytes:

@@ -111,7 +111,7 @@ class Eviction:
 
 
 def encode_request(
-    body: BytesLike,
+    body: BytesLike | tuple[BytesLike, ...],
     *,
     client: int,
     request: int,
@@ -122,9 +122,12 @@ def encode_request(
     timestamp: int = 0,
 ) -> bytes:
     """A whole request frame: header + body. ``code`` goes to bytes 196..200 only for
-    NonReplicated requests; ``stamp_checksum`` writes XXH3-64(body) as request_checksum."""
-    header = _common(FrameKind.REQUEST, HEADER_SIZE + len(body))
-    checksum = xxh3_64(body) if stamp_checksum else 0
+    NonReplicated requests; ``stamp_checksum`` writes XXH3-64(body) as request_checksum.
+    ``body`` may come in parts (:meth:`~streamwire.iggy.protocol._wire.Payload.encode_parts`):
+    the frame is their concatenation, made with one copy of each."""
+    parts = body if isinstance(body, tuple) else (body,)
+    header = _common(FrameKind.REQUEST, HEADER_SIZE + sum(map(len, parts)))
+    checksum = xxh3_64(b"".join(parts)) if stamp_checksum else 0
     c_lo, c_hi = _lo_hi(client)
     nr_code = code if operation == Operation.NON_REPLICATED else 0
     try:
@@ -134,7 +137,7 @@ def encode_request(
         )  # fmt: skip
     except struct.error as exc:
         raise LocalProtocolError(f"cannot encode request header: {exc}") from exc
-    return bytes(header) + bytes(body)
+    return b"".join((header, *parts))
 
 
 def encode_reply(

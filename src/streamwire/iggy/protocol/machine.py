@@ -258,7 +258,7 @@ class IggyConnection:
         now: float,
         timeout: float | None,
     ) -> PendingRequest:
-        body = payload.encode()
+        body = payload.encode_parts()
         seq = self._next_seq()
         stamp = seq if any(p.request == number for p in self._pending) else 0
         frame = encode_request(

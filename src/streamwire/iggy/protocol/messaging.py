@@ -100,6 +100,10 @@ class SendMessages(RequestPayload[SendConfirmations]):
     batch: bytes = field(repr=False)
 
     def write(self, w: Writer) -> None:
+        self._write_metadata(w)
+        w.raw(self.batch)
+
+    def _write_metadata(self, w: Writer) -> None:
         at = len(w)
         w.u32le(0)
         IDENT.write(w, self.stream)
@@ -107,7 +111,11 @@ class SendMessages(RequestPayload[SendConfirmations]):
         PARTITIONING.write(w, self.partitioning)
         w.u32le(self.messages_count)
         w.patch(at, _U32LE, len(w) - at - 4)
-        w.raw(self.batch)
+
+    def encode_parts(self) -> tuple[BytesLike, ...]:
+        w = Writer()
+        self._write_metadata(w)
+        return (w.getvalue(), self.batch)
 
     @classmethod
     def read(cls, r: Reader) -> SendMessages:

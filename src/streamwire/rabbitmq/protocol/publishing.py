@@ -11,7 +11,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
-from typing import ClassVar, Final, Self, cast
+from typing import ClassVar, Final, Self
 
 from streamwire._native import core as _native
 from streamwire.codec import compression as codecs
@@ -29,6 +29,7 @@ from streamwire.rabbitmq.protocol._frame import (
     w_str,
 )
 from streamwire.rabbitmq.protocol.constants import MAX_REFERENCE_BYTES, RESPONSE_FLAG, CommandKey
+from streamwire.transport.bodies import bytes_total, bytes_total_py
 
 __all__ = (
     "DeclarePublisherRequest",
@@ -429,25 +430,6 @@ class PublishBuilder:
             return parts[0]
         # entries were added after the native frame: its header is rewritten in the join
         return b"".join([header, memoryview(parts[0])[_HEADER.size :], *parts[1:]])
-
-
-def bytes_total(values: object) -> int | None:
-    """The total length of ``values`` when it is a non-empty list or tuple of exact ``bytes``
-    objects (what a producer's fast path for plain bodies takes), else ``None``; in one
-    native call when the core is loaded (:func:`bytes_total_py` is the pure twin)."""
-    if _native is not None:
-        return _native.rmq_bytes_total(values)
-    return bytes_total_py(values)
-
-
-def bytes_total_py(values: object) -> int | None:
-    """:func:`bytes_total` in pure Python."""
-    if type(values) not in (list, tuple):
-        return None
-    items = cast("Sequence[object]", values)
-    if set(map(type, items)) != {bytes}:
-        return None
-    return sum(map(len, cast("Sequence[bytes]", items)))
 
 
 def is_id_run(ids: tuple[int, ...]) -> bool:
