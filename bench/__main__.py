@@ -35,6 +35,7 @@ from typing import Any
 import streamwire.rabbitmq as rmq
 from bench import codec as codec_bench
 from bench import iggy as iggy_bench
+from bench import iggy_rust as iggy_rust_bench
 from bench import liftbridge as liftbridge_bench
 from bench import rabbitmq
 from bench import spark as spark_bench
@@ -318,6 +319,39 @@ def run_spark_jvm(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_iggy_rust(args: argparse.Namespace) -> int:
+    """``--iggy-rust``: bench/iggy_rust.py alone (streamwire against the Rust SDK's
+    iggy-bench on one real server); its JSON goes to ``--output``."""
+    binary = os.environ.get(iggy_rust_bench.BENCH_ENV, "")
+    if not args.iggy or not binary:
+        print(
+            f"--iggy-rust needs a real Iggy server (--iggy, or the harness's) and iggy-bench "
+            f"in {iggy_rust_bench.BENCH_ENV} (bench/iggy_rust.py says how to build it)",
+            file=sys.stderr,
+        )
+        return 2
+    shape_list = iggy_rust_bench.shapes(
+        [int(s) for s in args.iggy_rust_sizes.split(",")],
+        [int(b) for b in args.iggy_rust_batches.split(",")],
+        [int(a) for a in args.iggy_rust_actors.split(",")],
+    )
+    result = iggy_rust_bench.run(
+        args.iggy,
+        binary=binary,
+        rounds=args.rounds,
+        messages=args.iggy_rust_messages,
+        shape_list=shape_list,
+    )
+    _write_report(args.output, "iggy_rust", result)
+    print(
+        f"codec: {_native.reason}\n\nIggy, streamwire against the Rust SDK (iggy-bench "
+        f"{result['iggy_bench']['version']}), {args.iggy_rust_messages:,} messages a run, "
+        f"medians of {args.rounds}\n\n{iggy_rust_bench.table(result)}"
+    )
+    print(f"\nresults written to {args.output}")
+    return 0
+
+
 def run_spark(args: argparse.Namespace) -> int:
     """``--spark``: bench/spark.py alone; its JSON goes to ``--output``."""
     result = spark_bench.run(
@@ -444,6 +478,16 @@ def main() -> int:
         help="only streamwire's Spark data source against the JVM connector Sparkling Rabbit "
         f"(bench/spark_jvm.py; its jar in {spark_jvm_bench.JAR_ENV})",
     )
+    parser.add_argument(
+        "--iggy-rust",
+        action="store_true",
+        help="only streamwire against the Rust SDK's iggy-bench on a real Iggy server "
+        f"(bench/iggy_rust.py; the binary in {iggy_rust_bench.BENCH_ENV})",
+    )
+    parser.add_argument("--iggy-rust-messages", type=int, default=1_000_000)
+    parser.add_argument("--iggy-rust-sizes", default="16,256,1000", help="bytes per message")
+    parser.add_argument("--iggy-rust-batches", default="100,1000", help="messages per batch")
+    parser.add_argument("--iggy-rust-actors", default="1,4", help="producers / consumers")
     parser.add_argument("--spark-jvm-rows", type=int, default=1_000_000)
     parser.add_argument("--spark-jvm-sizes", default="100,1000", help="bytes per row")
     parser.add_argument("--spark-jvm-master", default="local[2]")
@@ -461,6 +505,8 @@ def main() -> int:
         return run_spark(args)
     if args.spark_jvm:
         return run_spark_jvm(args)
+    if args.iggy_rust:
+        return run_iggy_rust(args)
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.time()
     report: dict[str, Any] = {

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bench import iggy as iggy_bench
+from bench import iggy_rust, rabbitmq_consume_ab, rabbitmq_publish_ab, soak
 from bench import liftbridge as liftbridge_bench
-from bench import rabbitmq_consume_ab, rabbitmq_publish_ab, soak
 from bench.__main__ import _clients, _run_order, parse_brokers
 from bench._common import (
     Measurement,
@@ -701,3 +701,36 @@ def test_the_results_section_holds_the_table_the_legend_and_every_peer_used() ->
     assert f"* **rstream**: {PEER_SETUPS['rstream']}." in text  # measured, if not fastest
     assert "rbfly" in text
     assert "apache-iggy" not in text.split(LEGEND)[1]  # only the peers the run measured
+
+
+def test_iggy_bench_rates_come_from_its_results_lines() -> None:
+    out = (
+        "2026-11-29T12:48:01Z INFO bench_report::prints: Benchmark: Pinned Producer, ...\n"
+        "Producers Results: Total throughput: 753.11 MB/s, 2941857 messages/s, average "
+        "throughput per Producer: 753.11 MB/s, p50 latency: 0.33 ms\n"
+    )
+    assert iggy_rust.parse_rate(out, "Producers") == 2941857.0
+    with pytest.raises(RuntimeError, match="no Consumers throughput"):
+        iggy_rust.parse_rate(out, "Consumers")
+
+
+def test_iggy_rust_shapes_and_table() -> None:
+    shapes = iggy_rust.shapes([16, 256], [1000], [1, 4])
+    assert [s.label for s in shapes] == [
+        "16 B × 1000, 1 actor",
+        "256 B × 1000, 1 actor",
+        "16 B × 1000, 4 actors",
+        "256 B × 1000, 4 actors",
+    ]
+    side = {"msg_per_s": 2e6, "cpu_us_per_msg": 0.25, "rounds": [2e6]}
+    ratio = {"median": 1.1, "min": 1.0, "max": 1.2}
+    row: dict[str, Any] = {"size": 256, "batch": 1000, "actors": 1}
+    for name in ("send streamwire", "send rust", "send rust high-level", "poll streamwire"):
+        row[name] = side
+    row["poll rust"] = {**side, "cpu_us_per_msg": 0.1}
+    for key in ("send ratio vs rust", "send ratio vs rust high-level", "poll ratio vs rust"):
+        row[key] = ratio
+    lines = iggy_rust.table({"shapes": [row]}).splitlines()
+    assert len(lines) == 3
+    assert lines[2].startswith("| 256 B × 1000, 1 actor | 2.00M | 2.00M | **1.10x** (1.00–1.20)")
+    assert lines[2].endswith("| 0.25 / 0.10 |")
