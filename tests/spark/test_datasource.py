@@ -27,6 +27,7 @@ import streamwire
 from integration.harness.faultproxy import ThreadedFaultProxy
 from streamwire.rabbitmq.superstream import hash_partition
 from streamwire.spark import DataLossError, SparkConfigurationError, StreamwireDataSource, register
+from streamwire.spark._options import SourceOptions
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._runtime import close_runtime
 from streamwire.spark.datasource import (
@@ -37,6 +38,7 @@ from streamwire.spark.datasource import (
     ReadAllAvailable,
     ReadMaxBytes,
     ReadMaxRows,
+    StreamwireFilteringBatchReader,
     StreamwirePartition,
 )
 from tests.proxy import proxied
@@ -1064,3 +1066,102 @@ def test_a_super_stream_is_read_one_task_per_partition_stream(spark: Any) -> Non
             assert r.partition == hash_partition(bytes(r.key), t.partitions)  # 4.0: bytearray
     finally:
         t.delete_stream(stream)
+
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def _read(spark: Any, t: Target, stream: str, where: Any, *, push: bool) -> list[tuple[Any, ...]]:
+    df = (
+        spark.read.format("streamwire")
+        .option("url", t.url)
+        .option("stream", stream)
+        .option("pushFilters", str(push).lower())
+        .load()
+        .where(where)
+    )
+    return sorted((r.partition, r.offset, r.value) for r in df.collect())
+
+
+def _planned(t: Target, stream: str, filters: list[Any]) -> dict[int, tuple[int, int]]:
+    """The ranges the filtering reader plans after ``filters`` were pushed into it."""
+    options = SourceOptions.parse(
+        {"url": t.url, "stream": stream, "pushFilters": "true"}, streaming=False
+    )
+    reader = StreamwireFilteringBatchReader(options)
+    left = list(reader.pushFilters(filters))
+    assert all(f in filters for f in left)
+    return {p.partition: (p.start, p.end) for p in reader.partitions()}
+
+
+def test_pushed_filters_narrow_the_read_and_give_the_same_answer(
+    spark: Any, any_broker: Target
+) -> None:
+    """``pushFilters=true`` (with Spark's filter pushdown on): predicates on ``partition``
+    and ``offset`` shrink the planned ranges to what they allow, one on ``timestamp`` moves
+    each start to the first message at or after the time; every query returns the same rows
+    as without pushdown. With Spark's pushdown off, the option is an error naming the
+    setting to turn on."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
+
+    stream = any_broker.new_stream("pushdown")
+    before = spark.conf.get(PUSHDOWN_CONF, "false")
+    try:
+        publish(any_broker, stream, messages(6))
+        time.sleep(1.0)
+        middle = datetime.fromtimestamp(time.time(), UTC)
+        time.sleep(1.0)
+        publish(any_broker, stream, messages(6, start=6))
+        stored = read_back(any_broker, stream, expect=12)
+        late = {m.value for m in stored if m.value >= b"m0006"}
+
+        spark.conf.set(PUSHDOWN_CONF, "false")
+        with pytest.raises(Exception, match=PUSHDOWN_CONF.replace(".", r"\.")):
+            _read(spark, any_broker, stream, F.col("offset") >= 0, push=True)
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        wheres = [
+            (F.col("offset") >= 2) & (F.col("offset") < 5),
+            F.col("partition") == 0,
+            F.col("partition").isin(0, any_broker.partitions - 1) & (F.col("offset") == 3),
+            F.col("offset").isin(1, 4, 100),
+            F.col("timestamp") >= F.lit(middle),
+            (F.col("timestamp") >= F.lit(middle)) & (F.col("key").isNotNull()),
+            (F.col("offset") > 3) | (F.col("partition") == 0),  # OR: all Spark's
+            (F.col("offset") >= 5) & (F.col("offset") < 5),  # nothing
+        ]
+        for where in wheres:
+            pushed = _read(spark, any_broker, stream, where, push=True)
+            assert pushed == _read(spark, any_broker, stream, where, push=False), where
+        timed = _read(spark, any_broker, stream, F.col("timestamp") >= F.lit(middle), push=True)
+        assert {value for _, _, value in timed} == late
+
+        whole = _planned(any_broker, stream, [])
+        busy = min(whole)  # a partition that holds messages (keys decide which)
+        ranges = _planned(
+            any_broker,
+            stream,
+            [
+                GreaterThanOrEqual(("offset",), 2),
+                LessThan(("offset",), 5),
+                EqualTo(("partition",), busy),
+            ],
+        )
+        assert set(ranges) == {busy}  # the other partitions: nothing planned
+        assert 2 <= ranges[busy][0] < ranges[busy][1] <= 5
+        contradiction = [In(("partition",), (busy,)), EqualTo(("partition",), busy + 1)]
+        assert _planned(any_broker, stream, contradiction) == {}
+        timed_plan = _planned(any_broker, stream, [GreaterThanOrEqual(("timestamp",), middle)])
+        early = {p: s for p, (s, _) in whole.items()}
+        for p, (s, e) in timed_plan.items():
+            assert e == whole[p][1]
+            first = min(
+                (m.offset for m in stored if m.partition == p and m.value in late), default=e
+            )
+            assert early[p] <= s <= first  # moved towards the time, never past a late message
+            if any_broker.broker != "rabbitmq":  # the message, not a chunk
+                assert s == first
+        for p in whole.keys() - timed_plan.keys():  # left out: nothing late in it
+            assert not [m for m in stored if m.partition == p and m.value in late]
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, before)
+        any_broker.delete_stream(stream)

@@ -715,3 +715,71 @@ def test_connect_options_reach_the_client_and_are_checked_when_parsed() -> None:
     ):
         with pytest.raises(streamwire.ConfigurationError, match=says):
             SourceOptions.parse({"url": URL, "stream": "s", "connectOptions": text}, streaming=True)
+
+
+# --- filter pushdown -----------------------------------------------------------------------
+
+
+def test_pushed_filters_on_partition_and_offset_are_exact_and_the_rest_is_left() -> None:
+    from datetime import UTC, datetime
+
+    from pyspark.sql.datasource import (
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        IsNotNull,
+        LessThan,
+        LessThanOrEqual,
+        Not,
+    )
+
+    from streamwire.spark._filters import Narrowing, narrow
+
+    when = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
+    key = EqualTo(("key",), b"k")
+    in_offsets = In(("offset",), (7, 3, 9))
+    since = GreaterThan(("timestamp",), when)
+    n, left = narrow(
+        [
+            GreaterThan(("offset",), 2),
+            LessThanOrEqual(("offset",), 10),
+            In(("partition",), (0, 2, 5)),
+            EqualTo(("partition",), 2),
+            key,
+            in_offsets,
+            since,
+            Not(EqualTo(("offset",), 4)),
+            IsNotNull(("key",)),
+        ]
+    )
+    assert n == Narrowing(
+        partitions=frozenset({2}), first=3, end=10, since_ms=int(when.timestamp() * 1000)
+    )
+    # the offsets' IN narrows to its span (3..9, within > 2 and <= 10); Spark keeps its values
+    assert left[:3] == [key, in_offsets, since]
+    assert len(left) == 5
+    assert n.ranges({0: 0, 2: 0}, {0: 20, 2: 20}) == ({0: 3, 2: 3}, {0: 3, 2: 10})
+
+    nothing, _ = narrow([GreaterThanOrEqual(("offset",), 5), LessThan(("offset",), 5)])
+    assert nothing.nothing
+    assert nothing.ranges({0: 0}, {0: 9}) == ({0: 5}, {0: 5})
+    disjoint, _ = narrow([EqualTo(("partition",), 1), EqualTo(("partition",), 2)])
+    assert disjoint.nothing
+    assert disjoint.partitions == frozenset()
+    naive, _ = narrow([GreaterThanOrEqual(("timestamp",), datetime(2026, 1, 1))])
+    assert naive.since_ms == int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    untouched, kept = narrow([LessThan(("timestamp",), when), EqualTo(("offset",), "x")])
+    assert untouched == Narrowing()
+    assert len(kept) == 2
+
+
+def test_push_filters_is_a_batch_option() -> None:
+    url = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+    assert SourceOptions.parse(
+        {"url": url, "stream": "s", "pushFilters": "true"}, streaming=False
+    ).push_filters
+    with pytest.raises(SparkConfigurationError, match="batch reads only"):
+        SourceOptions.parse({"url": url, "stream": "s", "pushFilters": "true"}, streaming=True)
+    with pytest.raises(SparkConfigurationError, match="true or false"):
+        SourceOptions.parse({"url": url, "stream": "s", "pushFilters": "yes"}, streaming=False)

@@ -177,6 +177,7 @@ class SourceOptions:
     ending_time: TimeSpec | None = None
     time_strategy: Literal["error", "latest"] = "error"
     connect_options: tuple[tuple[str, Any], ...] = ()
+    push_filters: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -215,6 +216,12 @@ class SourceOptions:
             raise SparkConfigurationError(
                 "endingTimestamp and endingOffsetsByTimestamp apply to batch reads only"
             )
+        push_filters = _bool(opts, "pushFilters")
+        if streaming and push_filters:
+            raise SparkConfigurationError(
+                "pushFilters applies to batch reads only (pyspark pushes no filter into a "
+                "streaming Python source)"
+            )
         return cls(
             url=url,
             stream=stream,
@@ -239,6 +246,7 @@ class SourceOptions:
             min_partitions=_int(opts, "minPartitions"),
             consumer_name=consumer_name,
             connect_options=_connect_options(opts, url),
+            push_filters=push_filters,
         )
 
     @property

@@ -36,7 +36,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -64,7 +64,7 @@ except ImportError:  # pragma: no cover - depends on the installed PySpark
 import streamwire
 from streamwire._api import TAIL_COMMIT_HEADER
 from streamwire.codec.columns import Columns
-from streamwire.spark import _arrow, _identity, _offsets, _timestamps
+from streamwire.spark import _arrow, _filters, _identity, _offsets, _timestamps
 from streamwire.spark._brokers import Broker, ColumnarConsumer
 from streamwire.spark._messages import content_keyed, runs
 from streamwire.spark._options import SinkOptions, SourceOptions
@@ -166,9 +166,11 @@ class StreamwireDataSource(DataSource):
         return SOURCE_SCHEMA_DDL
 
     def reader(self, schema: Any) -> StreamwireBatchReader:
-        return StreamwireBatchReader(
-            SourceOptions.parse(self.options, streaming=False), source_projection(schema)
-        )
+        opts = SourceOptions.parse(self.options, streaming=False)
+        # pyspark refuses a reader with pushFilters unless filter pushdown is on
+        # (spark.sql.python.filterPushdown.enabled): the option opts in
+        kind = StreamwireFilteringBatchReader if opts.push_filters else StreamwireBatchReader
+        return kind(opts, source_projection(schema))
 
     def streamReader(self, schema: Any) -> StreamwireStreamReader:
         return StreamwireStreamReader(
@@ -706,12 +708,44 @@ class StreamwireBatchReader(DataSourceReader):
         bounds = _bounds(opts)
         start, end = _starts(opts, bounds), _ends(opts, bounds)
         end = {p: max(e, start.get(p, e)) for p, e in end.items()}  # an end before the start
-        return _plan(opts, *_Losses().check(opts, start, end, bounds))
+        start, end = self._narrowed(bounds, *_Losses().check(opts, start, end, bounds))
+        return _plan(opts, start, end)
+
+    def _narrowed(
+        self, bounds: Mapping[int, tuple[int, int]], start: _offsets.Offsets, end: _offsets.Offsets
+    ) -> tuple[_offsets.Offsets, _offsets.Offsets]:
+        return start, end
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, StreamwirePartition):  # nothing planned: PySpark's
             return iter(())  # stand-in partition of an empty read
         return read_range(self.options, partition, self.schema)
+
+
+class StreamwireFilteringBatchReader(StreamwireBatchReader):
+    """The batch reader with filter pushdown (``pushFilters=true``): the query's predicates
+    on ``partition``, ``offset`` and ``timestamp`` narrow the ranges read
+    (:mod:`streamwire.spark._filters`)."""
+
+    narrowing = _filters.Narrowing()
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        self.narrowing, left = _filters.narrow(filters)
+        logger.debug("filters pushed into %r: %s", self.options.stream, self.narrowing)
+        return iter(left)
+
+    def _narrowed(
+        self, bounds: Mapping[int, tuple[int, int]], start: _offsets.Offsets, end: _offsets.Offsets
+    ) -> tuple[_offsets.Offsets, _offsets.Offsets]:
+        n = self.narrowing
+        start, end = n.ranges(start, end)
+        if n.since_ms is not None and not n.nothing:
+            wanted = {p: (start[p], end[p]) for p in start if end[p] > start[p]}
+            found = _by_time(self.options, _timestamps.TimeSpec(every=n.since_ms), bounds)
+            for p in wanted:
+                first = found.get(p)  # None: every message is older than the time
+                start[p] = end[p] if first is None else min(max(start[p], first), end[p])
+        return start, end
 
 
 class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
