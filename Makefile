@@ -116,7 +116,7 @@ test-faults: venv brokers
 	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_SEVERITY=$(SEVERITY) \
 	  STREAMWIRE_FAULT_RESULTS=$(CURDIR)/.faults \
 	  $(PY) -m tests.faults.groups .faults $(PYTEST_ARGS) || status=$$?; \
-	$(PY) -m tests.faults.table .faults; exit $$status
+	$(PY) -m tests.faults.table .faults; $(PY) -m tests.spark.table .faults; exit $$status
 
 # The cluster is not among `make brokers`' brokers: the test starts it (about 25 s the first
 # time, 9 s later) and takes it down again unless it was already up.

@@ -30,6 +30,12 @@ its descendants (the JVM and the Python workers: ``bench.spark._tree_cpu``) over
 the broker's excluded. Every shape runs once on each side before the timed rounds (the
 JIT's warm-up). Ratios are streamwire ÷ the connector per round (rates) and the connector ÷
 streamwire (CPU), medians over the rounds with the lowest and highest round.
+
+A third side, **Spark's floor**, runs every job in the same rounds through a Python source
+and sink that do nothing (``bench/spark_floor.py``: prebuilt Arrow batches of the source's
+schema, in one Spark partition as a one-partition stream is read; a writer that drops its
+batches): what Spark's own per-row work costs a Python data source, and streamwire's rate
+as a share of it.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from typing import Any
 
 import streamwire
 import streamwire.rabbitmq as rmq
+from bench import spark_floor
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
 from bench.spark import JVM_FLAGS, _drop, _tree_cpu
 from bench.spark import _create as spark_create
@@ -57,6 +64,9 @@ __all__ = ("JAR_ENV", "SHAPES", "SIDES", "guarantee", "run", "table")
 
 JAR_ENV = "STREAMWIRE_SPARKLING_RABBIT_JAR"
 SIDES = ("streamwire", "sparkling-rabbit")
+#: Spark's own floor: the same jobs through a Python source and sink that do nothing
+#: (``bench/spark_floor.py``), timed in the same rounds.
+FLOOR = "floor"
 SHAPES = (
     "batch read, count",
     "batch read, aggregate",
@@ -149,11 +159,23 @@ class Job:
         self.username, self.password = parts.username or "guest", parts.password or "guest"
 
     def _batch_reader(self, stream: str) -> Any:
+        if self.side == FLOOR:
+            return self._floor(self.spark.read).load()
         if self.side == "streamwire":
             reader = self.spark.read.format("streamwire").option("url", self.url)
         else:
             reader = self._jvm(self.spark.read.format("rabbitmq_streams"))
         return reader.option("stream", stream).option("startingOffsets", "earliest").load()
+
+    def _floor(self, builder: Any) -> Any:
+        """The floor's reader or writer: as many rows, of the same size, in one Spark
+        partition as streamwire reads a one-partition stream in."""
+        return (
+            builder.format("streamwire_floor")
+            .option("rows", str(self.rows))
+            .option("size", str(self.size))
+            .option("partitions", "1")
+        )
 
     def _jvm(self, builder: Any) -> Any:
         return (
@@ -178,6 +200,11 @@ class Job:
             assert got[0]["n"] == rows * self.size, (self.side, shape, got)
         elif shape == "streaming read":
             seconds, cpu = self._streaming_read(source, work)
+        elif self.side == FLOOR:  # nothing is stored: the rows are dropped
+            if shape == "batch write":
+                seconds, cpu = self._batch_write("")
+            else:
+                seconds, cpu = self._streaming_write("", parquet, work)
         else:
             target = asyncio.run(_create(self.url))
             try:
@@ -192,11 +219,18 @@ class Job:
         return seconds, cpu
 
     def _streaming_read(self, source: str, work: Path) -> tuple[float, float]:
+        if self.side == FLOOR:
+            df = self._floor(self.spark.readStream).load()
+            return self._noop(df, work)
         if self.side == "streamwire":
             reader = self.spark.readStream.format("streamwire").option("url", self.url)
         else:
             reader = self._jvm(self.spark.readStream.format("rabbitmq_streams"))
         df = reader.option("stream", source).option("startingOffsets", "earliest").load()
+        return self._noop(df, work)
+
+    def _noop(self, df: Any, work: Path) -> tuple[float, float]:
+        """``df`` streamed into Spark's ``noop`` sink with ``Trigger.AvailableNow``."""
         checkpoint = work / f"read-{uuid.uuid4().hex[:8]}"
         query_box: list[Any] = []
 
@@ -228,7 +262,9 @@ class Job:
     def _batch_write(self, target: str) -> tuple[float, float]:
         df = self._rows()
         try:
-            if self.side == "streamwire":
+            if self.side == FLOOR:
+                writer = df.write.format("streamwire_floor").mode("append")
+            elif self.side == "streamwire":
                 writer = df.write.format("streamwire").mode("append").option("url", self.url)
             else:
                 writer = self._jvm(df.write.format("rabbitmq_streams").mode("append"))
@@ -240,7 +276,9 @@ class Job:
     def _streaming_write(self, target: str, parquet: Path, work: Path) -> tuple[float, float]:
         df = self.spark.readStream.schema("value binary").parquet(str(parquet))
         checkpoint = work / f"write-{uuid.uuid4().hex[:8]}"
-        if self.side == "streamwire":
+        if self.side == FLOOR:
+            writer = df.writeStream.format("streamwire_floor")
+        elif self.side == "streamwire":
             writer = df.writeStream.format("streamwire").option("url", self.url)
         else:
             writer = self._jvm(df.writeStream.format("rabbitmq_streams")).option(
@@ -288,6 +326,7 @@ def run(
     report: dict[str, Any] = {"rows": rows, "master": master, "jar": jar.name, "sizes": {}}
     try:
         with session(jar, master, jvm_flags) as spark:
+            spark_floor.register(spark)
             for size in sizes:
                 source = asyncio.run(_create(url))
                 parquet = work / f"rows-{size}"
@@ -321,16 +360,16 @@ def _rounds(
     jobs = {
         (side, shape): Job(spark, url, side, shape, size, rows)
         for shape in SHAPES
-        for side in SIDES
+        for side in (*SIDES, FLOOR)
     }
     for job in jobs.values():  # warm-up: the JIT, the workers, the connections
         job(source, parquet, work)
     out: dict[str, Any] = {}
     for shape in SHAPES:
-        rates: dict[str, list[float]] = {side: [] for side in SIDES}
-        cpu: dict[str, list[float]] = {side: [] for side in SIDES}
+        rates: dict[str, list[float]] = {side: [] for side in (*SIDES, FLOOR)}
+        cpu: dict[str, list[float]] = {side: [] for side in (*SIDES, FLOOR)}
         for r in range(rounds):
-            for side in SIDES if r % 2 == 0 else tuple(reversed(SIDES)):
+            for side in (*SIDES, FLOOR) if r % 2 == 0 else (FLOOR, *reversed(SIDES)):
                 seconds, cpu_s = jobs[(side, shape)](source, parquet, work)
                 rates[side].append(rows / seconds)
                 cpu[side].append(cpu_s * 1e6 / rows)
@@ -358,6 +397,8 @@ def table(report: dict[str, Any]) -> str:
             rate, cpu = found["rows_per_s"], found["cpu_us_per_row"]
             ratio, low, high = _paired(rate["streamwire"], rate["sparkling-rabbit"])
             cpu_ratio = _paired(cpu["sparkling-rabbit"], cpu["streamwire"])[0]
+            floor = rate.get(FLOOR) or []
+            of_floor = _paired(rate["streamwire"], floor)[0] if floor else None
             body.append(
                 [
                     f"{shape}, {int(size):,} B",
@@ -366,6 +407,7 @@ def table(report: dict[str, Any]) -> str:
                     f"{fmt_ratio(ratio)} ({low:.2f}–{high:.2f})",
                     f"{statistics.median(cpu['streamwire']):.2f} / "
                     f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
+                    "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
                     f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
                     if "write" in shape
                     else "–",
@@ -377,6 +419,7 @@ def table(report: dict[str, Any]) -> str:
         "Sparkling Rabbit rows/s",
         "rate ratio (rounds min–max)",
         "CPU µs/row, streamwire / Sparkling Rabbit (ratio)",
+        "Spark's floor rows/s (streamwire's share of it)",
         "guarantees (streamwire; Sparkling Rabbit)",
     ]
-    return markdown_table(header, body, right=(1, 2, 3))
+    return markdown_table(header, body, right=(1, 2, 3, 5))

@@ -38,19 +38,28 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def print_reports(
-    argv: list[str], prog: str, pattern: str, render: Callable[[list[dict[str, Any]]], str]
+    argv: list[str],
+    prog: str,
+    pattern: str,
+    render: Callable[[list[dict[str, Any]]], str],
+    *,
+    skip: str | None = None,
 ) -> int:
-    """``python -m <prog> DIR``: the JSON reports in DIR matching ``pattern``, rendered."""
+    """``python -m <prog> DIR``: the JSON reports in DIR matching ``pattern`` (less those
+    whose name starts with ``skip``), rendered."""
     if len(argv) != 1:
         print(f"usage: python -m {prog} DIR", file=sys.stderr)
         return 2
-    files = sorted(Path(argv[0]).glob(pattern))
+    files = sorted(
+        f for f in Path(argv[0]).glob(pattern) if skip is None or not f.name.startswith(skip)
+    )
     print(render([json.loads(f.read_text(encoding="utf-8")) for f in files]))
     return 0
 
 
 def main(argv: list[str]) -> int:
-    return print_reports(argv, "tests.faults.table", "*.json", table)
+    # the Spark jobs under the same faults write theirs beside (``python -m tests.spark.table``)
+    return print_reports(argv, "tests.faults.table", "*.json", table, skip="spark-")
 
 
 if __name__ == "__main__":
