@@ -19,11 +19,13 @@ from tests.brokers import skip_missing
 from tests.proxy import wait_until
 
 
-class _Counting:
-    """A server that reads everything and counts it."""
+class _Server:
+    """A loopback server that reads everything, ``chunk`` bytes at a time, and hands each
+    read to :meth:`got`."""
+
+    chunk = 65536
 
     def __init__(self) -> None:
-        self.received = 0
         self.server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -31,10 +33,13 @@ class _Counting:
         port: int = self.server.sockets[0].getsockname()[1]
         return port
 
+    def got(self, data: bytes) -> None:
+        raise NotImplementedError
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while data := await reader.read(65536):
-                self.received += len(data)
+            while data := await reader.read(self.chunk):
+                self.got(data)
         except OSError:
             pass
         finally:
@@ -44,6 +49,17 @@ class _Counting:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+
+
+class _Counting(_Server):
+    """A server that counts what it reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received = 0
+
+    def got(self, data: bytes) -> None:
+        self.received += len(data)
 
 
 async def _reset_seen(reader: asyncio.StreamReader) -> bool:
@@ -138,31 +154,17 @@ def test_the_threaded_proxy_serves_blocking_clients_and_cuts_on_command() -> Non
             accepted.close()
 
 
-class _Stamping:
+class _Stamping(_Server):
     """A server that notes when each byte arrives (a byte per chunk the client writes)."""
 
+    chunk = 1
+
     def __init__(self) -> None:
+        super().__init__()
         self.arrivals: list[tuple[bytes, float]] = []
-        self.server: asyncio.Server | None = None
 
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port: int = self.server.sockets[0].getsockname()[1]
-        return port
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(1):
-                self.arrivals.append((data, time.monotonic()))
-        except OSError:
-            pass
-        finally:
-            writer.close()
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+    def got(self, data: bytes) -> None:
+        self.arrivals.append((data, time.monotonic()))
 
 
 async def test_a_delay_holds_each_chunk_from_its_arrival_and_keeps_the_order() -> None:
