@@ -150,7 +150,7 @@ async def lane(request: pytest.FixtureRequest) -> AsyncIterator[Lane]:
 async def test_the_workload_loses_nothing_it_was_told_was_stored(
     lane: Lane, fault: Fault, seed: int, tmp_path: Path
 ) -> None:
-    outcome = await run(lane, fault, seed)
+    outcome = await run(lane, fault, seed, evidence=tmp_path / "history.jsonl")
     report = outcome.report
     results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
     if results:

@@ -185,7 +185,7 @@ def _record(lane: Lane, seed: int, outcome: Outcome, tmp_path: Path) -> None:
 async def test_a_leader_partitioned_from_its_peers_loses_nothing_acknowledged(
     cluster_lane: Lane, seed: int, tmp_path: Path
 ) -> None:
-    outcome = await run(cluster_lane, "partition", seed)
+    outcome = await run(cluster_lane, "partition", seed, evidence=tmp_path / "history.jsonl")
     assert not outcome.deduplicating
     _record(cluster_lane, seed, outcome, tmp_path)
 
@@ -195,7 +195,9 @@ async def test_a_leader_partitioned_from_its_peers_loses_nothing_acknowledged(
 async def test_a_rabbitmq_leader_partitioned_from_its_peers_loses_and_duplicates_nothing(
     rabbitmq_cluster_lane: Lane, seed: int, tmp_path: Path
 ) -> None:
-    outcome = await run(rabbitmq_cluster_lane, "partition", seed)
+    outcome = await run(
+        rabbitmq_cluster_lane, "partition", seed, evidence=tmp_path / "history.jsonl"
+    )
     assert outcome.deduplicating
     _record(rabbitmq_cluster_lane, seed, outcome, tmp_path)
 

@@ -34,6 +34,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import streamwire
@@ -409,17 +410,38 @@ async def _produce_under(
                 proxy.delay = 0.0
 
 
-async def run(lane: Lane, fault: Fault, seed: int, *, messages: int = 1000) -> Outcome:
-    """The workload on ``lane`` under ``fault``, seeded; the checked outcome."""
+async def run(
+    lane: Lane,
+    fault: Fault,
+    seed: int,
+    *,
+    messages: int = 1000,
+    evidence: Path | None = None,
+) -> Outcome:
+    """The workload on ``lane`` under ``fault``, seeded; the checked outcome. A run that
+    cannot finish (production past its budget, a read that stalls) dumps its history to
+    ``evidence`` before the error goes on, with a note of where."""
     rng = random.Random(seed)
     stream = lane.stream(f"faults-{lane.name}-{fault}-{seed}-{rng.getrandbits(32):08x}")
     history = History()
+    try:
+        ids = [f"{seed}-{i}" for i in range(messages)]
+        return await _run(lane, fault, rng, stream, history, ids)
+    except Exception as exc:
+        if evidence is not None:
+            history.dump(evidence)
+            exc.add_note(f"the run's history: {evidence}")
+        raise
+
+
+async def _run(
+    lane: Lane, fault: Fault, rng: random.Random, stream: str, history: History, ids: list[str]
+) -> Outcome:
     async with streamwire.connect(lane.url, timeout=10) as admin:
         await admin.create_stream(stream, **lane.create)
     try:
-        ids = [f"{seed}-{i}" for i in range(messages)]
         await _produce_under(lane, fault, rng, stream, ids, history)
-        await _consume(lane.url, stream, history, messages)
+        await _consume(lane.url, stream, history, len(ids))
         final = await _final(lane.url, stream)
         deduplicating = lane.name.startswith("rabbitmq")  # a named producer, publishing ids
         return Outcome(check(history, final), deduplicating, history, final)
