@@ -229,9 +229,8 @@ pub fn rmq_chunk_columns<'py>(
         if offset as i128 >= skip_below {
             let value = if !amqp {
                 &data[pos..stop]
-            } else if size >= 5 && data[pos + 4] as usize == size - 5 && data[pos..pos + 4] == DATA8
-            {
-                &data[pos + 5..stop]
+            } else if let Some(body) = data_body(&data[pos..stop]) {
+                body // one data section, of either length form
             } else {
                 return Ok(None);
             };

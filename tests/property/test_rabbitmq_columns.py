@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamwire import _native
@@ -139,8 +139,11 @@ def test_columns_say_what_the_messages_say(
     assert all(not m.headers and m.key is None for m in messages[1])
 
 
-@given(st.lists(st.binary(max_size=200), min_size=1, max_size=50), st.integers(0, 2**40))
+@example([b"a" * 1000, b"b" * 255, b"c" * 256], 7)
+@given(st.lists(st.binary(max_size=700), min_size=1, max_size=50), st.integers(0, 2**40))
 def test_plain_chunks_give_columns(bodies: list[bytes], chunk_id: int) -> None:
+    """Bodies of either data-section form (up to 255 bytes, and longer: a 1 kB body's chunk
+    used to be decoded message by message) come as columns."""
     data = b"".join(simple(encode_data_body(b)) for b in bodies)
     chunk = chunk_bytes(data, len(bodies), chunk_id, zlib.crc32(data), 5)
     cols = chunk_columns(chunk, skip_below=chunk_id + 1)

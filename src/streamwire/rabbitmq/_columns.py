@@ -25,6 +25,7 @@ from streamwire.rabbitmq.protocol.chunk import CHUNK_HEADER_SIZE, parse_chunk_he
 __all__ = ("chunk_columns", "chunk_columns_py")
 
 _DATA8: Final = b"\x00\x53\x75\xa0"
+_DATA32: Final = b"\x00\x53\x75\xb0"  # a data section of over 255 bytes
 _SIZE: Final = struct.Struct(">I")
 _I32: Final = (1 << 31) - 1
 _I64: Final = (1 << 63) - 1
@@ -99,6 +100,12 @@ def chunk_columns_py(
                 value = chunk[pos:stop]
             elif size >= 5 and chunk[pos + 4] == size - 5 and chunk[pos : pos + 4] == _DATA8:
                 value = chunk[pos + 5 : stop]
+            elif (
+                size >= 8
+                and chunk[pos : pos + 4] == _DATA32
+                and unpack(chunk, pos + 4)[0] == size - 8
+            ):
+                value = chunk[pos + 8 : stop]
             else:
                 return None
             values.append(value)
