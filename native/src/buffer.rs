@@ -11,7 +11,9 @@ use pyo3::prelude::*;
 #[pyfunction]
 pub fn frame_buffer(py: Python<'_>, size: isize) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     if size <= 0 {
-        return Err(PyValueError::new_err(format!("frame size must be positive, not {size}")));
+        return Err(PyValueError::new_err(format!(
+            "frame size must be positive, not {size}"
+        )));
     }
     // SAFETY: `py` proves the GIL is held. `PyBytes_FromStringAndSize(NULL, size)` with `size > 0`
     // (checked above; 0 would give the shared empty `bytes`) makes a new, unshared `bytes` whose

@@ -124,7 +124,9 @@ static INDEXES: PyOnceLock<Py<PyList>> = PyOnceLock::new();
 const MAX_CACHED: usize = 1 << 16;
 
 fn indexes(py: Python<'_>, count: usize) -> PyResult<*mut ffi::PyObject> {
-    let list = INDEXES.get_or_init(py, || PyList::empty(py).unbind()).bind(py);
+    let list = INDEXES
+        .get_or_init(py, || PyList::empty(py).unbind())
+        .bind(py);
     let want = count.min(MAX_CACHED);
     for i in list.len()..want {
         list.append(i)?;
@@ -191,7 +193,9 @@ pub(crate) fn lazy_futures(
         }
     })?;
     if !lazy.cls.bind(py).is(cls) {
-        return Err(PyTypeError::new_err("lazy_futures is bound to another class"));
+        return Err(PyTypeError::new_err(
+            "lazy_futures is bound to another class",
+        ));
     }
     let tp = cls.as_type_ptr();
     // SAFETY: `tp` is `cls`'s type object, alive for the `cls` borrow; `py` proves the GIL.

@@ -24,7 +24,9 @@ pub fn h2_gather_data(
     max_frame: usize,
 ) -> PyResult<(usize, i64)> {
     if buf.is(out) {
-        return Err(pyo3::exceptions::PyValueError::new_err("buf and out must differ"));
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "buf and out must differ",
+        ));
     }
     // SAFETY: `buf` is the caller's private receive bytearray (`GrpcStreamProtocol` in
     // `streamwire.transport.h2grpc`), and the GIL is held (a #[pyfunction]). No Python code

@@ -7,7 +7,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PySlice, PyTuple};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::received::{Lazy, PENDING_HEADERS, PENDING_ID, PENDING_OFFSET};
@@ -92,7 +92,9 @@ impl<'py> Bytes<'py> {
         }
         let view = PyBuffer::<u8>::get(obj)?;
         if !view.readonly() || !view.is_c_contiguous() || view.dimensions() != 1 {
-            return Err(PyTypeError::new_err("a read-only contiguous byte buffer is required"));
+            return Err(PyTypeError::new_err(
+                "a read-only contiguous byte buffer is required",
+            ));
         }
         Ok(Bytes::View(view))
     }
@@ -140,7 +142,10 @@ impl FrameIndex {
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> FrameIter {
-        FrameIter { index: slf.unbind(), next: std::sync::atomic::AtomicUsize::new(0) }
+        FrameIter {
+            index: slf.unbind(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 
     /// The buffer the positions refer to.
@@ -172,7 +177,8 @@ impl FrameIter {
         match frames.get(i) {
             Some(f) => Ok(Some(f.as_tuple(py)?)),
             None => {
-                self.next.store(frames.len(), std::sync::atomic::Ordering::Relaxed);
+                self.next
+                    .store(frames.len(), std::sync::atomic::Ordering::Relaxed);
                 Ok(None)
             }
         }
@@ -214,8 +220,14 @@ pub fn iggy_locate_frames(
         let origin = u64_at(b, pos + 24);
         let length = u64_at(b, pos + 32);
         let count = u32_at(b, pos + 48) as u64;
-        if b[pos + BATCH_FIELDS..pos + BATCH_HEADER_SIZE].iter().any(|&x| x != 0) {
-            return Err(err("non-zero reserved bytes in a batch header".to_owned(), pos + 52));
+        if b[pos + BATCH_FIELDS..pos + BATCH_HEADER_SIZE]
+            .iter()
+            .any(|&x| x != 0)
+        {
+            return Err(err(
+                "non-zero reserved bytes in a batch header".to_owned(),
+                pos + 52,
+            ));
         }
         if !(BATCH_HEADER_SIZE as u64 <= length && length <= (stop_all - pos) as u64) {
             return Err(err(format!("batch length {length}"), pos + 32));
@@ -242,7 +254,10 @@ pub fn iggy_locate_frames(
             let h_len = u32_at(b, at + 32) as usize;
             let p_len = u32_at(b, at + 36) as usize;
             if u64_at(b, at + 40) != 0 {
-                return Err(err("non-zero reserved bytes in a message frame".to_owned(), at + 40));
+                return Err(err(
+                    "non-zero reserved bytes in a message frame".to_owned(),
+                    at + 40,
+                ));
             }
             let p_end = at + FRAME_HEADER_SIZE + p_len;
             let f_end = p_end + h_len;
@@ -276,7 +291,10 @@ pub fn iggy_locate_frames(
         }
         pos = stop;
     }
-    Ok(FrameIndex { buf: buf.clone().unbind(), frames })
+    Ok(FrameIndex {
+        buf: buf.clone().unbind(),
+        frames,
+    })
 }
 
 /// A poll reply's messages (`received_messages`): checksums verified (with `verify`),
@@ -351,10 +369,10 @@ pub fn iggy_received_messages(
             pending,
         };
         parts.disarm(); // ownership moves into the message
-        // SAFETY: `py` proves the GIL is held. `values` holds owned references (from `bytes_of`,
-        // `pair`, `none` and `new_ref`; `parts` gave up its ownership just above), NULL only at
-        // `OFFSET` and `ID`, which `lazy` marks pending, and at `HEADERS` only with
-        // `PENDING_HEADERS`. On success `received_message` returns a new, live `ReceivedMessage`.
+                        // SAFETY: `py` proves the GIL is held. `values` holds owned references (from `bytes_of`,
+                        // `pair`, `none` and `new_ref`; `parts` gave up its ownership just above), NULL only at
+                        // `OFFSET` and `ID`, which `lazy` marks pending, and at `HEADERS` only with
+                        // `PENDING_HEADERS`. On success `received_message` returns a new, live `ReceivedMessage`.
         out.push(unsafe { untracked(st.received_message(py, values, lazy)?) });
     }
     out.into_list(py)
@@ -398,7 +416,12 @@ fn outgoing<'a>(item: &'a Bound<'_, PyAny>) -> Option<Outgoing<'a>> {
                 ffi::PyBytes_Size(o) as usize,
             )
         };
-        Some(Outgoing { id, payload: slice(payload), origin_ts, headers: slice(headers) })
+        Some(Outgoing {
+            id,
+            payload: slice(payload),
+            origin_ts,
+            headers: slice(headers),
+        })
     }
 }
 
@@ -437,10 +460,12 @@ fn exact_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
 /// for each, without those tuples. `None` for input of another shape (the pure-Python
 /// encoder then decides).
 #[pyfunction]
+#[pyo3(signature = (runs, room=0))]
 pub fn iggy_encode_runs<'py>(
     py: Python<'py>,
     runs: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    room: usize,
+) -> PyResult<Option<Bound<'py, PyByteArray>>> {
     let Ok(runs) = runs.cast_exact::<PyList>() else {
         return Ok(None);
     };
@@ -480,16 +505,41 @@ pub fn iggy_encode_runs<'py>(
                 return Ok(None);
             };
             let id = u128::from_le_bytes(id.try_into().unwrap());
-            msgs.push(Outgoing { id, payload, origin_ts: *origin_ts, headers: &[] });
+            msgs.push(Outgoing {
+                id,
+                payload,
+                origin_ts: *origin_ts,
+                headers: &[],
+            });
         }
         at += bodies.len();
     }
-    encode(py, &msgs)
+    let Some(size) = batch_size(py, &msgs)? else {
+        return Ok(None);
+    };
+    PyByteArray::new_with(py, room + size, |out| {
+        write_batch(&msgs, size, &mut out[room..]);
+        Ok(())
+    })
+    .map(Some)
 }
 
 /// The batch of `msgs` (see `iggy_encode_batch`), or `None` for sizes the pure-Python
 /// encoder decides on.
 fn encode<'py>(py: Python<'py>, msgs: &[Outgoing<'_>]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let Some(size) = batch_size(py, msgs)? else {
+        return Ok(None);
+    };
+    PyBytes::new_with(py, size, |out| {
+        write_batch(msgs, size, out);
+        Ok(())
+    })
+    .map(Some)
+}
+
+/// The size of the batch of `msgs` after checking them (the errors `encode_batch_py`
+/// raises), or `None` for sizes the pure-Python encoder decides on.
+fn batch_size(py: Python<'_>, msgs: &[Outgoing<'_>]) -> PyResult<Option<usize>> {
     let st = state(py)?;
     if msgs.is_empty() {
         return Err(st.local_error(py, "a batch needs at least one message".to_owned()));
@@ -510,48 +560,52 @@ fn encode<'py>(py: Python<'py>, msgs: &[Outgoing<'_>]) -> PyResult<Option<Bound<
             ));
         }
         if m.origin_ts - origin > u32::MAX as u64 {
-            return Err(
-                st.local_error(py, "messages of one batch must span under 2**32 µs".to_owned())
-            );
+            return Err(st.local_error(
+                py,
+                "messages of one batch must span under 2**32 µs".to_owned(),
+            ));
         }
         if m.headers.len() > u32::MAX as usize {
             return Ok(None);
         }
         size += m.payload.len() + m.headers.len();
     }
+    Ok(Some(size))
+}
+
+/// Write the batch of `msgs` (checked by `batch_size`, which gave `size`) into `out`, which
+/// holds exactly `size` zeroed bytes.
+fn write_batch(msgs: &[Outgoing<'_>], size: usize, out: &mut [u8]) {
+    let origin = msgs.iter().map(|m| m.origin_ts).min().unwrap_or(0);
     let count = msgs.len();
-    PyBytes::new_with(py, size, |out| {
-        let mut signed = Vec::with_capacity(44 + 8 * count);
-        signed.extend_from_slice(&[0u8; 24]); // partition, base offset, base timestamp
-        signed.extend_from_slice(&origin.to_le_bytes());
-        signed.extend_from_slice(&(size as u64).to_le_bytes());
-        signed.extend_from_slice(&(count as u32).to_le_bytes());
-        let mut at = BATCH_HEADER_SIZE;
-        for (delta, m) in msgs.iter().enumerate() {
-            let p_len = m.payload.len();
-            let h_len = m.headers.len();
-            let f = &mut out[at..at + FRAME_HEADER_SIZE + p_len + h_len];
-            f[8..16].copy_from_slice(&(m.id as u64).to_le_bytes());
-            f[16..24].copy_from_slice(&((m.id >> 64) as u64).to_le_bytes());
-            f[24..28].copy_from_slice(&(delta as u32).to_le_bytes());
-            f[28..32].copy_from_slice(&((m.origin_ts - origin) as u32).to_le_bytes());
-            f[32..36].copy_from_slice(&(h_len as u32).to_le_bytes());
-            f[36..40].copy_from_slice(&(p_len as u32).to_le_bytes());
-            // 40..48 reserved: zero
-            f[FRAME_HEADER_SIZE..FRAME_HEADER_SIZE + p_len].copy_from_slice(m.payload);
-            f[FRAME_HEADER_SIZE + p_len..].copy_from_slice(m.headers);
-            let checksum = xxh3_64(&f[8..]);
-            f[0..8].copy_from_slice(&checksum.to_le_bytes());
-            signed.extend_from_slice(&checksum.to_le_bytes());
-            at += FRAME_HEADER_SIZE + p_len + h_len;
-        }
-        let h = &mut out[..BATCH_HEADER_SIZE];
-        // partition, base offset, base timestamp: zero
-        h[24..32].copy_from_slice(&origin.to_le_bytes());
-        h[32..40].copy_from_slice(&(size as u64).to_le_bytes());
-        h[40..48].copy_from_slice(&xxh3_64(&signed).to_le_bytes());
-        h[48..52].copy_from_slice(&(count as u32).to_le_bytes());
-        Ok(())
-    })
-    .map(Some)
+    let mut signed = Vec::with_capacity(44 + 8 * count);
+    signed.extend_from_slice(&[0u8; 24]); // partition, base offset, base timestamp
+    signed.extend_from_slice(&origin.to_le_bytes());
+    signed.extend_from_slice(&(size as u64).to_le_bytes());
+    signed.extend_from_slice(&(count as u32).to_le_bytes());
+    let mut at = BATCH_HEADER_SIZE;
+    for (delta, m) in msgs.iter().enumerate() {
+        let p_len = m.payload.len();
+        let h_len = m.headers.len();
+        let f = &mut out[at..at + FRAME_HEADER_SIZE + p_len + h_len];
+        f[8..16].copy_from_slice(&(m.id as u64).to_le_bytes());
+        f[16..24].copy_from_slice(&((m.id >> 64) as u64).to_le_bytes());
+        f[24..28].copy_from_slice(&(delta as u32).to_le_bytes());
+        f[28..32].copy_from_slice(&((m.origin_ts - origin) as u32).to_le_bytes());
+        f[32..36].copy_from_slice(&(h_len as u32).to_le_bytes());
+        f[36..40].copy_from_slice(&(p_len as u32).to_le_bytes());
+        // 40..48 reserved: zero
+        f[FRAME_HEADER_SIZE..FRAME_HEADER_SIZE + p_len].copy_from_slice(m.payload);
+        f[FRAME_HEADER_SIZE + p_len..].copy_from_slice(m.headers);
+        let checksum = xxh3_64(&f[8..]);
+        f[0..8].copy_from_slice(&checksum.to_le_bytes());
+        signed.extend_from_slice(&checksum.to_le_bytes());
+        at += FRAME_HEADER_SIZE + p_len + h_len;
+    }
+    let h = &mut out[..BATCH_HEADER_SIZE];
+    // partition, base offset, base timestamp: zero
+    h[24..32].copy_from_slice(&origin.to_le_bytes());
+    h[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+    h[40..48].copy_from_slice(&xxh3_64(&signed).to_le_bytes());
+    h[48..52].copy_from_slice(&(count as u32).to_le_bytes());
 }

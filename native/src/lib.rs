@@ -43,7 +43,7 @@ mod received;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 14;
+pub const ABI: u32 = 15;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 pub(crate) const SLOTS: [&str; 8] = [
@@ -102,7 +102,9 @@ pub(crate) fn slot_offsets<const N: usize>(
     // aligned base, and `at + word <= tp_basicsize`.
     unsafe {
         if (*tp).tp_itemsize != 0 {
-            return Err(PyTypeError::new_err("a slotted class must not be a variable-size type"));
+            return Err(PyTypeError::new_err(
+                "a slotted class must not be a variable-size type",
+            ));
         }
         let basic = (*tp).tp_basicsize;
         let alloc = (*tp)
@@ -131,9 +133,8 @@ pub(crate) fn slot_offsets<const N: usize>(
                 }
                 at += word;
             }
-            offsets[i] = found.ok_or_else(|| {
-                PyTypeError::new_err(format!("slot {:?} not found", names[i]))
-            })?;
+            offsets[i] = found
+                .ok_or_else(|| PyTypeError::new_err(format!("slot {:?} not found", names[i])))?;
         }
     }
     Ok(offsets)
@@ -160,7 +161,9 @@ fn init(
         {
             return Ok(());
         }
-        return Err(PyRuntimeError::new_err("streamwire._native._core is already initialised"));
+        return Err(PyRuntimeError::new_err(
+            "streamwire._native._core is already initialised",
+        ));
     }
     let offsets = slot_offsets(py, message, SLOTS)?;
     let received = received::create(py, message, &offsets)?;
@@ -251,7 +254,13 @@ impl State {
         Ok(obj)
     }
 
-    pub(crate) fn decode_error(&self, py: Python<'_>, what: String, at: usize, frame: &str) -> PyErr {
+    pub(crate) fn decode_error(
+        &self,
+        py: Python<'_>,
+        what: String,
+        at: usize,
+        frame: &str,
+    ) -> PyErr {
         let kwargs = [("frame", frame)];
         let made = (|| -> PyResult<Bound<'_, PyAny>> {
             let kw = pyo3::types::IntoPyDict::into_py_dict(kwargs, py)?;

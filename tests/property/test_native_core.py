@@ -336,18 +336,18 @@ def body_runs(draw: st.DrawFn) -> list[tuple[list[bytes], bytes, int]]:
     return runs
 
 
-@given(body_runs())
+@given(body_runs(), st.sampled_from([0, 1, 300]))
 def test_runs_of_bodies_encode_as_their_frames_do(
-    runs: list[tuple[list[bytes], bytes, int]],
+    runs: list[tuple[list[bytes], bytes, int]], room: int
 ) -> None:
     frames = [
         OutgoingMessage(i, body, origin, b"")
         for bodies, ids, origin in runs
         for i, body in zip(message_ids(ids), bodies, strict=True)
     ]
-    expected = encode_batch_py(frames)
-    assert encode_runs_py(runs) == expected
-    assert core().iggy_encode_runs(runs) == expected
+    expected = bytes(room) + encode_batch_py(frames)  # the room first, zeroed
+    assert encode_runs_py(runs, room) == expected
+    assert core().iggy_encode_runs(runs, room) == bytearray(expected)
 
 
 @given(

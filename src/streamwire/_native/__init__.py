@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "installed", "reason")
 
-ABI: Final = 14
+ABI: Final = 15
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -117,7 +117,9 @@ class NativeCore(Protocol):
 
     def iggy_encode_batch(self, messages: Sequence[Any]) -> bytes | None: ...
 
-    def iggy_encode_runs(self, runs: list[tuple[list[bytes], bytes, int]]) -> bytes | None: ...
+    def iggy_encode_runs(
+        self, runs: list[tuple[list[bytes], bytes, int]], room: int = 0
+    ) -> bytearray | None: ...
 
     def iggy_locate_frames(
         self, buf: bytes | memoryview, start: int, end: int | None, frame: str

@@ -203,11 +203,14 @@ class _Run:
         return map(_new_tuple, repeat(OutgoingMessage), fields)
 
 
-def _encode(batch: list[_Run]) -> bytes:
-    """The batch's bytes: plain bodies as they are (:func:`encode_runs`), or frames."""
+def _encode(batch: list[_Run], room: int) -> tuple[bytes | bytearray, int]:
+    """The batch's bytes and the room in front of them: plain bodies as they are, after
+    ``room`` bytes for the request frame to be written around them (:func:`encode_runs`),
+    or frames (no room)."""
     if all(run.ids is not None for run in batch):
-        return encode_runs([(run.items, cast("bytes", run.ids), run.now) for run in batch])
-    return encode_batch([f for run in batch for f in run.frames()])
+        runs = [(run.items, cast("bytes", run.ids), run.now) for run in batch]
+        return encode_runs(runs, room), room
+    return encode_batch([f for run in batch for f in run.frames()]), 0
 
 
 class Producer(ProducerCore):
@@ -617,12 +620,17 @@ class Producer(ProducerCore):
         waited = min(max(0.0, waited), time.time() - self._born)
         started = self._meter.begin(count, 0, waited)
         try:
+            partitioning = Partitioning.partition_id(partition)
+            encoded, room = _encode(
+                batch, SendMessages.room_for(self.stream, self.topic, partitioning)
+            )
             request = SendMessages(
                 stream=self.stream,
                 topic=self.topic,
-                partitioning=Partitioning.partition_id(partition),
-                messages_count=sum(map(len, batch)),
-                batch=_encode(batch),
+                partitioning=partitioning,
+                messages_count=count,
+                batch=encoded,
+                room=room,
             )
             conn = await self._connection()
             reply = await conn.submit(request)

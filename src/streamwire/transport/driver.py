@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from streamwire.codec._structs import BytesLike
 from streamwire.errors import ClosedError, ConnectionClosed, StreamwireError
 from streamwire.transport.base import ByteStream
 from streamwire.transport.inflight import InflightTable
@@ -48,7 +49,7 @@ class Machine(Protocol[E_m]):
 
     def next_deadline(self) -> float | None: ...
 
-    def data_to_send(self) -> bytes: ...
+    def data_to_send(self) -> BytesLike: ...
 
 
 class Driver(Generic[M, E, K]):
@@ -207,7 +208,7 @@ class Driver(Generic[M, E, K]):
         if data:
             await self._write(data)
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(self, data: BytesLike) -> None:
         try:
             if data:
                 self._stream.write(data)

@@ -3,6 +3,8 @@ of docs/protocol/iggy.md (§2, §4, §6.6, §8) and the negative cases."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from streamwire.codec.headers import HeaderValue
@@ -347,3 +349,46 @@ def test_unknown_eviction_reason() -> None:
     assert isinstance(error, Unauthenticated)
     assert error.eviction_reason == 200  # type: ignore[attr-defined]
     assert isinstance(eviction_error(EvictionReason.INVALID_TOKEN), AuthenticationError)
+
+
+# --- a batch framed in place ------------------------------------------------------------
+
+
+def test_a_send_framed_around_its_batch_is_the_frame_made_by_copying() -> None:
+    """A SendMessages whose batch was encoded after room for the frame
+    (``encode_runs(..., room)``) becomes the same request frame as the one made from its
+    parts, written into that buffer: the batch is not copied again."""
+    from streamwire.iggy.protocol.batch import encode_runs, random_message_id_bytes
+    from streamwire.iggy.protocol.framing import Framable
+    from streamwire.iggy.protocol.identifiers import Identifier, Partitioning
+    from streamwire.iggy.protocol.messaging import SendMessages
+
+    stream, topic = Identifier.of("s"), Identifier.of(7)
+    partitioning = Partitioning.partition_id(3)
+    runs = [([b"a" * 300, b"b"], random_message_id_bytes(2), 1_700_000_000_000_000)]
+    room = SendMessages.room_for(stream, topic, partitioning)
+    framed = encode_runs(runs, room)
+    assert bytes(framed[room:]) == bytes(encode_runs(runs))
+    plain = SendMessages(
+        stream=stream, topic=topic, partitioning=partitioning, messages_count=2,
+        batch=bytes(framed[room:]),
+    )  # fmt: skip
+    roomy = SendMessages(
+        stream=stream, topic=topic, partitioning=partitioning, messages_count=2,
+        batch=framed, room=room,
+    )  # fmt: skip
+    assert roomy.encode() == plain.encode()
+    body = roomy.encode_parts()
+    assert isinstance(body, Framable)
+
+    def request(body: Any) -> Any:
+        return encode_request(
+            body, client=5, request=9, operation=Operation.SEND_MESSAGES, session=11
+        )
+
+    frame = request(body)
+    assert isinstance(frame, memoryview)
+    assert frame.obj is framed  # the buffer itself
+    assert bytes(frame) == request(plain.encode_parts())
+    with pytest.raises(LocalProtocolError, match="cannot hold a header"):
+        request(Framable(bytearray(300), 10))

@@ -24,6 +24,7 @@ from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
 from streamwire.errors import LocalProtocolError
 from streamwire.iggy.protocol.constants import Command
+from streamwire.iggy.protocol.framing import Framable
 
 __all__ = (
     "BOOL",
@@ -269,10 +270,11 @@ class Payload:
         self.write(w)
         return w.getvalue()
 
-    def encode_parts(self) -> tuple[BytesLike, ...]:
+    def encode_parts(self) -> tuple[BytesLike, ...] | Framable:
         """The body as parts whose concatenation is :meth:`encode`'s bytes: a payload that
         carries a large block as it is (a batch) gives it apart, so that the request frame
-        copies it once."""
+        copies it once, or not at all when the block has room for the frame in front of it
+        (:class:`~streamwire.iggy.protocol.framing.Framable`)."""
         return (self.encode(),)
 
     @classmethod

@@ -198,19 +198,20 @@ def encode_batch(messages: Sequence[OutgoingMessage]) -> bytes:
 BodyRun = tuple[list[bytes], bytes, int]
 
 
-def encode_runs(runs: list[BodyRun]) -> bytes:
+def encode_runs(runs: list[BodyRun], room: int = 0) -> bytearray:
     """One batch of plain bodies given in runs: the same bytes as :func:`encode_batch` of
     ``OutgoingMessage(id, body, origin, b"")`` for each body of each run, in order, without
-    making those tuples (the producer's ``send_many`` of ``bytes``). The native core does it
-    when loaded; :func:`encode_runs_py` is the same in pure Python."""
+    making those tuples (the producer's ``send_many`` of ``bytes``), after ``room`` zero bytes
+    (where a request frame's header goes, so that the batch is never copied again). The
+    native core does it when loaded; :func:`encode_runs_py` is the same in pure Python."""
     if _native is not None:
-        encoded = _native.iggy_encode_runs(runs)
+        encoded = _native.iggy_encode_runs(runs, room)
         if encoded is not None:
             return encoded
-    return encode_runs_py(runs)
+    return encode_runs_py(runs, room)
 
 
-def encode_runs_py(runs: list[BodyRun]) -> bytes:
+def encode_runs_py(runs: list[BodyRun], room: int = 0) -> bytearray:
     """:func:`encode_runs` in pure Python."""
     frames: list[OutgoingMessage] = []
     for bodies, raw, origin in runs:
@@ -218,7 +219,9 @@ def encode_runs_py(runs: list[BodyRun]) -> bytes:
         if len(ids) != len(bodies):
             raise LocalProtocolError(f"{len(bodies)} bodies but {len(ids)} ids in a run")
         frames += map(OutgoingMessage, ids, bodies, repeat(origin), repeat(b""))
-    return encode_batch_py(frames)
+    out = bytearray(room)
+    out += encode_batch_py(frames)
+    return out
 
 
 def encode_batch_py(messages: Sequence[OutgoingMessage]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamwire.codec._structs import BytesLike
 from streamwire.errors import RemoteProtocolError, ServerError, StreamwireError
 from streamwire.iggy.protocol._wire import RequestPayload
 from streamwire.iggy.protocol.constants import Command, Operation
@@ -37,7 +38,7 @@ class PendingRequest:
     request: int
     sent_at: float
     deadline: float
-    frame: bytes = field(repr=False)
+    frame: BytesLike = field(repr=False)
     attempts: int = 1
     seq: int = 0
     """Position in the connection's sending order (retries get a new one)."""

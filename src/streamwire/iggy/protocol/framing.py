@@ -22,6 +22,7 @@ from streamwire.iggy.protocol.constants import HEADER_SIZE, U32_MAX, FrameKind, 
 
 __all__ = (
     "Eviction",
+    "Framable",
     "Reply",
     "Request",
     "decode_request",
@@ -45,6 +46,17 @@ _REQUEST_TAIL: Final = struct.Struct("<QQQQQQB7xQII")
 # 192 timestamp, 200 request, 208 operation, 216 status
 _REPLY_TAIL: Final = struct.Struct("<QQQQQQQQQQB7xI")
 _MASK64: Final = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Framable:
+    """A request body already in a buffer, from ``at`` to its end, with at least
+    :data:`HEADER_SIZE` bytes free in front of it: :func:`encode_request` writes the header
+    there and the frame is the buffer from that point, the body never copied (a producer's
+    batch of a megabyte). The buffer is the frame's: encode it once."""
+
+    buffer: bytearray
+    at: int
 
 
 def _lo_hi(value: int) -> tuple[int, int]:
@@ -111,7 +123,7 @@ class Eviction:
 
 
 def encode_request(
-    body: BytesLike | tuple[BytesLike, ...],
+    body: BytesLike | tuple[BytesLike, ...] | Framable,
     *,
     client: int,
     request: int,
@@ -120,12 +132,19 @@ def encode_request(
     code: int = 0,
     stamp_checksum: bool = False,
     timestamp: int = 0,
-) -> bytes:
+) -> BytesLike:
     """A whole request frame: header + body. ``code`` goes to bytes 196..200 only for
     NonReplicated requests; ``stamp_checksum`` writes XXH3-64(body) as request_checksum.
     ``body`` may come in parts (:meth:`~streamwire.iggy.protocol._wire.Payload.encode_parts`):
-    the frame is their concatenation, made with one copy of each."""
-    parts = body if isinstance(body, tuple) else (body,)
+    the frame is their concatenation, made with one copy of each; or already in its buffer
+    with room for the header (:class:`Framable`): the frame is that buffer's view, no copy."""
+    framable = body if isinstance(body, Framable) else None
+    if framable is not None:
+        if framable.at < HEADER_SIZE:
+            raise LocalProtocolError(f"{framable.at} bytes before a body cannot hold a header")
+        parts: tuple[BytesLike, ...] = (memoryview(framable.buffer)[framable.at :],)
+    else:
+        parts = body if isinstance(body, tuple) else (body,)  # type: ignore[assignment]
     header = _common(FrameKind.REQUEST, HEADER_SIZE + sum(map(len, parts)))
     checksum = xxh3_64(b"".join(parts)) if stamp_checksum else 0
     c_lo, c_hi = _lo_hi(client)
@@ -137,6 +156,10 @@ def encode_request(
         )  # fmt: skip
     except struct.error as exc:
         raise LocalProtocolError(f"cannot encode request header: {exc}") from exc
+    if framable is not None:
+        start = framable.at - HEADER_SIZE
+        framable.buffer[start : framable.at] = header
+        return memoryview(framable.buffer)[start:]
     return b"".join((header, *parts))
 
 

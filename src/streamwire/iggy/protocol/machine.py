@@ -157,7 +157,7 @@ class IggyConnection:
         self.server_protocol_version: int | None = None
         self.next_request = 1
         self._frames = FrameAccumulator(IGGY_HEADER, max_frame_size=self.settings.max_frame_size)
-        self._out: list[bytes] = []
+        self._out: list[BytesLike] = []
         self._pending: deque[PendingRequest] = deque()
         self._queued = 0
         self._error: StreamwireError | None = None
@@ -199,10 +199,11 @@ class IggyConnection:
     def is_ready(self) -> bool:
         return self.state is ConnectionState.READY
 
-    def data_to_send(self) -> bytes:
-        """Everything queued for the socket, in order; clears the queue."""
+    def data_to_send(self) -> BytesLike:
+        """Everything queued for the socket, in order; clears the queue. One frame is handed
+        over as it is (a producer's batch, framed in place, is not copied again)."""
         out, self._out = self._out, []
-        return b"".join(out)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _check_usable(self) -> None:
         if self._error is not None:

@@ -35,7 +35,8 @@ from streamwire.iggy.protocol.batch import (
     locate_frames,
     stored_messages,
 )
-from streamwire.iggy.protocol.constants import U32_MAX, AckLevel, Command
+from streamwire.iggy.protocol.constants import HEADER_SIZE, U32_MAX, AckLevel, Command
+from streamwire.iggy.protocol.framing import Framable
 from streamwire.iggy.protocol.identifiers import (
     CONSUMER,
     IDENT,
@@ -97,11 +98,24 @@ class SendMessages(RequestPayload[SendConfirmations]):
     topic: Identifier
     partitioning: Partitioning
     messages_count: int
-    batch: bytes = field(repr=False)
+    batch: bytes | bytearray = field(repr=False)
+    room: int = 0
+    """Bytes free in front of the batch in ``batch`` (the batch is ``batch[room:]``): with
+    room for the request header and the metadata, the frame is written around the batch
+    without copying it (:class:`~streamwire.iggy.protocol.framing.Framable`)."""
+
+    @staticmethod
+    def room_for(stream: Identifier, topic: Identifier, partitioning: Partitioning) -> int:
+        """The room a batch needs in front of it for the frame of a SendMessages to these."""
+        w = Writer()
+        SendMessages(
+            stream=stream, topic=topic, partitioning=partitioning, messages_count=0, batch=b""
+        )._write_metadata(w)
+        return HEADER_SIZE + len(w)
 
     def write(self, w: Writer) -> None:
         self._write_metadata(w)
-        w.raw(self.batch)
+        w.raw(memoryview(self.batch)[self.room :] if self.room else self.batch)
 
     def _write_metadata(self, w: Writer) -> None:
         at = len(w)
@@ -112,10 +126,15 @@ class SendMessages(RequestPayload[SendConfirmations]):
         w.u32le(self.messages_count)
         w.patch(at, _U32LE, len(w) - at - 4)
 
-    def encode_parts(self) -> tuple[BytesLike, ...]:
+    def encode_parts(self) -> tuple[BytesLike, ...] | Framable:
         w = Writer()
         self._write_metadata(w)
-        return (w.getvalue(), self.batch)
+        meta = w.getvalue()
+        at = self.room - len(meta)
+        if isinstance(self.batch, bytearray) and at >= HEADER_SIZE:
+            self.batch[at : self.room] = meta
+            return Framable(self.batch, at)
+        return (meta, memoryview(self.batch)[self.room :] if self.room else self.batch)
 
     @classmethod
     def read(cls, r: Reader) -> SendMessages:
