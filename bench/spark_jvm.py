@@ -54,7 +54,6 @@ from typing import Any
 
 import streamwire
 import streamwire.rabbitmq as rmq
-from bench import spark_floor
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
 from bench.spark import JVM_FLAGS, _drop, _tree_cpu
 from bench.spark import _create as spark_create
@@ -326,6 +325,8 @@ def run(
     report: dict[str, Any] = {"rows": rows, "master": master, "jar": jar.name, "sizes": {}}
     try:
         with session(jar, master, jvm_flags) as spark:
+            from bench import spark_floor  # pyarrow and pyspark: only where Spark runs
+
             spark_floor.register(spark)
             for size in sizes:
                 source = asyncio.run(_create(url))

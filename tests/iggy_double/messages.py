@@ -32,7 +32,7 @@ def message_handlers(state: State) -> dict[int, Callable[[SessionInfo, Any], byt
             cursor = s.balanced.get((stream.id, topic.id), 0)
             s.balanced[(stream.id, topic.id)] = cursor + 1
             partition = topic.partitions[cursor % count]
-        base = partition.append(p.batch)
+        base = partition.append(bytes(p.batch[p.room :]))  # as read: the batch alone
         confirmation = ms.SendConfirmation(
             stream_id=stream.id, topic_id=topic.id, partition_id=partition.id, base_offset=base
         )

@@ -12,8 +12,9 @@ and by importing the sans-IO layer in a fresh interpreter.
 * Only ``streamwire.transport`` opens sockets (socket/ssl), besides liftbridge's NATS TLS.
 * ``streamwire.codec`` depends on nothing in streamwire but itself and ``errors``.
 * ``streamwire._native`` (the optional compiled loops of the codec, pure-Python fallback
-  elsewhere) is part of the sans-IO layer's allowance: it does no I/O and reaches only
-  ``streamwire.codec`` and ``streamwire.errors`` (reading the environment once, at import).
+  elsewhere, and ``_native.bodies``, a loop every producer shares with its pure twin) is part
+  of the sans-IO layer's allowance: it does no I/O and reaches only ``streamwire.codec`` and
+  ``streamwire.errors`` (reading the environment once, at import).
 
 How streamwire's own modules import each other (no cycle, the brokers independent, no import
 up the layers, Spark and the CLI on the unified API) is import-linter's to check:
@@ -334,7 +335,8 @@ def test_importing_the_sans_io_layer_loads_no_io(package: str) -> None:
     io = {n if n.startswith("streamwire.") else n.split(".")[0] for n in hits(added, NO_IO)}
     assert not io, f"importing {package} loads {sorted(io)}"
     above = {n for n in added if n.startswith("streamwire.") and not is_sans_io(n)}
-    native = {"streamwire._native", "streamwire._native._core"}  # the compiled loops, if built
+    # the compiled loops, if built, and their pure twins
+    native = {"streamwire._native", "streamwire._native._core", "streamwire._native.bodies"}
     assert above <= {"streamwire.errors", *native}, f"importing {package} loads {sorted(above)}"
 
 

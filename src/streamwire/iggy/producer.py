@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, repeat
 from typing import Any, Final, NamedTuple, Self, cast
 
+from streamwire._native.bodies import bytes_total
 from streamwire.codec.headers import HeaderInput
 from streamwire.codec.message import Confirmation, Message, outgoing
 from streamwire.errors import (
@@ -57,7 +58,6 @@ from streamwire.iggy.protocol.mapping import key_partition, to_outgoing
 from streamwire.iggy.protocol.messaging import SendConfirmations, SendMessages
 from streamwire.iggy.protocol.streams import GetTopic
 from streamwire.metrics import Destination, ProducerMeter, ProducerStats
-from streamwire.transport.bodies import bytes_total
 from streamwire.transport.pending import Ledger
 from streamwire.transport.producer_core import ProducerCore, and_wait
 from streamwire.transport.tasks import cancel_and_wait, cancel_now

@@ -216,7 +216,7 @@ async def test_malformed_batches_are_dropped(raw: Raw, double: IggyDouble) -> No
     good = send(1, bytes(batch))
     batch[-1] ^= 0xFF  # the payload no longer matches its checksum
     bad = send(1, bytes(batch))
-    miscounted = send(2, good.batch)
+    miscounted = send(2, bytes(good.batch))
     for request, payload in ((1, bad), (2, miscounted)):
         raw.send(
             payload.encode(), client=CLIENT, request=request, operation=160, session=raw.session

@@ -131,7 +131,7 @@ def test_pipelined_sends_answered_out_of_order() -> None:
     login(m)
     sends = [m.send(send_to(p), 0) for p in (1, 2, 3)]
     assert [p.request for p in sends] == [1, 2, 3]  # writes take a number each
-    frames = [decode_request(f) for f in _split(m.data_to_send(), sends)]
+    frames = [decode_request(f) for f in _split(bytes(m.data_to_send()), sends)]
     assert [f.timestamp for f in frames] == [0, 0, 0]  # distinct numbers: nothing to stamp
 
     def reply(p: int) -> bytes:

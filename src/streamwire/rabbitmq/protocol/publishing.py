@@ -14,6 +14,7 @@ from itertools import accumulate, chain, repeat
 from typing import ClassVar, Final, Self
 
 from streamwire._native import core as _native
+from streamwire._native.bodies import bytes_total, bytes_total_py
 from streamwire.codec import compression as codecs
 from streamwire.codec._structs import I16, I32
 from streamwire.codec.amqp.message import DATA_PREFIX_LONG, DATA_PREFIX_SHORT
@@ -29,7 +30,6 @@ from streamwire.rabbitmq.protocol._frame import (
     w_str,
 )
 from streamwire.rabbitmq.protocol.constants import MAX_REFERENCE_BYTES, RESPONSE_FLAG, CommandKey
-from streamwire.transport.bodies import bytes_total, bytes_total_py
 
 __all__ = (
     "DeclarePublisherRequest",
