@@ -1,6 +1,8 @@
-"""A streaming job in a driver process of its own (``kill_driver.py``), for the tests that
-kill part of Spark while a micro-batch is being published (``test_kill.py``,
-``test_cluster.py``): its input files, starting it, and waiting until a batch is part-way."""
+"""Spark jobs in driver processes of their own. The sink's (``kill_driver.py``), for the
+tests that kill part of Spark while a micro-batch is being published (``test_kill.py``,
+``test_cluster.py``): its input files, starting it, and waiting until a batch is part-way.
+The source's (``read_driver.py``), for the tests that break its reads: the messages
+published, the job started, and what its queries handed to their sinks."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 
 import streamwire
 from streamwire._api import TAIL_COMMIT_HEADER
-from tests.spark._support import Target, read_back
+from tests.spark._support import Target, publish, read_back
 
 __all__ = [
     "BUDGET",
@@ -25,10 +27,13 @@ __all__ = [
     "ROWS_PER_BATCH",
     "TOTAL",
     "batches",
+    "check_read",
     "check_stored",
     "finish",
     "part_way",
+    "read_so_far",
     "start_job",
+    "start_read",
     "stored",
     "write_input",
 ]
@@ -45,6 +50,9 @@ MID_BATCH_ROWS = ROWS_PER_BATCH * 3 // 2
 PACE = float(os.environ.get("STREAMWIRE_SPARK_PACE", "0.001"))
 #: How long a job may take: 10 minutes, and more for a scaled-up run.
 BUDGET = 600.0 + TOTAL / 500
+#: The source's jobs (``read_driver``): rows per micro-batch, and seconds of work per row
+#: after the read.
+SOURCE_BATCH, SOURCE_PACE = 2000, 0.0005
 
 
 def write_input(tmp_path: Path) -> None:
@@ -152,3 +160,55 @@ def check_stored(t: Target, stream: str, lane: str | None = None, fault: str = "
     assert len(values) == TOTAL, f"{t.broker}: {lost} ids lost, {duplicated} stored twice"
     assert sorted(values) == list(range(TOTAL)), t.broker
     assert all(m.key == m.value for m in back), t.broker
+
+
+def read_so_far(out: Path, n: int) -> list[int]:
+    """The ids query ``n`` of a ``read_driver`` job handed to its sink so far, in order."""
+    path = out / str(n)
+    if not path.exists():
+        return []
+    return [int(line.split()[1]) for line in path.read_text(encoding="ascii").splitlines()]
+
+
+def start_read(
+    lanes: dict[str, Target],
+    streams: dict[str, str],
+    tmp_path: Path,
+    via: dict[str, tuple[Target, dict[str, object] | None]],
+    *extra: str,
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """Publish :data:`TOTAL` messages (ids) to each lane's stream, then start
+    ``read_driver`` on them: one streaming query per lane, through ``via`` (the lane's target
+    as the source reaches it, and its ``connectOptions``). The job, its output directory
+    and its log."""
+    out, log = tmp_path / "out", tmp_path / "read.log"
+    out.mkdir()
+    args = [str(out), str(tmp_path / "ckpt")]
+    options = ["--max", str(SOURCE_BATCH), "--pace", str(SOURCE_PACE), *extra]
+    for n, (name, t) in enumerate(lanes.items()):
+        publish(t, streams[name], [streamwire.Message(str(i).encode()) for i in range(TOTAL)])
+        target, connect = via.get(name, (t, None))
+        args.append(f"{target.url}={streams[name]}")
+        if connect:
+            options += ["--connect", f"{n}={json.dumps(connect)}"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with log.open("wb") as sink:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.read_driver", *args, *options],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return job, out, log
+
+
+def check_read(lanes: dict[str, Target], out: Path, text: str) -> None:
+    """Every lane's query handed every id to its sink exactly once."""
+    for n, name in enumerate(lanes):
+        ids = read_so_far(out, n)
+        lost = TOTAL - len(set(ids) & set(range(TOTAL)))
+        said = f"{name}: {lost} lost, {len(ids) - len(set(ids))} read twice; {text[-2000:]}"
+        assert len(ids) == TOTAL, said
+        assert sorted(ids) == list(range(TOTAL)), said

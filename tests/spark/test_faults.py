@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,17 +35,19 @@ from tests.proxy import proxied
 from tests.spark._jobs import (
     BUDGET,
     MID_BATCH_ROWS,
-    ROOT,
     ROWS_PER_BATCH,
     TOTAL,
     batches,
+    check_read,
     check_stored,
     finish,
+    read_so_far,
     start_job,
+    start_read,
     stored,
     write_input,
 )
-from tests.spark._support import Target, publish, read_back
+from tests.spark._support import Target, read_back
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(BUDGET * 1.5)]
 
@@ -379,15 +380,6 @@ def _commit_tails(t: Target, stream: str) -> None:
 #: every connection goes through the proxy) and Iggy (one address). Liftbridge's consumers
 #: dial the address its metadata advertises, which no JSON option can pin to a proxy.
 SOURCE_LANES = ("rabbitmq", "iggy", "iggy-server")
-#: Rows per micro-batch of the source, and seconds of work per row after the read.
-SOURCE_BATCH, SOURCE_PACE = 2000, 0.0005
-
-
-def _read_so_far(out: Path, n: int) -> list[int]:
-    path = out / str(n)
-    if not path.exists():
-        return []
-    return [int(line.split()[1]) for line in path.read_text(encoding="ascii").splitlines()]
 
 
 @pytest.mark.one_core
@@ -407,44 +399,119 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
     streams = {name: t.new_stream("read") for name, t in lanes.items()}
     proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
-    out, log = tmp_path / "out", tmp_path / "read.log"
-    out.mkdir()
     try:
-        args = [str(out), str(tmp_path / "ckpt")]
-        extra = ["--max", str(SOURCE_BATCH), "--pace", str(SOURCE_PACE)]
-        for n, (name, t) in enumerate(lanes.items()):
-            publish(t, streams[name], [streamwire.Message(str(i).encode()) for i in range(TOTAL)])
-            proxy, via, options = _through_proxy(name, t)
-            proxies[name] = proxy
-            args.append(f"{via.url}={streams[name]}")
-            if options:
-                extra += ["--connect", f"{n}={json.dumps(options)}"]
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        with log.open("wb") as sink:
-            job = subprocess.Popen(
-                [sys.executable, "-m", "tests.spark.read_driver", *args, *extra],
-                cwd=ROOT,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        via: dict[str, tuple[Target, dict[str, object] | None]] = {}
+        for name, t in lanes.items():
+            proxies[name], target, options = _through_proxy(name, t)
+            via[name] = (target, options)
+        job, out, log = start_read(lanes, streams, tmp_path, via)
         pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in lanes}
         deadline = time.monotonic() + BUDGET
         while job.poll() is None and time.monotonic() < deadline and any(pending.values()):
             for n, name in enumerate(lanes):
                 marks = pending[name]
-                if marks and len(_read_so_far(out, n)) >= marks[0]:
+                if marks and len(read_so_far(out, n)) >= marks[0]:
                     marks.pop(0)
                     proxies[name].cut(hold=HOLD)
             time.sleep(0.02)
         text = finish(job, log, timeout=BUDGET)
-        for n, name in enumerate(lanes):
+        for name in lanes:
             assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, text[-2000:])
-            ids = _read_so_far(out, n)
-            lost = TOTAL - len(set(ids) & set(range(TOTAL)))
-            said = f"{name}: {lost} lost, {len(ids) - len(set(ids))} read twice"
-            assert len(ids) == TOTAL, said
-            assert sorted(ids) == list(range(TOTAL)), said
+        check_read(lanes, out, text)
     finally:
         _clean_up(job, proxies, lanes, streams)
+
+
+#: The source's timeout in the tests below: shorter than a black hole or a pause, so that
+#: what waits on the broker gives up at least once while it is gone; and under a kill,
+#: longer than a broker takes to start again.
+SOURCE_TIMEOUT, RESTART_TIMEOUT = 5.0, 30.0
+#: How long the source's link stays a black hole: past its timeout, within the wait after
+#: that (a call that timed out is tried again for as long as the timeout once more).
+SOURCE_STALL = 8.0
+
+
+@pytest.mark.one_core
+def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
+    every_broker: dict[str, Target], tmp_path: Path
+) -> None:
+    """The streaming source's link to each broker (the proxied lanes of the cut test) turns
+    into a black hole (bytes accepted, nothing forwarded, no reset) once a third of the rows
+    were handed to the sink, for longer than the source's timeout (:data:`SOURCE_STALL` s
+    against :data:`SOURCE_TIMEOUT` s): what waits on it (the driver planning the next micro-batch, a
+    task reading one) gives up after its timeout and tries again, and once the link heals
+    the query completes, every message handed to its sink exactly once."""
+    lanes = {n: t for n, t in every_broker.items() if n in SOURCE_LANES}
+    streams = {name: t.new_stream("hole") for name, t in lanes.items()}
+    proxies: dict[str, ThreadedFaultProxy] = {}
+    job = None
+    try:
+        via: dict[str, tuple[Target, dict[str, object] | None]] = {}
+        for name, t in lanes.items():
+            proxies[name], target, options = _through_proxy(name, t)
+            via[name] = (target, options)
+        job, out, log = start_read(lanes, streams, tmp_path, via, "--timeout", str(SOURCE_TIMEOUT))
+        silenced: dict[str, float] = {}
+        healed: set[str] = set()
+        deadline = time.monotonic() + BUDGET
+        while job.poll() is None and time.monotonic() < deadline and len(healed) < len(lanes):
+            for n, name in enumerate(lanes):
+                if name not in silenced and len(read_so_far(out, n)) >= TOTAL // 3:
+                    proxies[name].blackhole(True)
+                    silenced[name] = time.monotonic()
+                elif name in silenced and time.monotonic() - silenced[name] >= SOURCE_STALL:
+                    proxies[name].blackhole(False)
+                    healed.add(name)
+            time.sleep(0.02)
+        for proxy in proxies.values():
+            proxy.blackhole(False)
+        text = finish(job, log, timeout=BUDGET)
+        assert sorted(healed) == sorted(lanes), (silenced, healed, text[-2000:])
+        check_read(lanes, out, text)
+    finally:
+        _clean_up(job, proxies, lanes, streams)
+
+
+@pytest.mark.one_core
+@pytest.mark.parametrize("fault", ["pause", "kill"])
+def test_a_broker_paused_or_killed_under_a_streaming_read_loses_and_repeats_no_row(
+    every_broker: dict[str, Target], tmp_path: Path, fault: str
+) -> None:
+    """Each broker's server process (:data:`PROCESS_LANES`), once a third of the rows were
+    handed to the source's sink: paused (SIGSTOP) for :data:`PAUSE` s, longer than the
+    source's timeout, or killed (SIGKILL) and started again on its data (within the
+    source's timeout). The driver's planning and the tasks' reads wait for the broker
+    (``BrokerUnavailableError`` past the timeout), or fail and are tried again, and the
+    query completes with every message handed to its sink exactly once."""
+    lanes = {n: t for n, t in every_broker.items() if n in PROCESS_LANES}
+    streams = {name: t.new_stream(f"r{fault}") for name, t in lanes.items()}
+    hit: dict[str, threading.Thread] = {}
+    job = None
+    try:
+        # a killed broker is gone until it has started again: the source waits up to its
+        # timeout for it (a RabbitMQ node takes seconds to start)
+        timeout = SOURCE_TIMEOUT if fault == "pause" else RESTART_TIMEOUT
+        job, out, log = start_read(lanes, streams, tmp_path, {}, "--timeout", str(timeout))
+        deadline = time.monotonic() + BUDGET
+        while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
+            for n, name in enumerate(lanes):
+                if name not in hit and len(read_so_far(out, n)) >= TOTAL // 3:
+                    thread = threading.Thread(target=_nemesis, args=(fault, PROCESS_LANES[name]))
+                    thread.start()
+                    hit[name] = thread
+            time.sleep(0.02)
+        for thread in hit.values():
+            thread.join(300)
+        text = finish(job, log, timeout=BUDGET)
+        assert sorted(hit) == sorted(lanes), (hit, text[-2000:])
+        check_read(lanes, out, text)
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        for thread in hit.values():
+            thread.join(300)
+        for name, t in lanes.items():
+            with contextlib.suppress(Exception):  # a broker that failed to come back
+                asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
+            t.delete_stream(streams[name])

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
+from typing import Any
 
 import pytest
 
 import streamwire
-from streamwire.spark._runtime import WorkerRuntime, close_runtime, runtime
+from streamwire.spark._runtime import ClientKey, WorkerRuntime, close_runtime, runtime
+from streamwire.spark.errors import BrokerUnavailableError
 from tests.spark._support import Target
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -47,4 +50,88 @@ def test_clients_are_cached_and_replaced_when_stale(rabbitmq: Target) -> None:
         assert rt.client(key) is used
     finally:
         rabbitmq.delete_stream(stream)
+        rt.close()
+
+
+def _refused_url() -> str:
+    """A URL of a port nothing listens on (connecting is refused at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"rabbitmq-stream://guest:guest@127.0.0.1:{port}/"
+
+
+class _Scripted:
+    """A runtime's client cache stood in for: each ``use`` call raises the next error of
+    ``script`` (or returns ``"ok"`` when it runs out); what was dropped is kept."""
+
+    def __init__(self, rt: WorkerRuntime, monkeypatch: pytest.MonkeyPatch, *script: Exception):
+        self.script, self.calls, self.dropped = list(script), 0, 0
+        monkeypatch.setattr(rt, "client", lambda key: object())
+        monkeypatch.setattr(rt, "discard", self._discard)
+
+    def _discard(self, key: ClientKey, client: Any, **_: Any) -> None:
+        self.dropped += 1
+
+    def use(self, client: Any) -> str:
+        self.calls += 1
+        if self.script:
+            raise self.script.pop(0)
+        return "ok"
+
+
+def test_a_patient_call_waits_for_a_broker_that_fails_then_forgets_its_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Refused, timed out, then "no such stream" (a broker started again that has not
+    replayed its metadata yet): each waited out, the client dropped each time."""
+    rt = WorkerRuntime()
+    try:
+        fake = _Scripted(
+            rt,
+            monkeypatch,
+            streamwire.ConnectError("refused"),
+            streamwire.TimeoutError("silent"),
+            streamwire.StreamNotFoundError("not yet"),
+        )
+        key: ClientKey = ("rabbitmq-stream://h/", ())
+        assert rt.with_client(key, fake.use, patience=30.0, interval=0.01) == "ok"
+        assert (fake.calls, fake.dropped) == (4, 3)
+    finally:
+        rt.close()
+
+
+def test_a_stream_not_found_at_once_is_the_answer_not_a_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rt = WorkerRuntime()
+    try:
+        fake = _Scripted(rt, monkeypatch, streamwire.StreamNotFoundError("gone"))
+        with pytest.raises(streamwire.StreamNotFoundError, match="gone"):
+            rt.with_client(("rabbitmq-stream://h/", ()), fake.use, patience=30.0)
+        assert fake.calls == 1
+    finally:
+        rt.close()
+
+
+def test_patience_runs_out_with_a_streamwire_error_that_names_the_last_failure() -> None:
+    """A broker that refuses every connection (nothing listens on its port): tried again
+    until the patience is spent, then ``BrokerUnavailableError`` (a transport error), caused
+    by the last ``ConnectError``. Without patience the ``ConnectError`` comes at once."""
+    rt = WorkerRuntime()
+    key: ClientKey = (_refused_url(), (("timeout", 5.0),))
+
+    def use(client: streamwire.Client) -> None:
+        raise AssertionError("no client can connect")
+
+    try:
+        with pytest.raises(BrokerUnavailableError, match="did not answer") as caught:
+            rt.with_client(key, use, patience=0.3, interval=0.05)
+        assert isinstance(caught.value, streamwire.TransportError)
+        assert isinstance(caught.value.__cause__, streamwire.ConnectError)
+        assert "ConnectError" in str(caught.value)
+        assert "guest:guest" not in str(caught.value)  # the URL without its password
+        with pytest.raises(streamwire.ConnectError):
+            rt.with_client(key, use)
+    finally:
         rt.close()

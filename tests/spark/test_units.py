@@ -242,6 +242,18 @@ def test_source_options() -> None:
         SourceOptions.parse({"url": "kafka://x", "stream": "s"}, streaming=True)
 
 
+def test_the_retry_interval_is_a_duration_in_milliseconds_by_default() -> None:
+    def interval(value: str | None) -> float:
+        options = {"url": URL, "stream": "s"}
+        if value is not None:
+            options["fetchOffset.retryIntervalMs"] = value
+        return SourceOptions.parse(options, streaming=True).retry_interval
+
+    assert (interval(None), interval("250"), interval("2s")) == (1.0, 0.25, 2.0)
+    with pytest.raises(SparkConfigurationError, match=r"fetchOffset\.retryIntervalMs"):
+        interval("soon")
+
+
 def test_a_bare_stream_name_works_for_every_broker() -> None:
     iggy = "iggy://iggy:iggy@127.0.0.1:8090"
     for url in (iggy, URL):

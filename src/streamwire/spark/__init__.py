@@ -19,6 +19,7 @@ from streamwire._extras import require
 require("streamwire.spark", "spark", "pyspark", "pyarrow")
 
 from streamwire.spark.errors import (
+    BrokerUnavailableError,
     DataLossError,
     SinkIdentityError,
     SinkSchemaError,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "BatchMetrics",
+    "BrokerUnavailableError",
     "DataLossError",
     "ForeachBatchSink",
     "Guarantee",

@@ -9,7 +9,11 @@ option                   meaning
 url                      broker URL (required): rabbitmq-stream://, liftbridge://, iggy://
 stream                   stream name (required); for Iggy the address "stream/topic"
 timeout                  seconds for connecting, opening producers/consumers, confirmations
-                         and for a read to see its next message (default 60)
+                         and for a read to see its next message (default 60); a source
+                         waits as long again for a broker that is down or silent
+fetchOffset.retryIntervalMs
+                         reader: how often a source tries a broker that is down or silent
+                         again while planning a batch or opening a read (default 1s)
 startingOffsets          earliest | latest | JSON (reader; streaming default latest, batch
                          default earliest)
 endingOffsets            latest | JSON (batch reader only; default latest)
@@ -178,6 +182,7 @@ class SourceOptions:
     time_strategy: Literal["error", "latest"] = "error"
     connect_options: tuple[tuple[str, Any], ...] = ()
     push_filters: bool = False
+    retry_interval: float = 1.0
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -247,6 +252,7 @@ class SourceOptions:
             consumer_name=consumer_name,
             connect_options=_connect_options(opts, url),
             push_filters=push_filters,
+            retry_interval=_duration(opts, "fetchOffset.retryIntervalMs", 1.0),
         )
 
     @property

@@ -18,10 +18,12 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import streamwire
+from streamwire.spark.errors import BrokerUnavailableError
 
 __all__ = ("ClientKey", "WorkerRuntime", "close_runtime", "runtime")
 
@@ -34,6 +36,11 @@ ClientKey = tuple[str, tuple[tuple[str, Any], ...]]
 
 #: Errors after which a cached client is dropped and opened again once.
 STALE_CLIENT_ERRORS = (streamwire.TransportError, streamwire.ClosedError)
+#: What a broker gone for a while (restarting, paused, behind a black hole) gives a call:
+#: what :meth:`WorkerRuntime.with_client` waits out when it has patience.
+UNAVAILABLE_ERRORS = (*STALE_CLIENT_ERRORS, streamwire.TimeoutError)
+#: Seconds a client dropped as unavailable gets to close (its link may be silent).
+DROP_CLOSE_TIMEOUT = 1.0
 
 
 class WorkerRuntime:
@@ -67,28 +74,90 @@ class WorkerRuntime:
             self._close(client)
         return other
 
-    def discard(self, key: ClientKey, client: streamwire.Client) -> None:
+    def with_client(
+        self,
+        key: ClientKey,
+        use: Callable[[streamwire.Client], T],
+        *,
+        patience: float = 0.0,
+        interval: float = 1.0,
+    ) -> T:
+        """``use(client)``; when that fails because the cached connection went stale
+        (closed, or the broker restarted), once more with a fresh client. ``use`` must be
+        safe to repeat: it should only open things (producers, consumers, metadata).
+
+        With ``patience`` (seconds), a broker that refuses, resets or does not answer is
+        waited for: the client is dropped and ``use`` tried again on a fresh one (at once,
+        then every ``interval`` seconds) while fewer than ``patience`` seconds passed since
+        the first failure (the last try gets its own timeout); then
+        :class:`BrokerUnavailableError`. A stream not found is waited for
+        too, but only once the broker failed first (one restarting may not know it yet)."""
+        if patience <= 0:
+            client = self.client(key)
+            try:
+                return use(client)
+            except STALE_CLIENT_ERRORS as exc:
+                logger.info("reconnecting to %s after: %s", streamwire.parse_url(key[0]), exc)
+                self.discard(key, client)
+                return use(self.client(key))
+        return self._patiently(key, use, patience, interval)
+
+    def _patiently(
+        self,
+        key: ClientKey,
+        use: Callable[[streamwire.Client], T],
+        patience: float,
+        interval: float,
+    ) -> T:
+        first: float | None = None
+        attempts = 0
+        while True:
+            client: streamwire.Client | None = None
+            try:
+                client = self.client(key)
+                return use(client)
+            except (*UNAVAILABLE_ERRORS, streamwire.StreamNotFoundError) as exc:
+                if isinstance(exc, streamwire.StreamNotFoundError) and not attempts:
+                    raise  # the broker answered: no such stream
+                # (after a failure: a broker just started again on its data may not know its
+                # streams yet; a Liftbridge server says "does not exist" until it has
+                # replayed its metadata)
+                attempts += 1
+                if client is not None:
+                    self.discard(key, client, close_timeout=DROP_CLOSE_TIMEOUT)
+                now = time.monotonic()
+                first = now if first is None else first
+                pause = 0.0 if attempts == 1 else interval
+                where = streamwire.parse_url(key[0])
+                if now - first >= patience:
+                    raise BrokerUnavailableError(
+                        f"{where} did not answer for {now - first:.1f} s after the first "
+                        f"failure ({attempts} attempts; the last: {type(exc).__name__}: {exc}): "
+                        "the broker is down, paused or unreachable from this process. Check "
+                        "it and run the query again (a streaming query resumes from its "
+                        "checkpoint); the option 'timeout' sets how long to wait"
+                    ) from exc
+                logger.warning(
+                    "%s did not answer (%s: %s); trying again in %.1f s",
+                    where,
+                    type(exc).__name__,
+                    exc,
+                    pause,
+                )
+                time.sleep(min(pause, patience - (now - first)))
+
+    def discard(
+        self, key: ClientKey, client: streamwire.Client, *, close_timeout: float = 10.0
+    ) -> None:
         """Forget (and close) ``client`` if it is still the cached one for ``key``."""
         with self._lock:
             if self._clients.get(key) is client:
                 del self._clients[key]
-        self._close(client)
+        self._close(client, close_timeout)
 
-    def with_client(self, key: ClientKey, use: Callable[[streamwire.Client], T]) -> T:
-        """``use(client)``; when that fails because the cached connection went stale
-        (closed, or the broker restarted), once more with a fresh client. ``use`` must be
-        safe to repeat: it should only open things (producers, consumers, metadata)."""
-        client = self.client(key)
-        try:
-            return use(client)
-        except STALE_CLIENT_ERRORS as exc:
-            logger.info("reconnecting to %s after: %s", streamwire.parse_url(key[0]), exc)
-            self.discard(key, client)
-            return use(self.client(key))
-
-    def _close(self, client: streamwire.Client) -> None:
+    def _close(self, client: streamwire.Client, timeout: float = 10.0) -> None:
         with contextlib.suppress(streamwire.StreamwireError):
-            self.call(client.close, timeout=10.0)
+            self.call(client.close, timeout=timeout)
 
     def close(self) -> None:
         """Close every client and stop the loop."""

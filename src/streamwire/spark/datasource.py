@@ -230,7 +230,9 @@ def _bounds(opts: SourceOptions) -> dict[int, tuple[int, int]]:
             timeout=opts.timeout,
         )
 
-    return rt.with_client(opts.client_key, fetch)
+    return rt.with_client(
+        opts.client_key, fetch, patience=opts.timeout, interval=opts.retry_interval
+    )
 
 
 def _starts(opts: SourceOptions, bounds: Mapping[int, tuple[int, int]]) -> _offsets.Offsets:
@@ -319,7 +321,9 @@ def _by_time(
 
         return rt.call(run, timeout=opts.timeout * (1 + len(bounds)))
 
-    return rt.with_client(opts.client_key, fetch)
+    return rt.with_client(
+        opts.client_key, fetch, patience=opts.timeout, interval=opts.retry_interval
+    )
 
 
 #: The clock ``minOffsetsPerTrigger``'s delay is kept by (a test sets its own).
@@ -342,7 +346,9 @@ def _appended(opts: SourceOptions) -> dict[int, int]:
 
         return rt.call(run, timeout=opts.timeout)
 
-    return rt.with_client(opts.client_key, fetch)
+    return rt.with_client(
+        opts.client_key, fetch, patience=opts.timeout, interval=opts.retry_interval
+    )
 
 
 def _store_progress(opts: SourceOptions, name: str, end: _offsets.Offsets) -> None:
@@ -393,7 +399,7 @@ def _message_sizes(
     def run(client: streamwire.Client) -> dict[int, float]:
         return rt.call(lambda: sample(client), timeout=opts.timeout)
 
-    return rt.with_client(opts.client_key, run)
+    return rt.with_client(opts.client_key, run, patience=opts.timeout, interval=opts.retry_interval)
 
 
 class _Losses:
@@ -657,7 +663,9 @@ def read_range(
 
         return rt.call(run, timeout=opts.timeout)
 
-    consumer = rt.with_client(opts.client_key, open_with)
+    consumer = rt.with_client(
+        opts.client_key, open_with, patience=opts.timeout, interval=opts.retry_interval
+    )
     batcher = _arrow.Batcher(opts.stream, part.partition, schema=schema)
     try:
         fetch = _fetch(consumer, end)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from streamwire import ConfigurationError, StreamwireError
+from streamwire import ConfigurationError, StreamwireError, TransportError
 
 __all__ = (
+    "BrokerUnavailableError",
     "DataLossError",
     "SinkIdentityError",
     "SinkSchemaError",
@@ -47,3 +48,11 @@ class DataLossError(StreamwireError):
     def __init__(self, message: str, lost: dict[int, tuple[int, int]]) -> None:
         super().__init__(message)
         self.lost = lost
+
+
+class BrokerUnavailableError(TransportError):
+    """The broker refused, reset or did not answer the source for longer than its
+    ``timeout`` (retried every ``fetchOffset.retryIntervalMs`` meanwhile): down, paused or
+    unreachable. Raised on the driver (planning a micro-batch: the query stops) or in a task
+    (opening a read: Spark retries the task). The message says for how long, and the last
+    error."""
