@@ -6,6 +6,7 @@ Protocol clients live in ``streamwire.rabbitmq``, ``streamwire.liftbridge`` and
 
 from __future__ import annotations
 
+from streamwire._addresses import AddressMap
 from streamwire._api import (
     BatchConfirmation,
     Bounded,
@@ -56,6 +57,7 @@ from streamwire.transport.tls import TLSOptions
 __version__ = "0.1.0.dev0"
 
 __all__ = (
+    "AddressMap",
     "ReconnectPolicy",
     "TLSOptions",
     "StreamKwargs",

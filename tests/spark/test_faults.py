@@ -376,10 +376,33 @@ def _commit_tails(t: Target, stream: str) -> None:
 
 # --- the source: its reads cut --------------------------------------------------------------
 
-#: The source's lanes under cuts: RabbitMQ (``connectOptions={"load_balancer": true}``, so
-#: every connection goes through the proxy) and Iggy (one address). Liftbridge's consumers
-#: dial the address its metadata advertises, which no JSON option can pin to a proxy.
-SOURCE_LANES = ("rabbitmq", "iggy", "iggy-server")
+#: The source's lanes under cuts and black holes: RabbitMQ (``connectOptions=
+#: {"load_balancer": true}``, so every connection goes through the proxy), Liftbridge's gRPC
+#: link (the address its metadata advertises mapped to the proxy: ``{"address_resolver":
+#: {...}}``; its consumers read over gRPC, not NATS) and Iggy (one address).
+SOURCE_LANES = ("rabbitmq", "liftbridge-grpc", "iggy", "iggy-server")
+
+
+def _source_through_proxies(
+    every_broker: dict[str, Target],
+) -> tuple[
+    dict[str, Target],
+    dict[str, ThreadedFaultProxy],
+    dict[str, tuple[Target, dict[str, object] | None]],
+]:
+    """The source's lanes (:data:`SOURCE_LANES`), a proxy in front of each, and how the
+    source reaches each through its proxy (``start_read``'s ``via``)."""
+    lanes = {n: t for n, t in _lanes(every_broker).items() if n in SOURCE_LANES}
+    proxies: dict[str, ThreadedFaultProxy] = {}
+    via: dict[str, tuple[Target, dict[str, object] | None]] = {}
+    for name, t in lanes.items():
+        proxies[name], target, options = _through_proxy(name, t)
+        if name == "liftbridge-grpc":  # the address the server advertises: its URL's
+            parts = urlsplit(t.url)
+            advertised = f"{parts.hostname}:{parts.port}"
+            options = {"address_resolver": {advertised: f"127.0.0.1:{proxies[name].port}"}}
+        via[name] = (target, options)
+    return lanes, proxies, via
 
 
 @pytest.mark.one_core
@@ -395,15 +418,10 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
     planning or read must notice and reconnect (a task that meets one mid-read fails with a
     streamwire error and Spark retries it on the same offsets). Every message reaches the
     sink exactly once."""
-    lanes = {n: t for n, t in every_broker.items() if n in SOURCE_LANES}
+    lanes, proxies, via = _source_through_proxies(every_broker)
     streams = {name: t.new_stream("read") for name, t in lanes.items()}
-    proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
-        via: dict[str, tuple[Target, dict[str, object] | None]] = {}
-        for name, t in lanes.items():
-            proxies[name], target, options = _through_proxy(name, t)
-            via[name] = (target, options)
         job, out, log = start_read(lanes, streams, tmp_path, via)
         pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in lanes}
         deadline = time.monotonic() + BUDGET
@@ -417,6 +435,7 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
         text = finish(job, log, timeout=BUDGET)
         for name in lanes:
             assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, text[-2000:])
+            assert proxies[name].connections_made > 0, name
         check_read(lanes, out, text)
     finally:
         _clean_up(job, proxies, lanes, streams)
@@ -441,15 +460,10 @@ def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
     against :data:`SOURCE_TIMEOUT` s): what waits on it (the driver planning the next micro-batch, a
     task reading one) gives up after its timeout and tries again, and once the link heals
     the query completes, every message handed to its sink exactly once."""
-    lanes = {n: t for n, t in every_broker.items() if n in SOURCE_LANES}
+    lanes, proxies, via = _source_through_proxies(every_broker)
     streams = {name: t.new_stream("hole") for name, t in lanes.items()}
-    proxies: dict[str, ThreadedFaultProxy] = {}
     job = None
     try:
-        via: dict[str, tuple[Target, dict[str, object] | None]] = {}
-        for name, t in lanes.items():
-            proxies[name], target, options = _through_proxy(name, t)
-            via[name] = (target, options)
         job, out, log = start_read(lanes, streams, tmp_path, via, "--timeout", str(SOURCE_TIMEOUT))
         silenced: dict[str, float] = {}
         healed: set[str] = set()
@@ -467,6 +481,7 @@ def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
             proxy.blackhole(False)
         text = finish(job, log, timeout=BUDGET)
         assert sorted(healed) == sorted(lanes), (silenced, healed, text[-2000:])
+        assert all(proxies[name].connections_made > 0 for name in lanes), proxies
         check_read(lanes, out, text)
     finally:
         _clean_up(job, proxies, lanes, streams)

@@ -729,6 +729,30 @@ def test_connect_options_reach_the_client_and_are_checked_when_parsed() -> None:
             SourceOptions.parse({"url": URL, "stream": "s", "connectOptions": text}, streaming=True)
 
 
+def test_an_address_resolver_in_connect_options_is_a_json_object_of_addresses() -> None:
+    """The one option whose value may be an object: advertised ``host:port`` to the one to
+    dial, an :class:`streamwire.AddressMap` in the client's key (hashable, picklable)."""
+    text = '{"address_resolver": {"127.0.0.1:9292": "127.0.0.1:19292"}}'
+    for url in (URL, "liftbridge://127.0.0.1:9292"):
+        source = SourceOptions.parse(
+            {"url": url, "stream": "s", "connectOptions": text}, streaming=True
+        )
+        ((name, resolver),) = source.connect_options
+        assert name == "address_resolver"
+        assert isinstance(resolver, streamwire.AddressMap)
+        assert resolver("127.0.0.1", 9292) == ("127.0.0.1", 19292)
+        assert hash(source.client_key) == hash(
+            SourceOptions.parse(
+                {"url": url, "stream": "s", "connectOptions": text}, streaming=True
+            ).client_key
+        )
+    with pytest.raises(SparkConfigurationError, match=r"address_resolver.*not a number"):
+        SourceOptions.parse(
+            {"url": URL, "stream": "s", "connectOptions": '{"address_resolver": {"a:x": "b:1"}}'},
+            streaming=True,
+        )
+
+
 # --- filter pushdown -----------------------------------------------------------------------
 
 

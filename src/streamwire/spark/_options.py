@@ -33,7 +33,8 @@ chunkRows                rows a writer task hands to its producer at a time (def
                          rows of a chunk not yet handed over when a task dies are not sent
 ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
 connectOptions           JSON object of streamwire.connect options (readers and writers),
-                         e.g. {"load_balancer": true}
+                         e.g. {"load_balancer": true}; an address_resolver as an object
+                         of advertised "host:port" to the one to dial (AddressMap)
 writeId                  batch writer: a stable identity for deduplication across reruns
                          of the same write (RabbitMQ); default a fresh id per write
 =======================  =================================================================
@@ -136,8 +137,18 @@ def _connect_options(options: dict[str, str], url: str) -> tuple[tuple[str, Any]
         parsed = json.loads(text)
     except ValueError:
         raise SparkConfigurationError(f"{expected}, got {text!r}") from None
-    if not isinstance(parsed, dict) or any(isinstance(v, dict | list) for v in parsed.values()):
-        raise SparkConfigurationError(f"{expected} with plain values, got {text!r}")
+    if not isinstance(parsed, dict):
+        raise SparkConfigurationError(f"{expected}, got {text!r}")
+    if isinstance(parsed.get("address_resolver"), dict):  # advertised -> reachable
+        try:
+            parsed["address_resolver"] = streamwire.AddressMap(parsed["address_resolver"])
+        except streamwire.ConfigurationError as exc:
+            raise SparkConfigurationError(f"connectOptions' address_resolver: {exc}") from None
+    if any(isinstance(v, dict | list) for v in parsed.values()):
+        raise SparkConfigurationError(
+            f"{expected} with plain values (an address_resolver may be an object of "
+            f"'host:port' strings), got {text!r}"
+        )
     if "timeout" in parsed:
         raise SparkConfigurationError(
             "set the timeout with the option 'timeout', not in connectOptions"

@@ -137,8 +137,9 @@ class WorkerRuntime:
                         "it and run the query again (a streaming query resumes from its "
                         "checkpoint); the option 'timeout' sets how long to wait"
                     ) from exc
-                logger.warning(
-                    "%s did not answer (%s: %s); trying again in %.1f s",
+                logger.log(
+                    logging.INFO if attempts == 1 else logging.WARNING,
+                    "%s is unavailable (%s: %s); trying again in %.1f s",
                     where,
                     type(exc).__name__,
                     exc,
