@@ -25,6 +25,7 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
@@ -46,6 +47,9 @@ from tests.integration.liftbridge.cluster import (
     LocalCluster,
     harness_liftbridge,
 )
+
+if TYPE_CHECKING:  # pyspark's, imported where a Spark test runs
+    from tests.spark._support import Target
 
 pytestmark = [pytest.mark.integration, pytest.mark.one_core, pytest.mark.timeout(600)]
 
@@ -237,15 +241,10 @@ async def test_the_spark_sink_through_a_leader_partition_stores_every_row_exactl
         stored,
         write_input,
     )
-    from tests.spark._support import Target
 
     lane, cluster = partitioned, partitioned.cluster
     assert cluster is not None
-    broker = "rabbitmq" if lane.name.startswith("rabbitmq") else "liftbridge"
-    target = Target(broker, lane.url, partitions=1)
-    stream = f"spark-partition-{tmp_path.name[-20:]}"
-    async with streamwire.connect(lane.url, timeout=10) as admin:
-        await admin.create_stream(stream, **lane.create)
+    target, stream = await _spark_stream(lane, f"spark-partition-{tmp_path.name[-20:]}")
     job = None
     try:
         write_input(tmp_path)
@@ -281,15 +280,10 @@ async def test_the_spark_source_through_a_leader_partition_reads_every_message_o
     planning and reads that wait on the isolated leader time out and are tried again, and
     the query hands every message to its sink exactly once."""
     from tests.spark._jobs import TOTAL, check_read, finish, read_so_far, start_read
-    from tests.spark._support import Target
 
     lane, cluster = partitioned, partitioned.cluster
     assert cluster is not None
-    broker = "rabbitmq" if lane.name.startswith("rabbitmq") else "liftbridge"
-    target = Target(broker, lane.url, partitions=1)
-    stream = f"spark-read-{tmp_path.name[-20:]}"
-    async with streamwire.connect(lane.url, timeout=10) as admin:
-        await admin.create_stream(stream, **lane.create)
+    target, stream = await _spark_stream(lane, f"spark-read-{tmp_path.name[-20:]}")
     job = None
     try:
         job, out, log = await asyncio.to_thread(
@@ -331,3 +325,14 @@ async def _delete_once_settled(url: str, stream: str) -> None:
             if attempt == 29:
                 raise
             await asyncio.sleep(1.0)
+
+
+async def _spark_stream(lane: Lane, stream: str) -> tuple[Target, str]:
+    """``stream`` created on ``lane``'s cluster as its workload creates streams (replicated),
+    and the Spark tests' target for it."""
+    from tests.spark._support import Target
+
+    broker = "rabbitmq" if lane.name.startswith("rabbitmq") else "liftbridge"
+    async with streamwire.connect(lane.url, timeout=10) as admin:
+        await admin.create_stream(stream, **lane.create)
+    return Target(broker, lane.url, partitions=1), stream

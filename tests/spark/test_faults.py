@@ -18,7 +18,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -250,6 +250,47 @@ def _nemesis(fault: str, name: str) -> None:
         asyncio.run(brokers.fault("revive", name))  # under the harness's lock
 
 
+def _fault_each_lane(
+    fault: str,
+    lanes: dict[str, Target],
+    job: subprocess.Popen[bytes],
+    hit: dict[str, threading.Thread],
+    reached: Callable[[int, str], bool],
+) -> None:
+    """While ``job`` runs, :func:`_nemesis` ``fault`` on each lane's broker (a thread each,
+    kept in ``hit``) once ``reached(n, name)`` says its lane got that far; then wait for
+    every fault to end."""
+    deadline = time.monotonic() + BUDGET
+    while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
+        for n, name in enumerate(lanes):
+            if name not in hit and reached(n, name):
+                thread = threading.Thread(target=_nemesis, args=(fault, PROCESS_LANES[name]))
+                thread.start()
+                hit[name] = thread
+        time.sleep(0.02)
+    for thread in hit.values():
+        thread.join(300)
+
+
+def _after_process_faults(
+    job: subprocess.Popen[bytes] | None,
+    hit: dict[str, threading.Thread],
+    lanes: dict[str, Target],
+    streams: dict[str, str],
+) -> None:
+    """After a test of :func:`_nemesis` faults: the job killed if it still runs, the faults
+    finished, every broker up again and the streams deleted."""
+    if job is not None and job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+    for thread in hit.values():
+        thread.join(300)
+    for name, t in lanes.items():
+        with contextlib.suppress(Exception):  # a broker that failed to come back
+            asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
+        t.delete_stream(streams[name])
+
+
 @pytest.mark.one_core
 @pytest.mark.parametrize("fault", ["pause", "kill"])
 def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
@@ -273,16 +314,9 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
         jobs = [(t, streams[name]) for name, t in lanes.items()]
         args = ["--master", "local[2,4]", "--timeout", str(PROCESS_TIMEOUT)]
         job = start_job(jobs, tmp_path, log, *args)
-        deadline = time.monotonic() + BUDGET
-        while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
-            for name, t in lanes.items():
-                if name not in hit and stored(t, streams[name]) >= MID_BATCH:
-                    thread = threading.Thread(target=_nemesis, args=(fault, PROCESS_LANES[name]))
-                    thread.start()
-                    hit[name] = thread
-            time.sleep(0.02)
-        for thread in hit.values():
-            thread.join(300)
+        _fault_each_lane(
+            fault, lanes, job, hit, lambda n, name: stored(lanes[name], streams[name]) >= MID_BATCH
+        )
         out = finish(job, log, timeout=BUDGET)
         assert sorted(hit) == sorted(lanes), (hit, out[-2000:])
         assert "streamwire.errors." in out, out[-3000:]  # a task met the fault, typed
@@ -290,15 +324,7 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
             check_stored(t, streams[name], name, fault)
             assert sum(b[1] for b in batches(out, n)) == TOTAL, (name, batches(out, n))
     finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
-        for thread in hit.values():
-            thread.join(300)
-        for name, t in lanes.items():
-            with contextlib.suppress(Exception):  # a broker that failed to come back
-                asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
-            t.delete_stream(streams[name])
+        _after_process_faults(job, hit, lanes, streams)
 
 
 @pytest.mark.one_core
@@ -507,26 +533,11 @@ def test_a_broker_paused_or_killed_under_a_streaming_read_loses_and_repeats_no_r
         # timeout for it (a RabbitMQ node takes seconds to start)
         timeout = SOURCE_TIMEOUT if fault == "pause" else RESTART_TIMEOUT
         job, out, log = start_read(lanes, streams, tmp_path, {}, "--timeout", str(timeout))
-        deadline = time.monotonic() + BUDGET
-        while job.poll() is None and time.monotonic() < deadline and len(hit) < len(lanes):
-            for n, name in enumerate(lanes):
-                if name not in hit and len(read_so_far(out, n)) >= TOTAL // 3:
-                    thread = threading.Thread(target=_nemesis, args=(fault, PROCESS_LANES[name]))
-                    thread.start()
-                    hit[name] = thread
-            time.sleep(0.02)
-        for thread in hit.values():
-            thread.join(300)
+        _fault_each_lane(
+            fault, lanes, job, hit, lambda n, name: len(read_so_far(out, n)) >= TOTAL // 3
+        )
         text = finish(job, log, timeout=BUDGET)
         assert sorted(hit) == sorted(lanes), (hit, text[-2000:])
         check_read(lanes, out, text)
     finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
-        for thread in hit.values():
-            thread.join(300)
-        for name, t in lanes.items():
-            with contextlib.suppress(Exception):  # a broker that failed to come back
-                asyncio.run(brokers.ensure_up(PROCESS_LANES[name]))
-            t.delete_stream(streams[name])
+        _after_process_faults(job, hit, lanes, streams)
