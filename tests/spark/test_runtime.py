@@ -101,6 +101,26 @@ def test_a_patient_call_waits_for_a_broker_that_fails_then_forgets_its_stream(
         rt.close()
 
 
+def test_an_answer_the_broker_marks_retriable_is_waited_for_and_another_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Liftbridge's "not the partition leader" (``FailedPrecondition``, retriable) while a
+    restarted server elects one, seen in a rehearsal; "permission denied" is an answer."""
+    from streamwire.liftbridge.protocol.errors import FailedPrecondition, PermissionDenied
+
+    rt = WorkerRuntime()
+    try:
+        fake = _Scripted(rt, monkeypatch, FailedPrecondition("not the leader"))
+        assert rt.with_client(("liftbridge://h", ()), fake.use, patience=30.0) == "ok"
+        assert fake.calls == 2
+        fake = _Scripted(rt, monkeypatch, PermissionDenied("no"))
+        with pytest.raises(PermissionDenied):
+            rt.with_client(("liftbridge://h", ()), fake.use, patience=30.0)
+        assert fake.calls == 1
+    finally:
+        rt.close()
+
+
 def test_a_stream_not_found_at_once_is_the_answer_not_a_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

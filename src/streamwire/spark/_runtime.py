@@ -90,8 +90,9 @@ class WorkerRuntime:
         waited for: the client is dropped and ``use`` tried again on a fresh one (at once,
         then every ``interval`` seconds) while fewer than ``patience`` seconds passed since
         the first failure (the last try gets its own timeout); then
-        :class:`BrokerUnavailableError`. A stream not found is waited for
-        too, but only once the broker failed first (one restarting may not know it yet)."""
+        :class:`BrokerUnavailableError`. An answer the broker marks as retriable is waited
+        for too, and a stream not found once the broker failed first (one restarting may
+        not know it yet): :func:`_transient`."""
         if patience <= 0:
             client = self.client(key)
             try:
@@ -116,12 +117,13 @@ class WorkerRuntime:
             try:
                 client = self.client(key)
                 return use(client)
-            except (*UNAVAILABLE_ERRORS, streamwire.StreamNotFoundError) as exc:
-                if isinstance(exc, streamwire.StreamNotFoundError) and not attempts:
-                    raise  # the broker answered: no such stream
-                # (after a failure: a broker just started again on its data may not know its
-                # streams yet; a Liftbridge server says "does not exist" until it has
-                # replayed its metadata)
+            except (
+                *UNAVAILABLE_ERRORS,
+                streamwire.StreamNotFoundError,
+                streamwire.ServerError,
+            ) as exc:
+                if not _transient(exc, after_failure=attempts > 0):
+                    raise
                 attempts += 1
                 if client is not None:
                     self.discard(key, client, close_timeout=DROP_CLOSE_TIMEOUT)
@@ -167,6 +169,19 @@ class WorkerRuntime:
         for client in clients:
             self._close(client)
         self.bridge.close()
+
+
+def _transient(exc: Exception, *, after_failure: bool) -> bool:
+    """Whether a patient call waits ``exc`` out: the broker unreachable or silent; an answer
+    the broker marks as one that may change (``ServerError.retriable``: Liftbridge's "not
+    the partition leader" while it elects one); and, once a call failed, a stream not
+    found (a broker just started again on its data may not know its streams yet: a
+    Liftbridge server says "does not exist" until it has replayed its metadata)."""
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        return True
+    if isinstance(exc, streamwire.StreamNotFoundError):
+        return after_failure
+    return isinstance(exc, streamwire.ServerError) and exc.retriable
 
 
 _runtime: WorkerRuntime | None = None
