@@ -22,7 +22,7 @@ help:
 	@echo "make matrix  unit + property tests on every other CPython, from its wheel, both cores"
 	@echo "make spark-matrix  the Spark suite on pyspark 4.0 beside the pinned 4.x (brokers up)"
 	@echo "make test-cluster  the three-node RabbitMQ cluster test (starts and stops the cluster)"
-	@echo "make test-faults   the fault workloads, SEEDS=20 runs per broker and fault class, and their table"
+	@echo "make test-faults   the fault workloads and the Spark fault tests, SEEDS=20 runs of each, and their tables"
 	@echo "                   (SEVERITY=long: 30 s black holes and pauses, a 200 ms link losing 5 %; or quick)"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make fuzz    coverage-guided fuzzing of every decoder (FUZZ_SECONDS per target)"
@@ -108,7 +108,8 @@ test: venv dist
 # The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
 # under every fault class, through the proxy and on the broker's process (make test runs one);
 # each run's report goes to .faults/, and their table is printed whatever the outcome. Groups
-# that share no broker run at once (tests/faults/groups.py).
+# that share no broker run at once, and then the Spark sink's and source's fault tests, SEEDS
+# runs each (tests/faults/groups.py).
 SEEDS ?= 20
 SEVERITY ?= long
 test-faults: venv brokers

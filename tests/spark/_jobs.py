@@ -25,6 +25,7 @@ __all__ = [
     "BUDGET",
     "MID_BATCH_ROWS",
     "ROWS_PER_BATCH",
+    "SOURCE_TOTAL",
     "TOTAL",
     "batches",
     "check_read",
@@ -50,9 +51,9 @@ MID_BATCH_ROWS = ROWS_PER_BATCH * 3 // 2
 PACE = float(os.environ.get("STREAMWIRE_SPARK_PACE", "0.001"))
 #: How long a job may take: 10 minutes, and more for a scaled-up run.
 BUDGET = 600.0 + TOTAL / 500
-#: The source's jobs (``read_driver``): rows per micro-batch, and seconds of work per row
-#: after the read.
-SOURCE_BATCH, SOURCE_PACE = 2000, 0.0005
+#: The source's jobs (``read_driver``): messages read (three micro-batches), rows per
+#: micro-batch, and seconds of work per row after the read.
+SOURCE_TOTAL, SOURCE_BATCH, SOURCE_PACE = TOTAL // 2, 2000, 0.0005
 
 
 def write_input(tmp_path: Path) -> None:
@@ -144,19 +145,7 @@ def check_stored(t: Target, stream: str, lane: str | None = None, fault: str = "
     values = [int(m.value) for m in back]
     lost = TOTAL - len(set(values) & set(range(TOTAL)))
     duplicated = len(values) - len(set(values))
-    results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
-    if results:
-        report = {
-            "lane": lane or t.broker,
-            "fault": fault,
-            "rows": TOTAL,
-            "stored": len(values),
-            "lost": lost,
-            "duplicated": duplicated,
-        }
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)
-        out = Path(results) / f"spark-{fault}-{lane or t.broker}-{name}.json"
-        out.write_text(json.dumps(report), encoding="utf-8")
+    _report("sink", lane or t.broker, fault, stream, values)
     assert len(values) == TOTAL, f"{t.broker}: {lost} ids lost, {duplicated} stored twice"
     assert sorted(values) == list(range(TOTAL)), t.broker
     assert all(m.key == m.value for m in back), t.broker
@@ -177,7 +166,7 @@ def start_read(
     via: dict[str, tuple[Target, dict[str, object] | None]],
     *extra: str,
 ) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """Publish :data:`TOTAL` messages (ids) to each lane's stream, then start
+    """Publish :data:`SOURCE_TOTAL` messages (ids) to each lane's stream, then start
     ``read_driver`` on them: one streaming query per lane, through ``via`` (the lane's target
     as the source reaches it, and its ``connectOptions``). The job, its output directory
     and its log."""
@@ -186,7 +175,8 @@ def start_read(
     args = [str(out), str(tmp_path / "ckpt")]
     options = ["--max", str(SOURCE_BATCH), "--pace", str(SOURCE_PACE), *extra]
     for n, (name, t) in enumerate(lanes.items()):
-        publish(t, streams[name], [streamwire.Message(str(i).encode()) for i in range(TOTAL)])
+        ids = range(SOURCE_TOTAL)
+        publish(t, streams[name], [streamwire.Message(str(i).encode()) for i in ids])
         target, connect = via.get(name, (t, None))
         args.append(f"{target.url}={streams[name]}")
         if connect:
@@ -204,11 +194,38 @@ def start_read(
     return job, out, log
 
 
-def check_read(lanes: dict[str, Target], out: Path, text: str) -> None:
-    """Every lane's query handed every id to its sink exactly once."""
+def _report(
+    side: str, lane: str, fault: str, stream: str, values: list[int], total: int = TOTAL
+) -> None:
+    """With ``STREAMWIRE_FAULT_RESULTS=DIR``, what a run of the sink (the ids stored) or the
+    source (the ids its query was handed) found, as a JSON report in ``DIR``
+    (``python -m tests.spark.table DIR``)."""
+    results = os.environ.get("STREAMWIRE_FAULT_RESULTS")
+    if not results:
+        return
+    report = {
+        "side": side,
+        "lane": lane,
+        "fault": fault,
+        "rows": total,
+        "stored": len(values),
+        "lost": total - len(set(values) & set(range(total))),
+        "duplicated": len(values) - len(set(values)),
+    }
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)
+    out = Path(results) / f"spark-{side}-{fault}-{lane}-{name}.json"
+    out.write_text(json.dumps(report), encoding="utf-8")
+
+
+def check_read(
+    lanes: dict[str, Target], out: Path, text: str, fault: str, streams: dict[str, str]
+) -> None:
+    """Every lane's query handed every id to its sink exactly once (reported first, as
+    :func:`check_stored` does)."""
     for n, name in enumerate(lanes):
         ids = read_so_far(out, n)
-        lost = TOTAL - len(set(ids) & set(range(TOTAL)))
+        _report("source", name, fault, streams[name], ids, SOURCE_TOTAL)
+        lost = SOURCE_TOTAL - len(set(ids) & set(range(SOURCE_TOTAL)))
         said = f"{name}: {lost} lost, {len(ids) - len(set(ids))} read twice; {text[-2000:]}"
-        assert len(ids) == TOTAL, said
-        assert sorted(ids) == list(range(TOTAL)), said
+        assert len(ids) == SOURCE_TOTAL, said
+        assert sorted(ids) == list(range(SOURCE_TOTAL)), said

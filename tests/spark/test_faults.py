@@ -31,11 +31,13 @@ from integration.harness.faultproxy import ThreadedFaultProxy
 from tests import brokers
 from tests.brokers import require
 from tests.faults.processes import harness_context
+from tests.faults.test_histories import SEEDS
 from tests.proxy import proxied
 from tests.spark._jobs import (
     BUDGET,
     MID_BATCH_ROWS,
     ROWS_PER_BATCH,
+    SOURCE_TOTAL,
     TOTAL,
     batches,
     check_read,
@@ -164,9 +166,10 @@ def proxied_job(
         _clean_up(job, proxies, lanes, streams)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("cluster", ["local", "standalone"])
 def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
-    every_broker: dict[str, Target], tmp_path: Path, cluster: str
+    every_broker: dict[str, Target], tmp_path: Path, cluster: str, seed: int
 ) -> None:
     """In ``local[2,4]``, and on the standalone cluster (executors of their own, with their
     own Python workers, reaching each broker through the proxy)."""
@@ -191,8 +194,9 @@ def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
 STALL_TIMEOUT, STALL = 5.0, 12.0
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 def test_a_link_silent_past_the_sinks_timeout_fails_the_task_and_the_retry_stores_every_row_once(
-    every_broker: dict[str, Target], tmp_path: Path
+    every_broker: dict[str, Target], tmp_path: Path, seed: int
 ) -> None:
     """A black hole (bytes accepted, nothing forwarded, no reset) on every lane's link for
     longer than the sink's timeout, a sixth of the way into the input: the task waits no
@@ -291,10 +295,11 @@ def _after_process_faults(
         t.delete_stream(streams[name])
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.one_core
 @pytest.mark.parametrize("fault", ["pause", "kill"])
 def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
-    every_broker: dict[str, Target], tmp_path: Path, fault: str
+    every_broker: dict[str, Target], tmp_path: Path, fault: str, seed: int
 ) -> None:
     """Each broker's server process, half-way through the second micro-batch: paused
     (SIGSTOP) past the sink's timeout, or killed (SIGKILL) and started again on its data.
@@ -327,9 +332,10 @@ def test_a_broker_paused_or_killed_mid_batch_stores_every_row_exactly_once(
         _after_process_faults(job, hit, lanes, streams)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.one_core
 def test_a_liftbridge_server_killed_mid_batch_fails_the_query_loudly_until_its_tail_is_committed(
-    every_broker: dict[str, Target], tmp_path: Path
+    every_broker: dict[str, Target], tmp_path: Path, seed: int
 ) -> None:
     """Liftbridge's server killed (SIGKILL) half-way through the second micro-batch and
     started again on its data. Its tail (what it appended after its last watermark
@@ -431,12 +437,13 @@ def _source_through_proxies(
     return lanes, proxies, via
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.one_core
 def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
-    every_broker: dict[str, Target], tmp_path: Path
+    every_broker: dict[str, Target], tmp_path: Path, seed: int
 ) -> None:
     """The streaming source (``Trigger.AvailableNow``, micro-batches of 2,000 rows,
-    ``local[2,4]``) reads 12,000 messages through a proxy that cuts every connection three
+    ``local[2,4]``) reads 6,000 messages through a proxy that cuts every connection three
     times, dirty (what the peers write for 0.3 s is dropped, then both are reset), once
     20 %, 50 % and 80 % of the rows were handed to the query's sink. A read is quick (the
     scan fetches a batch's rows in milliseconds; the sink's paced work follows it), so a cut
@@ -449,7 +456,7 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
     job = None
     try:
         job, out, log = start_read(lanes, streams, tmp_path, via)
-        pending = {name: [int(TOTAL * f) for f in CUT_AT] for name in lanes}
+        pending = {name: [int(SOURCE_TOTAL * f) for f in CUT_AT] for name in lanes}
         deadline = time.monotonic() + BUDGET
         while job.poll() is None and time.monotonic() < deadline and any(pending.values()):
             for n, name in enumerate(lanes):
@@ -462,7 +469,7 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
         for name in lanes:
             assert len(proxies[name].cuts) == len(CUT_AT), (name, proxies[name].cuts, text[-2000:])
             assert proxies[name].connections_made > 0, name
-        check_read(lanes, out, text)
+        check_read(lanes, out, text, "cut", streams)
     finally:
         _clean_up(job, proxies, lanes, streams)
 
@@ -476,9 +483,10 @@ SOURCE_TIMEOUT, RESTART_TIMEOUT = 5.0, 30.0
 SOURCE_STALL = 8.0
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.one_core
 def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
-    every_broker: dict[str, Target], tmp_path: Path
+    every_broker: dict[str, Target], tmp_path: Path, seed: int
 ) -> None:
     """The streaming source's link to each broker (the proxied lanes of the cut test) turns
     into a black hole (bytes accepted, nothing forwarded, no reset) once a third of the rows
@@ -496,7 +504,7 @@ def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
         deadline = time.monotonic() + BUDGET
         while job.poll() is None and time.monotonic() < deadline and len(healed) < len(lanes):
             for n, name in enumerate(lanes):
-                if name not in silenced and len(read_so_far(out, n)) >= TOTAL // 3:
+                if name not in silenced and len(read_so_far(out, n)) >= SOURCE_TOTAL // 3:
                     proxies[name].blackhole(True)
                     silenced[name] = time.monotonic()
                 elif name in silenced and time.monotonic() - silenced[name] >= SOURCE_STALL:
@@ -508,15 +516,16 @@ def test_a_black_hole_under_a_streaming_read_loses_and_repeats_no_row(
         text = finish(job, log, timeout=BUDGET)
         assert sorted(healed) == sorted(lanes), (silenced, healed, text[-2000:])
         assert all(proxies[name].connections_made > 0 for name in lanes), proxies
-        check_read(lanes, out, text)
+        check_read(lanes, out, text, "blackhole", streams)
     finally:
         _clean_up(job, proxies, lanes, streams)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.one_core
 @pytest.mark.parametrize("fault", ["pause", "kill"])
 def test_a_broker_paused_or_killed_under_a_streaming_read_loses_and_repeats_no_row(
-    every_broker: dict[str, Target], tmp_path: Path, fault: str
+    every_broker: dict[str, Target], tmp_path: Path, fault: str, seed: int
 ) -> None:
     """Each broker's server process (:data:`PROCESS_LANES`), once a third of the rows were
     handed to the source's sink: paused (SIGSTOP) for :data:`PAUSE` s, longer than the
@@ -534,10 +543,10 @@ def test_a_broker_paused_or_killed_under_a_streaming_read_loses_and_repeats_no_r
         timeout = SOURCE_TIMEOUT if fault == "pause" else RESTART_TIMEOUT
         job, out, log = start_read(lanes, streams, tmp_path, {}, "--timeout", str(timeout))
         _fault_each_lane(
-            fault, lanes, job, hit, lambda n, name: len(read_so_far(out, n)) >= TOTAL // 3
+            fault, lanes, job, hit, lambda n, name: len(read_so_far(out, n)) >= SOURCE_TOTAL // 3
         )
         text = finish(job, log, timeout=BUDGET)
         assert sorted(hit) == sorted(lanes), (hit, text[-2000:])
-        check_read(lanes, out, text)
+        check_read(lanes, out, text, fault, streams)
     finally:
         _after_process_faults(job, hit, lanes, streams)
