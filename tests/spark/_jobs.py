@@ -24,6 +24,7 @@ from tests.spark._support import Target, publish, read_back
 __all__ = [
     "BUDGET",
     "MID_BATCH_ROWS",
+    "PACE",
     "ROWS_PER_BATCH",
     "SOURCE_TOTAL",
     "TOTAL",
