@@ -49,6 +49,7 @@ from streamwire.errors import (
     TimeoutError,
     TransportError,
     UncommittedTailError,
+    UnindexedRecordsError,
 )
 from streamwire.transport.portal import SyncBridge
 from streamwire.transport.reconnect import ReconnectPolicy
@@ -103,6 +104,7 @@ __all__ = (
     "TimeoutError",
     "TransportError",
     "UncommittedTailError",
+    "UnindexedRecordsError",
     "__version__",
     "connect",
     "parse_url",

@@ -73,6 +73,7 @@ __all__ = (
     "StreamwireError",
     "TimeoutError",
     "UncommittedTailError",
+    "UnindexedRecordsError",
     "UnsupportedByBroker",
     "TransportError",
     "WriteError",
@@ -293,6 +294,31 @@ class UncommittedTailError(StreamwireError):
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable: Spark ships it to the driver
         return (type(self), (str(self), self.stream, self.tails))
+
+
+class UnindexedRecordsError(StreamwireError):
+    """A partition's log holds records past the offsets its server reports: records written
+    to the log file whose index entries were lost. Seen on a Liftbridge server killed between
+    writing a batch to its log and to its index, then started again: it takes the index's
+    last entry for its newest offset and gives the following offsets to later messages, while
+    a reader from an earlier offset reads the lost records too, under those same offsets
+    (docs/liftbridge.md, "After a crash"). The server acknowledged none of them.
+
+    :attr:`stream` and :attr:`partition` name the partition, :attr:`first` is the first
+    offset given twice, :attr:`count` the records found under it and after it (``None``
+    when they were more than was read)."""
+
+    def __init__(
+        self, message: str, stream: str, partition: int, first: int, count: int | None
+    ) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.partition = partition
+        self.first = first
+        self.count = count
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable: Spark ships it to the driver
+        return (type(self), (str(self), self.stream, self.partition, self.first, self.count))
 
 
 class HeaderKindError(StreamwireError, TypeError):

@@ -35,6 +35,7 @@ from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
     Handover,
+    OffsetRegression,
     Outcome,
     Subscription,
 )
@@ -156,6 +157,7 @@ class H2Subscription:
         self._handshake = True
         self.next_offset: int | None = None
         self.delivered = 0
+        self._regression: OffsetRegression | None = None  # an offset sent twice
         self.ready: asyncio.Future[Outcome | None] = loop.create_future()
         self.finished: asyncio.Future[Outcome] = loop.create_future()
 
@@ -214,7 +216,9 @@ class H2Subscription:
                 outcome = self._early
             elif proto is not None and not self._stopped:
                 ended = await proto.ended
-                if isinstance(proto.failure, DecodeError):
+                if self._regression is not None:
+                    outcome = self._regression
+                elif isinstance(proto.failure, DecodeError):
                     outcome = UNDECODABLE
                 elif proto.failure is not None:
                     outcome = proto.failure
@@ -244,6 +248,21 @@ class H2Subscription:
             _resolve(self.ready, None)
             if not messages:
                 return
+        at = _regression(messages, self.next_offset)
+        if at is not None:  # what comes before it first, then the call ends with it
+            if at:
+                self._deliver(messages[:at], nbytes * at // len(messages))
+                expected = (messages[at - 1].offset or 0) + 1
+            else:
+                expected = self.next_offset or 0  # set: a batch's first is checked against it
+            self._regression = OffsetRegression(expected, messages[at].offset or 0)
+            proto = self._proto
+            if proto is not None:
+                proto.cancel()
+            return
+        self._deliver(messages, nbytes)
+
+    def _deliver(self, messages: list[Message], nbytes: int) -> None:
         if self._skip_below and (messages[0].offset or 0) < self._skip_below:
             skip = self._skip_below
             messages = [m for m in messages if (m.offset or 0) >= skip]
@@ -289,6 +308,25 @@ AnySubscription = Subscription | H2Subscription
 
 #: ``subscribe_transport`` values (see ``Client.subscribe_transport``).
 SUBSCRIBE_TRANSPORTS: Final = ("auto", "http2", "grpcio")
+
+
+def _regression(messages: list[Message], expected: int | None) -> int | None:
+    """Where in ``messages`` (a batch from the server) the first message is whose offset is
+    before ``expected`` (the offset after the last message delivered) or not past the one
+    before it; None when they all move forward. A batch whose offsets span exactly its
+    length (the common case) is taken as consecutive without looking at each."""
+    first = messages[0].offset or 0
+    if expected is not None and first < expected:
+        return 0
+    if (messages[-1].offset or 0) - first == len(messages) - 1:
+        return None
+    after = first
+    for i in range(1, len(messages)):
+        offset = messages[i].offset or 0
+        if offset <= after:
+            return i
+        after = offset
+    return None
 
 
 def _resolve(future: asyncio.Future[Any], value: object) -> None:

@@ -34,13 +34,20 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 
 import grpc
 
-from streamwire.errors import ClosedError, ConnectionClosed, DecodeError, RequestTimeout
+from streamwire.errors import (
+    ClosedError,
+    ConnectionClosed,
+    DecodeError,
+    RequestTimeout,
+    UnindexedRecordsError,
+)
 from streamwire.liftbridge._grpc import RpcFailed, translate
 from streamwire.liftbridge.protocol.messages import decode_message
 
 __all__ = (
     "ENDED",
     "STOPPED",
+    "OffsetRegression",
     "THREAD_NAME",
     "UNDECODABLE",
     "Handover",
@@ -85,8 +92,45 @@ STOPPED: Final = _Marker("STOPPED")
 UNDECODABLE: Final = _Marker("UNDECODABLE")
 """A message did not decode as ``liftbridge.Message``; the call was cancelled."""
 
-Outcome = _Marker | RpcFailed | Exception
-"""How a subscription ended: a marker, the RPC's status, or a bug (any other exception)."""
+
+class OffsetRegression:
+    """The server sent a message at ``offset`` after the one at ``expected - 1``: offsets
+    it handed out already, so the messages read at ``offset .. expected - 1`` were records
+    its log holds past its index (a crash between writing them to its log and to its
+    index). The subscription ends (its call is cancelled)."""
+
+    __slots__ = ("expected", "offset")
+
+    def __init__(self, expected: int, offset: int) -> None:
+        self.expected = expected
+        self.offset = offset
+
+    def __repr__(self) -> str:
+        return f"OffsetRegression(expected={self.expected}, offset={self.offset})"
+
+    def error(self, what: str, stream: str, partition: int) -> UnindexedRecordsError:
+        """The typed error for the consumer ``what`` reading ``stream``/``partition``."""
+        first, last = self.offset, self.expected - 1
+        count = max(last - first + 1, 0)
+        return UnindexedRecordsError(
+            f"{what}: the Liftbridge server sent offset {first} after offset {last}: its log "
+            f"holds records past the offsets it reports, under offsets it has given again to "
+            f"later messages. It lost their index entries in a crash between writing them to "
+            f"its log and to its index, and acknowledged none of them (docs/liftbridge.md, "
+            f"'After a crash'). The {count} messages handed out at offsets {first}..{last} "
+            f"were such records; the message now at offset {first} and those after it are "
+            f"what the server reports. Read from offset {first} on with a new consumer for "
+            f"them; the partition's log stays so: copy what you need into a new stream",
+            stream,
+            partition,
+            first,
+            count,
+        )
+
+
+Outcome = _Marker | OffsetRegression | RpcFailed | Exception
+"""How a subscription ended: a marker, an offset sent twice, the RPC's status, or a bug
+(any other exception)."""
 
 
 class Handover(Generic[_T]):
@@ -410,6 +454,7 @@ class Subscription:
         handover, stop = self._handover, self._stop
         skip_below, server_headers = self._skip_below, self._server_headers
         handshake = True
+        expected = -1  # the offset after the last message handed over
         for raw in call:
             if stop.is_set():
                 return STOPPED
@@ -422,11 +467,13 @@ class Subscription:
                 self._post(self.ready, None)
                 continue
             offset = msg.offset or 0  # always set: a subscribed message has its offset
+            if offset < expected:
+                return OffsetRegression(expected, offset)
             if offset < skip_below:
                 continue
             if not handover.put(msg, stop, len(raw)):
                 return STOPPED
-            self.next_offset = offset + 1
+            self.next_offset = expected = offset + 1
             self.delivered += 1
         return ENDED
 

@@ -49,6 +49,7 @@ from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
     Handover,
+    OffsetRegression,
     Outcome,
     handshake,
 )
@@ -272,6 +273,10 @@ class Consumer(AsyncStartable):
         if outcome is UNDECODABLE:
             what = f"the subscription {self}"
             self._handover.finish(DecodeError("liftbridge.Message", frame=what))
+            return None
+        if isinstance(outcome, OffsetRegression):
+            error = outcome.error(f"consumer {self}", self.stream, self.partition)
+            self._handover.finish(error)
             return None
         if isinstance(outcome, RpcFailed):
             err = translate(outcome, f"subscription to {self}")

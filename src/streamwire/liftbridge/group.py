@@ -59,6 +59,7 @@ from streamwire.liftbridge._stream_reader import (
     STOPPED,
     UNDECODABLE,
     Handover,
+    OffsetRegression,
     handshake,
 )
 from streamwire.liftbridge.protocol._pb import api_pb2 as pb
@@ -671,6 +672,10 @@ class GroupConsumer(AsyncStartable):
             return
         if outcome is UNDECODABLE:
             self._fail(DecodeError("liftbridge.Message", frame=f"{part.key} of {self}"))
+            return
+        if isinstance(outcome, OffsetRegression):
+            stream, partition = part.key
+            self._fail(outcome.error(f"{self}, reading {part.key}", stream, partition))
             return
         if isinstance(outcome, Exception) and not isinstance(outcome, RpcFailed):
             logger.error("%s: a reading thread failed", self, exc_info=outcome)

@@ -52,6 +52,32 @@ async def _written_then_killed(url: str, stream: str) -> list[bytes]:
     return acked
 
 
+async def _check_unindexed(
+    client: lb.Client, stream: str, error: streamwire.UnindexedRecordsError, acked: list[bytes]
+) -> None:
+    """The kill came between the server's write of a batch to its log and to its index
+    (``test_unindexed_records.py``; seen once in a rehearsal): ``commit_tail`` said so. A
+    reader from the start fails with the same error once it meets the offsets given twice;
+    with what a reader from ``error.first`` on reads, every acknowledged message is there."""
+    assert error.partition == 0
+    assert error.count, error
+    values: list[bytes] = []
+    failed: streamwire.UnindexedRecordsError | None = None
+    async with client.consumer(stream, offset="first") as consumer:
+        try:
+            while batch := await consumer.next_batch(max_messages=1000, timeout=10):
+                values += (m.value for m in batch)
+        except streamwire.UnindexedRecordsError as exc:
+            failed = exc
+    assert failed is not None
+    assert (failed.first, failed.count) == (error.first, error.count)
+    async with client.consumer(stream, offset=error.first) as consumer:
+        while batch := await consumer.next_batch(max_messages=1000, timeout=2):
+            values += (m.value for m in batch)
+    for value in acked:
+        assert values.count(value) >= 1, value
+
+
 async def test_a_tail_left_by_a_crash_is_an_uncommitted_tail_error_until_committed(
     url: str,
 ) -> None:
@@ -81,7 +107,11 @@ async def test_a_tail_left_by_a_crash_is_an_uncommitted_tail_error_until_committ
             }
             assert await client.offset_bounds(stream) == {0: streamwire.OffsetBounds(0, first)}
 
-            bounds = await client.commit_tail(stream, 0, timeout=20)
+            try:
+                bounds = await client.commit_tail(stream, 0, timeout=20)
+            except streamwire.UnindexedRecordsError as exc:
+                await _check_unindexed(client, stream, exc, acked)
+                return
             assert bounds == streamwire.OffsetBounds(0, newest + 2)
             assert await client.settled_bounds(stream, timeout=20) == {0: bounds}
             assert await client.commit_tail(stream, 0, timeout=20) == bounds  # nothing to do
