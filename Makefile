@@ -109,12 +109,15 @@ test: venv dist
 # under every fault class, through the proxy and on the broker's process (make test runs one);
 # each run's report goes to .faults/, and their table is printed whatever the outcome. Groups
 # that share no broker run at once, and then the Spark sink's and source's fault tests, SEEDS
-# runs each (tests/faults/groups.py).
+# runs each (tests/faults/groups.py). FIRST_SEED=K runs seeds K.. and adds their reports to
+# those in .faults/ (a long run in rounds); from seed 0, .faults/ starts empty.
 SEEDS ?= 20
+FIRST_SEED ?= 0
 SEVERITY ?= long
 test-faults: venv brokers
-	@rm -rf .faults; status=0; \
-	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_SEVERITY=$(SEVERITY) \
+	@if [ "$(FIRST_SEED)" = 0 ]; then rm -rf .faults; fi; status=0; \
+	STREAMWIRE_FAULT_SEEDS=$(SEEDS) STREAMWIRE_FAULT_FIRST_SEED=$(FIRST_SEED) \
+	  STREAMWIRE_FAULT_SEVERITY=$(SEVERITY) \
 	  STREAMWIRE_FAULT_RESULTS=$(CURDIR)/.faults \
 	  $(PY) -m tests.faults.groups .faults $(PYTEST_ARGS) || status=$$?; \
 	$(PY) -m tests.faults.table .faults; $(PY) -m tests.spark.table .faults; exit $$status

@@ -35,7 +35,11 @@ from tests.proxy import proxied
 
 pytestmark = [pytest.mark.integration, pytest.mark.one_core, pytest.mark.timeout(600)]
 
-SEEDS = range(int(os.environ.get("STREAMWIRE_FAULT_SEEDS", "1")))
+#: The seeds each cell runs: ``STREAMWIRE_FAULT_SEEDS`` of them, from
+#: ``STREAMWIRE_FAULT_FIRST_SEED`` (0) on, so that a long run can go in rounds whose reports
+#: (named by seed) add up in one results directory.
+FIRST_SEED = int(os.environ.get("STREAMWIRE_FAULT_FIRST_SEED", "0"))
+SEEDS = range(FIRST_SEED, FIRST_SEED + int(os.environ.get("STREAMWIRE_FAULT_SEEDS", "1")))
 
 
 #: Whether the harness runs a real Iggy server (its env file names a binary), at collection.
