@@ -232,7 +232,6 @@ class Producer(ProducerCore):
         self._buffer: deque[_Run] = deque()
         self._buffered = 0  # messages in the buffer
         self._buffer_bytes = 0
-        # batches sent and awaiting their replies (up to the connection's max_in_flight)
         # batches sent and awaiting their replies (up to the connection's max_in_flight),
         # with what the meter needs to settle them
         self._inflight: dict[
@@ -240,6 +239,11 @@ class Producer(ProducerCore):
         ] = {}
         self._meter = ProducerMeter(Destination("iggy", address, f"{client.host}:{client.port}"))
         self._born = time.time()
+        # the room a batch leaves for its SendMessages frame: the same for every partition
+        # (a partition id is always four bytes), so worked out once
+        self._frame_room = SendMessages.room_for(
+            self.stream, self.topic, Partitioning.partition_id(0)
+        )
         self._window = asyncio.Event()  # a batch in flight was answered
         self._work = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
@@ -621,9 +625,7 @@ class Producer(ProducerCore):
         started = self._meter.begin(count, 0, waited)
         try:
             partitioning = Partitioning.partition_id(partition)
-            encoded, room = _encode(
-                batch, SendMessages.room_for(self.stream, self.topic, partitioning)
-            )
+            encoded, room = _encode(batch, self._frame_room)
             request = SendMessages(
                 stream=self.stream,
                 topic=self.topic,
