@@ -15,7 +15,7 @@ import logging
 import time
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 __all__ = (
     "LATENCY_BOUNDS",
@@ -26,6 +26,7 @@ __all__ = (
     "Destination",
     "LatencyHistogram",
     "LatencySnapshot",
+    "LagObserver",
     "Observer",
     "ProducerMeter",
     "ProducerStats",
@@ -195,6 +196,21 @@ class Observer(Protocol):
 
     def connection(self, where: Destination, event: str) -> None:
         """``event`` is ``"connect"``, ``"reconnect"`` or ``"error"``."""
+        ...
+
+
+@runtime_checkable
+class LagObserver(Protocol):
+    """An observer that also takes the lag of a reader that is not a consumer: the Spark
+    streaming source's driver reports, at each micro-batch it plans, how far behind each
+    partition's tail the batch leaves the query (``streamwire.spark``, docs/spark.md). Any
+    :class:`Observer` may have this method too; the OpenTelemetry one has."""
+
+    def partition_lag(
+        self, where: Destination, partition: int, messages: int, nbytes: int | None
+    ) -> None:
+        """``messages`` offsets of ``partition`` lie past what the reader will have read,
+        holding about ``nbytes`` bytes (``None`` when not estimated)."""
         ...
 
 

@@ -9,7 +9,10 @@ OpenTelemetry API, so whatever SDK and exporters the application configured rece
   ``messaging.client.consumed.messages`` (counter), ``messaging.client.operation.duration``
   (histogram, seconds, from the send call to the broker's confirmation), plus
   ``streamwire.consumer.lag`` (gauge, messages) and ``streamwire.client.connection.events``
-  (counter, attribute ``streamwire.connection.event``: connect, reconnect, error);
+  (counter, attribute ``streamwire.connection.event``: connect, reconnect, error); the
+  Spark streaming source's lag per partition (:class:`~streamwire.metrics.LagObserver`) as
+  ``streamwire.consumer.lag`` and ``streamwire.consumer.lag.bytes`` (gauge, estimated
+  bytes), with ``messaging.destination.partition.id``;
 * spans: ``send <stream>`` (kind PRODUCER) from a send call to its confirmation, one per call
   (a batch is one span, with ``messaging.batch.message_count``), status ERROR when any
   message of it failed; ``receive <stream>`` (kind CONSUMER) for each batch handed to the
@@ -76,6 +79,11 @@ class OTelObserver:
             unit="{message}",
             description="Messages in the stream after the last one handed over",
         )
+        self._lag_bytes = meter.create_gauge(
+            "streamwire.consumer.lag.bytes",
+            unit="By",
+            description="Estimated bytes in the stream after what a reader will have read",
+        )
         self._connections = meter.create_counter(
             "streamwire.client.connection.events",
             unit="{event}",
@@ -134,6 +142,17 @@ class OTelObserver:
             attributes={**attributes, "messaging.batch.message_count": count},
         )
         span.end()
+
+    def partition_lag(
+        self, where: Destination, partition: int, messages: int, nbytes: int | None
+    ) -> None:
+        attributes = {
+            **self._attrs(where, "receive"),
+            "messaging.destination.partition.id": str(partition),
+        }
+        self._lag.set(messages, attributes)
+        if nbytes is not None:
+            self._lag_bytes.set(nbytes, attributes)
 
     def connection(self, where: Destination, event: str) -> None:
         self._connections.add(1, {**self._attrs(where, ""), "streamwire.connection.event": event})

@@ -215,6 +215,7 @@ def _report(
     }
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)
     out = Path(results) / f"spark-{side}-{fault}-{lane}-{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report), encoding="utf-8")
 
 

@@ -21,6 +21,7 @@ from streamwire.metrics import (
     ConnectionMeter,
     ConsumerMeter,
     Destination,
+    LagObserver,
     ProducerMeter,
     current_observer,
 )
@@ -112,3 +113,24 @@ def test_uninstrument_stops_observing_new_meters(sdk: Sdk) -> None:
     producer.settled(producer.sent(1, 1), confirmed=1, failed=0)
     assert sdk.spans.get_finished_spans() == ()
     assert producer.snapshot().confirmed == 1
+
+
+def test_a_partition_lag_is_two_gauges_with_the_partition(sdk: Sdk) -> None:
+    """What the Spark streaming source's driver reports per partition (``LagObserver``)."""
+    observer: object = current_observer()
+    assert isinstance(observer, LagObserver)
+    observer.partition_lag(WHERE, 0, 10, 700)
+    observer.partition_lag(WHERE, 1, 4, None)  # no estimate: no bytes point for it
+    points = sdk.points()
+    lag = {
+        p.attributes["messaging.destination.partition.id"]: p.value
+        for p in points["streamwire.consumer.lag"]
+    }
+    assert lag == {"0": 10, "1": 4}
+    by_partition = points["streamwire.consumer.lag.bytes"]
+    assert {p.attributes["messaging.destination.partition.id"]: p.value for p in by_partition} == {
+        "0": 700
+    }
+    (point, *_) = by_partition
+    assert point.attributes["messaging.destination.name"] == "orders/events"
+    assert not sdk.spans.get_finished_spans()  # a lag is no delivery: no receive span

@@ -37,6 +37,9 @@ connectOptions           JSON object of streamwire.connect options (readers and 
                          of advertised "host:port" to the one to dial (AddressMap)
 writeId                  batch writer: a stable identity for deduplication across reruns
                          of the same write (RabbitMQ); default a fresh id per write
+observer                 "package.module:function" called once in every Python process the
+                         reader or writer runs in (driver and executors) to install a
+                         streamwire metrics observer there (streamwire.spark._observe)
 =======================  =================================================================
 """
 
@@ -49,6 +52,7 @@ from typing import Any, Final, Literal
 
 import streamwire
 from streamwire.spark._brokers import Broker
+from streamwire.spark._observe import check_spec
 from streamwire.spark._offsets import StartSpec, parse_spec
 from streamwire.spark._timestamps import TimeSpec, parse_time_spec, strategy
 from streamwire.spark.errors import SparkConfigurationError
@@ -170,6 +174,11 @@ def _url(options: dict[str, str]) -> str:
     return url
 
 
+def _observer(options: dict[str, str]) -> str | None:
+    spec = options.get("observer")
+    return None if spec is None else check_spec(spec)
+
+
 def _stream(options: dict[str, str], url: str) -> str:
     return Broker.of(url).check_stream(_required(options, "stream"))
 
@@ -194,6 +203,7 @@ class SourceOptions:
     connect_options: tuple[tuple[str, Any], ...] = ()
     push_filters: bool = False
     retry_interval: float = 1.0
+    observer: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -264,6 +274,7 @@ class SourceOptions:
             connect_options=_connect_options(opts, url),
             push_filters=push_filters,
             retry_interval=_duration(opts, "fetchOffset.retryIntervalMs", 1.0),
+            observer=_observer(opts),
         )
 
     @property
@@ -282,6 +293,7 @@ class SinkOptions:
     write_id: str | None
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     connect_options: tuple[tuple[str, Any], ...] = ()
+    observer: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -297,4 +309,5 @@ class SinkOptions:
             write_id=opts.get("writeid", "").strip() or None,
             chunk_rows=_int(opts, "chunkRows") or DEFAULT_CHUNK_ROWS,
             connect_options=_connect_options(opts, url),
+            observer=_observer(opts),
         )

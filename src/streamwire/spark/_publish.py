@@ -51,6 +51,7 @@ from typing import Any, Final
 import streamwire
 from streamwire.spark._brokers import Broker, Publisher
 from streamwire.spark._messages import Run, run_values
+from streamwire.spark._observe import install as install_observer
 from streamwire.spark._options import DEFAULT_CHUNK_ROWS
 from streamwire.spark._resume import ROW_HEADER, RowTag, StoredRows, query_tag, stored_rows
 from streamwire.spark._runtime import ClientKey, runtime
@@ -112,6 +113,8 @@ class PublishSpec:
     producer_options: tuple[tuple[str, Any], ...] = ()
     connect_options: tuple[tuple[str, Any], ...] = ()
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    observer: str | None = None
+    """``package.module:function`` installing a metrics observer in each worker (``_observe``)."""
 
     @property
     def client_key(self) -> ClientKey:
@@ -483,6 +486,7 @@ def publish_partition(
     ref = reference(spec.name, query_id, partition) if query_id is not None else None
     if exactly_once:
         publishing_id(batch_id, 0)  # validates the batch id before anything is sent
+    install_observer(spec.observer)
     rt = runtime()
     options = dict(spec.producer_options)
     tag = RowTag(query_tag(query_id or ""), batch_id, partition, -1)

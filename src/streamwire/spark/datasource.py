@@ -67,6 +67,8 @@ from streamwire.codec.columns import Columns
 from streamwire.spark import _arrow, _filters, _identity, _offsets, _timestamps
 from streamwire.spark._brokers import Broker, ColumnarConsumer
 from streamwire.spark._messages import content_keyed, runs
+from streamwire.spark._observe import install as install_observer
+from streamwire.spark._observe import report_lag
 from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
@@ -193,6 +195,7 @@ class StreamwireDataSource(DataSource):
             max_in_flight=opts.max_in_flight,
             connect_options=(("timeout", opts.timeout), *opts.connect_options),
             chunk_rows=opts.chunk_rows,
+            observer=opts.observer,
         )
 
     def writer(self, schema: Any, overwrite: bool) -> StreamwireBatchWriter:
@@ -648,6 +651,7 @@ def read_range(
     retention deleted the offsets before it since the batch was planned (``_read_gap``:
     ``failOnDataLoss``). The read ends at the first message at or past ``end - 1``. It fails with
     :class:`streamwire.TimeoutError` when no message comes for ``timeout`` seconds."""
+    install_observer(opts.observer)
     rt, broker = runtime(), Broker.of(opts.url)
     start, end = part.start, part.end
     if end <= start:
@@ -708,6 +712,7 @@ class StreamwireBatchReader(DataSourceReader):
     as found when the query is planned, in ``schema`` (``read_range``)."""
 
     def __init__(self, options: SourceOptions, schema: pa.Schema = _arrow.SCHEMA) -> None:
+        install_observer(options.observer)
         self.options = options
         self.schema = schema
 
@@ -763,6 +768,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     ``schema`` (``read_range``)."""
 
     def __init__(self, options: SourceOptions, schema: pa.Schema = _arrow.SCHEMA) -> None:
+        install_observer(options.observer)
         self.options = options
         self.schema = schema
         self._target: _offsets.Offsets | None = None  # AvailableNow: never read past this
@@ -910,6 +916,8 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             except streamwire.StreamwireError as exc:  # the lag is reported, not required
                 logger.debug("sampling message sizes for the lag failed: %s", exc)
         sizes = self._sizes[1] if self._sizes is not None else None
+        url = streamwire.parse_url(self.options.url)  # to the observer, if one takes lags
+        report_lag(url.protocol, self.options.stream, f"{url.host}:{url.port}", behind, sizes)
         estimate: int | None = None
         if sizes:
             mean = sum(sizes.values()) / len(sizes)

@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, get_args
 from streamwire.spark import _identity
 from streamwire.spark._brokers import Broker
 from streamwire.spark._messages import runs
+from streamwire.spark._observe import check_spec as check_observer
 from streamwire.spark._options import DEFAULT_CHUNK_ROWS, DEFAULT_MAX_IN_FLIGHT
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._schema import SinkLayout, sink_layout
@@ -186,8 +187,10 @@ class ForeachBatchSink:
         connect_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
         guarantee: Guarantee = "exactly-once",
+        observer: str | None = None,
     ) -> None:
         self.broker = Broker.of(url)  # validates the URL now
+        self.observer = None if observer is None else check_observer(observer)
         if guarantee not in _GUARANTEES:
             raise SparkConfigurationError(
                 f"guarantee must be one of {', '.join(map(repr, _GUARANTEES))}, not {guarantee!r}"
@@ -242,6 +245,7 @@ class ForeachBatchSink:
             chunk_rows=self.chunk_rows,
             producer_options=self.producer_options,
             connect_options=self.connect_options,
+            observer=self.observer,
         )
 
     def _identity(self, batch_df: Any) -> str | None:
@@ -320,6 +324,7 @@ def foreach_batch_sink(
     ignore_extra_columns: bool = False,
     connect_options: Mapping[str, Any] | None = None,
     guarantee: Guarantee = "exactly-once",
+    observer: str | None = None,
     **producer_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``writeStream.foreachBatch`` that publishes each micro-batch to
@@ -359,7 +364,10 @@ def foreach_batch_sink(
     ``chunk_rows`` (one confirmation future and, on RabbitMQ, consecutive publishing ids per
     run); rows of a run not yet handed over when a task dies are not sent.
     ``connect_options`` go to :func:`streamwire.connect`, other keyword arguments to
-    ``client.producer``.
+    ``client.producer``. ``observer`` (``"package.module:function"``) is called once in
+    each executor's Python worker before its first connection, to install a
+    :class:`streamwire.metrics.Observer` there (an application's own observer stays in the
+    driver's process; docs/spark.md, "Metrics").
     """
     return ForeachBatchSink(
         url,
@@ -373,4 +381,5 @@ def foreach_batch_sink(
         connect_options=connect_options,
         producer_options=producer_options,
         guarantee=guarantee,
+        observer=observer,
     )
