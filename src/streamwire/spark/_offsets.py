@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from streamwire.spark.errors import SparkConfigurationError
 
 __all__ = (
     "EARLIEST",
+    "LAG_KEY",
     "LATEST",
+    "SIZE_SAMPLE",
+    "SKIPPED_KEY",
     "Offsets",
+    "TriggerClock",
+    "available",
     "StartSpec",
     "cap",
     "cap_bytes",
@@ -38,6 +43,32 @@ StartSpec = Literal["earliest", "latest"] | dict[int, int]
 
 EARLIEST: Final = -2
 LATEST: Final = -1
+#: Messages read per partition to estimate its bytes per message (``maxBytesPerTrigger``,
+#: the lag's bytes); with no estimate at all a batch moves each partition at most this far.
+SIZE_SAMPLE: Final = 100
+#: The key of the offsets skipped under ``failOnDataLoss=false`` in a reported latest offset.
+SKIPPED_KEY: Final = "streamwire.skippedOffsets"
+#: The key of the lag in a streaming read's reported latest offset (``reportLatestOffset``).
+LAG_KEY: Final = "streamwire.lag"
+
+#: A partition's key: its number, or ``(stream, number)`` when a query reads several
+#: streams (``streamwire.spark._several``).
+K = TypeVar("K", int, tuple[str, int])
+
+
+class TriggerClock:
+    """When the last micro-batch of a streaming read was let through
+    (``minOffsetsPerTrigger``)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: float | None = None
+
+
+def available(begin: Mapping[K, int], tails: Mapping[K, int]) -> int:
+    """Offsets between ``begin`` and ``tails``, over every partition."""
+    return sum(max(0, t - begin.get(p, 0)) for p, t in tails.items())
 
 
 def encode(stream: str, offsets: Mapping[int, int]) -> dict[str, Any]:
@@ -108,13 +139,13 @@ def resolve(spec: StartSpec, bounds: Mapping[int, tuple[int, int]]) -> Offsets:
     return out
 
 
-def cap(start: Mapping[int, int], tails: Mapping[int, int], max_rows: int | None) -> Offsets:
+def cap(start: Mapping[K, int], tails: Mapping[K, int], max_rows: int | None) -> dict[K, int]:
     """The end offsets of the next micro-batch: every partition's tail, or, when more than
     ``max_rows`` offsets are available, a share of ``max_rows`` per partition proportional
     to what it has (largest remainders first, ties to the lower partition), so every
     partition makes progress. Never moves a partition backwards. Partitions new in
     ``tails`` start from 0."""
-    end: Offsets = {p: max(tails.get(p, o), o) for p, o in start.items()}
+    end: dict[K, int] = {p: max(tails.get(p, o), o) for p, o in start.items()}
     for p, tail in tails.items():
         end.setdefault(p, tail)
     available = {p: end[p] - start.get(p, 0) for p in end}
@@ -136,13 +167,13 @@ def cap(start: Mapping[int, int], tails: Mapping[int, int], max_rows: int | None
 
 
 def cap_bytes(
-    start: Mapping[int, int],
-    end: Mapping[int, int],
+    start: Mapping[K, int],
+    end: Mapping[K, int],
     max_bytes: int,
-    sizes: Mapping[int, float],
+    sizes: Mapping[K, float],
     *,
-    unsampled: int,
-) -> Offsets:
+    unsampled: int = SIZE_SAMPLE,
+) -> dict[K, int]:
     """``end`` cut so that the offsets of ``[start, end)`` hold about ``max_bytes``, given
     each partition's estimated bytes per message (``sizes``; a partition without one counts
     as the mean of the others). When over, every partition keeps the same fraction of its

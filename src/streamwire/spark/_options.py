@@ -7,7 +7,10 @@ typed values and are what readers, writers and partitions carry (small and pickl
 option                   meaning
 =======================  =================================================================
 url                      broker URL (required): rabbitmq-stream://, liftbridge://, iggy://
-stream                   stream name (required); for Iggy the address "stream/topic"
+stream                   stream name (required, or streams); for Iggy the address
+                         "stream/topic"
+streams                  reader: several streams read by one query, comma-separated; JSON
+                         offsets then name each stream ({"<stream>": {"<partition>": n}})
 timeout                  seconds for connecting, opening producers/consumers, confirmations
                          and for a read to see its next message (default 60); a source
                          waits as long again for a broker that is down or silent
@@ -57,7 +60,14 @@ from streamwire.spark._offsets import StartSpec, parse_spec
 from streamwire.spark._timestamps import TimeSpec, parse_time_spec, strategy
 from streamwire.spark.errors import SparkConfigurationError
 
-__all__ = ("DEFAULT_CHUNK_ROWS", "DEFAULT_MAX_IN_FLIGHT", "SinkOptions", "SourceOptions")
+__all__ = (
+    "DEFAULT_CHUNK_ROWS",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "SinkOptions",
+    "SourceOptions",
+    "for_stream",
+    "streams_of",
+)
 
 #: Rows a writer task hands to its producer at a time: Spark's Arrow batch size
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``), so a batch goes out in one run.
@@ -181,6 +191,66 @@ def _observer(options: dict[str, str]) -> str | None:
 
 def _stream(options: dict[str, str], url: str) -> str:
     return Broker.of(url).check_stream(_required(options, "stream"))
+
+
+#: Reader options whose JSON names streams when a query reads several, and what a stream
+#: the JSON leaves out gets (``None``: the option's default).
+_PER_STREAM: Final = {
+    "startingoffsets": "earliest",
+    "endingoffsets": None,
+    "startingoffsetsbytimestamp": None,
+    "endingoffsetsbytimestamp": None,
+}
+
+
+def streams_of(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """The streams of the ``streams`` option (comma-separated), checked; ``()`` without it
+    (then ``stream`` names the one stream)."""
+    opts = _lower(options)
+    text = opts.get("streams")
+    if text is None:
+        return ()
+    if "stream" in opts:
+        raise SparkConfigurationError("give the option 'stream' or 'streams', not both")
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise SparkConfigurationError(
+            f"option 'streams' must be stream names separated by commas, got {text!r}"
+        )
+    if len(set(names)) < len(names):
+        raise SparkConfigurationError(f"option 'streams' names a stream twice: {text!r}")
+    broker = Broker.of(_url(opts))
+    return tuple(broker.check_stream(name) for name in names)
+
+
+def for_stream(options: Mapping[str, Any], stream: str) -> dict[str, str]:
+    """A reader's options for one of the streams of ``streams``: ``stream`` set, and each
+    JSON offset option narrowed to that stream's entry (a stream it leaves out starts at
+    the earliest offset, and its other options take their defaults). With several streams
+    such JSON must name them: ``{"<stream>": {"<partition>": offset}}``."""
+    opts = _lower(options)
+    opts.pop("streams", None)
+    opts["stream"] = stream
+    for key, left_out in _PER_STREAM.items():
+        text = opts.get(key)
+        if text is None or text.strip().lower() in ("earliest", "latest"):
+            continue
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            continue  # the stream's own parse says what is wrong with it
+        if not (isinstance(parsed, dict) and parsed and not any(k.isdigit() for k in parsed)):
+            raise SparkConfigurationError(
+                f"with several streams, the JSON of {key!r} must name them: "
+                f'{{"<stream>": {{"<partition>": offset}}}}, got {text!r}'
+            )
+        if stream in parsed:
+            opts[key] = json.dumps({stream: parsed[stream]})
+        elif left_out is not None:
+            opts[key] = left_out
+        else:
+            del opts[key]
+    return opts
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,10 +69,16 @@ from streamwire.spark._brokers import Broker, ColumnarConsumer
 from streamwire.spark._messages import content_keyed, runs
 from streamwire.spark._observe import install as install_observer
 from streamwire.spark._observe import report_lag
-from streamwire.spark._options import SinkOptions, SourceOptions
+from streamwire.spark._offsets import LAG_KEY, SIZE_SAMPLE, SKIPPED_KEY, TriggerClock, available
+from streamwire.spark._options import SinkOptions, SourceOptions, for_stream, streams_of
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout, source_projection
+from streamwire.spark._several import (
+    SeveralBatchReader,
+    SeveralFilteringBatchReader,
+    SeveralStreamReader,
+)
 from streamwire.spark.errors import DataLossError, SparkConfigurationError
 
 try:  # admission control and Trigger.AvailableNow for Python sources: pyspark >= 4.2
@@ -143,14 +149,6 @@ _CHUNKS_PER_CALL: Final = 16
 _MESSAGES_PER_CALL: Final = 2000
 #: Seconds a round trip for chunks waits for more once it has some (see ``_fetch``).
 _MORE_WAIT: Final = 0.05
-#: Messages a streaming read with ``maxBytesPerTrigger`` looks at, from each partition's
-#: start, to estimate its bytes per message.
-SIZE_SAMPLE: Final = 100
-#: The key of the query progress's ``latestOffset`` that counts the offsets a reader with
-#: ``failOnDataLoss=false`` skipped (``StreamwireStreamReader.reportLatestOffset``).
-SKIPPED_KEY: Final = "streamwire.skippedOffsets"
-#: The key of the lag in a streaming read's reported latest offset (``reportLatestOffset``).
-LAG_KEY: Final = "streamwire.lag"
 #: Seconds a sample of message sizes for the lag's bytes is reused before another.
 LAG_SAMPLE_EVERY: Final = 30.0
 #: Losses a reader remembers having counted (its latest few batches' worth).
@@ -167,17 +165,30 @@ class StreamwireDataSource(DataSource):
     def schema(self) -> str:
         return SOURCE_SCHEMA_DDL
 
-    def reader(self, schema: Any) -> StreamwireBatchReader:
-        opts = SourceOptions.parse(self.options, streaming=False)
-        # pyspark refuses a reader with pushFilters unless filter pushdown is on
-        # (spark.sql.python.filterPushdown.enabled): the option opts in
-        kind = StreamwireFilteringBatchReader if opts.push_filters else StreamwireBatchReader
-        return kind(opts, source_projection(schema))
+    def reader(self, schema: Any) -> DataSourceReader:
+        projection = source_projection(schema)
+        several = streams_of(self.options)
+        if several:  # a reader per stream (streamwire.spark._several)
+            readers = [_batch_reader(for_stream(self.options, s), projection) for s in several]
+            if readers[0].options.push_filters:
+                return StreamwireSeveralFilteringBatchReader(readers)
+            return StreamwireSeveralBatchReader(readers)
+        return _batch_reader(self.options, projection)
 
-    def streamReader(self, schema: Any) -> StreamwireStreamReader:
-        return StreamwireStreamReader(
-            SourceOptions.parse(self.options, streaming=True), source_projection(schema)
-        )
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        projection = source_projection(schema)
+        several = streams_of(self.options)
+        if several:
+            return StreamwireSeveralStreamReader(
+                [
+                    StreamwireStreamReader(
+                        SourceOptions.parse(for_stream(self.options, s), streaming=True),
+                        projection,
+                    )
+                    for s in several
+                ]
+            )
+        return StreamwireStreamReader(SourceOptions.parse(self.options, streaming=True), projection)
 
     def _spec(self, schema: Any, overwrite: bool) -> PublishSpec:
         if overwrite:
@@ -761,6 +772,54 @@ class StreamwireFilteringBatchReader(StreamwireBatchReader):
         return start, end
 
 
+def limits(opts: SourceOptions, limit: Any) -> tuple[int | None, int | None]:
+    """The rows and bytes a micro-batch may take under Spark's ``limit`` (``None``: no
+    bound): ``Trigger.Once``'s ``ReadAllAvailable`` none, a ``ReadMaxRows`` or
+    ``ReadMaxBytes`` its own, the options the rest."""
+    if isinstance(limit, ReadAllAvailable):
+        return None, None
+    max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
+    max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else opts.max_bytes
+    return max_rows, max_bytes
+
+
+def holds_back(
+    opts: SourceOptions, clock: TriggerClock, new: int, limit: Any, *, available_now: bool
+) -> bool:
+    """``minOffsetsPerTrigger``, as Kafka's source keeps it: no batch while fewer than that
+    many ``new`` offsets are there, unless ``maxTriggerDelay`` passed since the last batch
+    (or since the query started). Not under ``Trigger.AvailableNow`` (it would wait for
+    offsets that may never come) nor ``Trigger.Once`` (``ReadAllAvailable``)."""
+    wanted = opts.min_records
+    if wanted is None or available_now or isinstance(limit, ReadAllAvailable):
+        return False
+    now = _clock()
+    if clock.last is None:
+        clock.last = now
+    if new == 0:
+        return False  # nothing new: the batch is empty either way
+    if new >= wanted or now - clock.last >= opts.max_trigger_delay:
+        clock.last = now
+        return False
+    return True
+
+
+def _batch_reader(options: Mapping[str, Any], schema: pa.Schema) -> StreamwireBatchReader:
+    opts = SourceOptions.parse(options, streaming=False)
+    # pyspark refuses a reader with pushFilters unless filter pushdown is on
+    # (spark.sql.python.filterPushdown.enabled): the option opts in
+    kind = StreamwireFilteringBatchReader if opts.push_filters else StreamwireBatchReader
+    return kind(opts, schema)
+
+
+class StreamwireSeveralBatchReader(SeveralBatchReader, DataSourceReader):
+    """``spark.read`` with ``streams``: :class:`streamwire.spark._several.SeveralBatchReader`."""
+
+
+class StreamwireSeveralFilteringBatchReader(SeveralFilteringBatchReader, DataSourceReader):
+    """With ``streams`` and ``pushFilters``."""
+
+
 class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("streamwire")``: one Spark partition per broker partition
     per micro-batch, admission control with ``maxRecordsPerTrigger`` and
@@ -776,7 +835,7 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._bounds: dict[int, tuple[int, int]] | None = None  # as latestOffset found them
         self._losses = _Losses()
         self._waiting: set[int] = set()  # partitions whose committed tail fell behind
-        self._last_trigger: float | None = None  # minOffsetsPerTrigger: the last batch's time
+        self._trigger = TriggerClock()  # minOffsetsPerTrigger: the last batch's time
         self._end: _offsets.Offsets | None = None  # where the batch latestOffset chose ends
         self._sizes: tuple[float, dict[int, float]] | None = None  # (when, bytes/message)
 
@@ -796,31 +855,59 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
         opts = self.options
-        tails = self._tails()
         if start is None:  # pyspark < 4.2 calls latestOffset() without start or limit
-            return _offsets.encode(opts.stream, tails)
+            return _offsets.encode(opts.stream, self._tails())
+        begin, tails = self.window(start)
+        new = available(begin, tails)
+        if self.held_back(self._trigger, new, limit, available_now=self.available_now):
+            end = begin  # minOffsetsPerTrigger: not yet
+        else:
+            max_rows, max_bytes = self.limits(limit)
+            end = _offsets.cap(begin, tails, max_rows)
+            if max_bytes is not None:
+                end = _offsets.cap_bytes(begin, end, max_bytes, self.sizes(begin, end))
+        self.chosen(begin, end)
+        return _offsets.encode(opts.stream, end)
+
+    def held_back(self, clock: TriggerClock, new: int, limit: Any, *, available_now: bool) -> bool:
+        """Whether ``minOffsetsPerTrigger`` holds a batch of ``new`` offsets back
+        (:func:`holds_back`)."""
+        return holds_back(self.options, clock, new, limit, available_now=available_now)
+
+    def limits(self, limit: Any) -> tuple[int | None, int | None]:
+        """The rows and bytes a batch may take under ``limit`` (:func:`limits`)."""
+        return limits(self.options, limit)
+
+    def sizes(self, begin: _offsets.Offsets, end: _offsets.Offsets) -> dict[int, float]:
+        """Each partition's mean bytes per message, sampled from ``begin`` (before ``end``)."""
+        return _message_sizes(self.options, begin, end)
+
+    @property
+    def available_now(self) -> bool:
+        """Whether the query runs with ``Trigger.AvailableNow``."""
+        return self._target is not None
+
+    def window(self, start: Mapping[str, Any]) -> tuple[_offsets.Offsets, _offsets.Offsets]:
+        """Where the next batch may start and how far it may go: the offsets Spark's
+        ``start`` names (moved past what the broker no longer has: ``_Losses.rewound``) and
+        the tails now (a partition whose committed tail fell below ``start`` waits:
+        :meth:`_uncommitted`)."""
+        opts = self.options
+        tails = self._tails()
         begin = _offsets.decode(opts.stream, start)
         if _behind(begin, tails):
             tails = self._uncommitted(begin, tails)
         if _behind(begin, tails):  # the stream was recreated or reset: see _Losses.rewound
             # (DataLossError, or logged and counted now, so the progress reports it)
             begin = self._losses.rewound(opts, begin, tails, self._bounds or {})
-        if self._holds_back(begin, tails, limit):  # minOffsetsPerTrigger: not yet
-            self._end = begin
-            return _offsets.encode(opts.stream, begin)
-        if isinstance(limit, ReadAllAvailable):  # Trigger.Once: no limit applies
-            end = _offsets.cap(begin, tails, None)
-        else:
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_records
-            max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else opts.max_bytes
-            end = _offsets.cap(begin, tails, max_rows)
-            if max_bytes is not None:
-                sizes = _message_sizes(opts, begin, end)
-                end = _offsets.cap_bytes(begin, end, max_bytes, sizes, unsampled=SIZE_SAMPLE)
-        if not opts.fail_on_data_loss:  # count what this batch will skip, for the progress
-            self._losses.check(opts, begin, end, self._bounds or {})
+        return begin, tails
+
+    def chosen(self, begin: _offsets.Offsets, end: _offsets.Offsets) -> None:
+        """The next batch is ``[begin, end)``: count what it will skip (``failOnDataLoss``
+        false) and remember its end, for the lag."""
+        if not self.options.fail_on_data_loss:  # count it now, for the progress
+            self._losses.check(self.options, begin, end, self._bounds or {})
         self._end = end
-        return _offsets.encode(opts.stream, end)
 
     def _uncommitted(self, begin: _offsets.Offsets, tails: _offsets.Offsets) -> _offsets.Offsets:
         """``tails``, where a partition's readable tail lies below ``begin`` but what its
@@ -844,25 +931,6 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         self._waiting = waiting
         return {**tails, **{p: begin[p] for p in waiting}}
-
-    def _holds_back(self, begin: _offsets.Offsets, tails: _offsets.Offsets, limit: Any) -> bool:
-        """``minOffsetsPerTrigger``, as Kafka's source keeps it: no batch while fewer new
-        offsets than that are there, unless ``maxTriggerDelay`` passed since the last batch
-        (or since the query started). Not under ``Trigger.AvailableNow`` (it would wait for
-        offsets that may never come) nor ``Trigger.Once`` (``ReadAllAvailable``)."""
-        wanted = self.options.min_records
-        if wanted is None or self._target is not None or isinstance(limit, ReadAllAvailable):
-            return False
-        now = _clock()
-        if self._last_trigger is None:
-            self._last_trigger = now
-        available = sum(max(0, t - begin.get(p, 0)) for p, t in tails.items())
-        if available == 0:
-            return False  # nothing new: the batch is empty either way
-        if available >= wanted or now - self._last_trigger >= self.options.max_trigger_delay:
-            self._last_trigger = now
-            return False
-        return True
 
     def getDefaultReadLimit(self) -> Any:
         """``maxBytesPerTrigger`` (with ``maxRecordsPerTrigger`` applied too, when both are
@@ -962,6 +1030,12 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def stop(self) -> None:
         close_runtime()
+
+
+class StreamwireSeveralStreamReader(
+    SeveralStreamReader, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
+    """``spark.readStream`` with ``streams`` (``streamwire.spark._several``)."""
 
 
 # --- writing -----------------------------------------------------------------------------
