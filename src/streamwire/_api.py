@@ -343,6 +343,18 @@ class Bounded(Protocol):
 
 
 @runtime_checkable
+class Listing(Protocol):
+    """A client that can name its broker's streams (Liftbridge, Iggy). RabbitMQ's stream
+    protocol has no command that lists streams."""
+
+    async def list_streams(self) -> list[str]:
+        """The streams, by the names a stream's methods take (Iggy: every topic's address,
+        ``"stream/topic"``), sorted; streams the broker keeps for itself (Liftbridge's
+        ``__cursors`` and ``__activity``) left out."""
+        ...
+
+
+@runtime_checkable
 class DeduplicatingProducer(Producer, Protocol):
     """A named producer whose broker drops a message it already stored under the same
     (name, publishing id) (RabbitMQ Streams)."""

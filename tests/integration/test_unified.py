@@ -492,3 +492,19 @@ async def test_tcp_keepalive_is_what_connect_was_asked_for(
         assert all(o == ASKED_READ for o in ours), opened
     else:
         assert all(o[0] == 0 and o[4] == 0 for o in ours), opened
+
+
+async def test_a_client_that_lists_streams_names_the_one_it_created(
+    url: str, client: streamwire.Client, stream: str
+) -> None:
+    """``streamwire.Listing`` on Liftbridge and Iggy (a topic's address, ``stream/topic``,
+    for Iggy), sorted and without the broker's own streams; RabbitMQ's stream protocol has
+    no command that lists streams, so its client is no ``Listing``."""
+    if url.startswith("rabbitmq"):
+        assert not isinstance(client, streamwire.Listing)
+        return
+    assert isinstance(client, streamwire.Listing)
+    names = await client.list_streams()
+    assert names == sorted(names)
+    assert [n for n in names if n == stream or n.startswith(f"{stream}/")], names
+    assert not [n for n in names if n.startswith("__")], names

@@ -6,6 +6,7 @@ all their partitions, a stream new to a checkpoint, the lag over all of them."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 import streamwire
 from streamwire.spark import SparkConfigurationError
 from streamwire.spark._offsets import LAG_KEY, TriggerClock
-from streamwire.spark._options import SourceOptions, for_stream, streams_of
+from streamwire.spark._options import SourceOptions, for_stream, pattern_of, streams_of
 from streamwire.spark._several import SeveralBatchReader, SeveralStreamReader
 from streamwire.spark.datasource import (
     ADMISSION_CONTROL,
@@ -65,6 +66,22 @@ def test_each_streams_options_take_its_part_of_the_json_offsets() -> None:
         for_stream({**options, "startingOffsets": json.dumps({"0": 5})}, "a")
 
 
+def test_a_stream_pattern_is_a_regular_expression_instead_of_stream_or_streams() -> None:
+    assert pattern_of({"url": URL}) is None
+    pattern = pattern_of({"url": URL, "streamPattern": "orders-.*"})
+    assert pattern is not None
+    assert pattern.fullmatch("orders-eu")
+    assert not pattern.fullmatch("old-orders-eu")  # matched as a whole, as Kafka's
+    for bad, said in [
+        ({"streamPattern": "a(", "stream": "x"}, "one of the options"),
+        ({"streamPattern": "a", "streams": "x"}, "one of the options"),
+        ({"streamPattern": "a("}, "regular expression"),
+    ]:
+        with pytest.raises(SparkConfigurationError, match=said):
+            pattern_of({"url": URL, **bad})
+    assert "streampattern" not in for_stream({"url": URL, "streamPattern": "o.*"}, "o1")
+
+
 def test_the_data_source_makes_a_reader_per_stream() -> None:
     source = StreamwireDataSource({"url": URL, "streams": "a,b"})
     batch = source.reader(None)
@@ -92,6 +109,7 @@ class Scripted:
             {"url": URL, "stream": stream, "maxRecordsPerTrigger": "10"}, streaming=True
         )
         self.initial, self.tails = initial, tails
+        self.first = dict.fromkeys(tails, 0)  # every partition's earliest offset
         self.available_now = False
         self.chosen_ends: list[tuple[dict[int, int], dict[int, int]]] = []
         self.committed: list[dict[str, Any]] = []
@@ -104,6 +122,9 @@ class Scripted:
 
     def initialOffset(self) -> dict[str, Any]:
         return {self.stream: {str(p): o for p, o in self.initial.items()}}
+
+    def earliest(self) -> dict[str, Any]:
+        return {self.stream: {str(p): o for p, o in self.first.items()}}
 
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, Any]:
         return {self.stream: {str(p): o for p, o in self.tails.items()}}
@@ -178,9 +199,9 @@ def test_min_offsets_count_the_new_offsets_of_every_stream() -> None:
     assert several.latestOffset(start, ReadMaxRows(10)) == {"a": {"0": 2, "1": 1}, "b": {"0": 2}}
 
 
-def test_a_stream_new_to_the_checkpoint_starts_at_its_starting_offsets() -> None:
+def test_a_stream_new_to_the_checkpoint_starts_at_its_earliest_offsets() -> None:
     _, b, several = readers()
-    b.initial = {0: 40}
+    b.initial, b.first = {0: 55}, {0: 40}  # startingOffsets (not used), the earliest offset
     checkpoint = {"a": {"0": 30, "1": 10}, "gone": {"0": 7}}  # b added since, "gone" removed
     end = several.latestOffset(checkpoint, ReadAllAvailable())
     assert end == {"a": {"0": 30, "1": 10}, "b": {"0": 60}}
@@ -190,6 +211,30 @@ def test_a_stream_new_to_the_checkpoint_starts_at_its_starting_offsets() -> None
         ("a", 1, 10, 10),
         ("b", 0, 40, 60),
     ]
+
+
+def test_streams_created_since_that_match_the_pattern_join_from_their_earliest() -> None:
+    a, b, _ = readers()
+    c = Scripted("c", {0: 99}, {0: 5})
+    created: list[Scripted] = []
+    asked: list[set[str]] = []
+
+    def discover(known: set[str]) -> list[Scripted]:
+        asked.append(set(known))
+        return [r for r in created if r.stream not in known]
+
+    several = SeveralStreamReader([a, b], discover=discover)
+    start = several.initialOffset()
+    end = several.latestOffset(start, ReadAllAvailable())
+    assert set(end) == {"a", "b"}
+    created.append(c)
+    end = several.latestOffset(end, ReadAllAvailable())
+    assert end["c"] == {"0": 5}  # from its earliest (0), not its startingOffsets (99)
+    assert asked == [{"a", "b"}, {"a", "b"}]
+    several.prepareForTriggerAvailableNow()  # AvailableNow: what was there when it began
+    created.append(Scripted("d", {0: 0}, {0: 1}))
+    assert "d" not in several.latestOffset(end, ReadAllAvailable())
+    assert len(asked) == 2
 
 
 def test_reads_commits_and_stop_go_to_each_streams_reader() -> None:
@@ -353,6 +398,34 @@ def test_a_streaming_read_of_several_streams_resumes_and_takes_a_stream_added(
             (c, b"c0"),
             (c, b"c1"),
         ]
+    finally:
+        for name in names:
+            any_broker.delete_stream(name)
+
+
+@pytest.mark.integration
+def test_a_stream_pattern_reads_the_streams_it_matches(spark: Any, any_broker: Any) -> None:
+    """``streamPattern``: a batch read of the two streams of three whose names match, on
+    brokers that list their streams; on RabbitMQ, whose protocol cannot, an error saying
+    to name them with ``streams``."""
+    token = uuid.uuid4().hex[:8]  # this run's streams, and no other
+    names = [any_broker.new_stream(f"pattern{token}-{n}") for n in ("in1", "in2", "out")]
+    try:
+        for name in names:
+            _published(any_broker, name, [name.encode()])
+        pattern = f"spark-pattern{token}-in.*"
+        reader = (
+            spark.read.format("streamwire")
+            .option("url", any_broker.url)
+            .option("streamPattern", pattern)
+        )
+        if any_broker.broker == "rabbitmq":
+            with pytest.raises(Exception, match="name the streams with the option 'streams'"):
+                reader.load().collect()
+            return
+        rows = reader.load().select("stream", "value").collect()
+        got = sorted((r.stream, r.value) for r in rows)
+        assert got == [(names[0], names[0].encode()), (names[1], names[1].encode())]
     finally:
         for name in names:
             any_broker.delete_stream(name)

@@ -276,6 +276,14 @@ class Client(AdminMixin, AsyncClosing):
     async def streams(self) -> list[st.StreamRecord]:
         return list((await self.request(st.GetStreams())).streams)
 
+    async def list_streams(self) -> list[str]:
+        """Every topic's address, ``"stream/topic"``, sorted (:class:`streamwire.Listing`:
+        what Iggy calls a topic is what the unified API calls a stream)."""
+        out: list[str] = []
+        for record in await self.streams():
+            out += (f"{record.name}/{t.name}" for t in await self.topics(record.name))
+        return sorted(out)
+
     async def get_topic(self, address: str) -> st.TopicDetails | None:
         stream, topic = topic_of(address)
         return await self.request(st.GetTopic(stream, topic))

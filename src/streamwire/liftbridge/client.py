@@ -450,6 +450,12 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
 
     # --- metadata ----------------------------------------------------------------------
 
+    async def list_streams(self) -> list[str]:
+        """The cluster's streams, sorted, without the server's own (``__cursors``,
+        ``__activity``: names starting with two underscores) (:class:`streamwire.Listing`)."""
+        metadata = await self.fetch_metadata()
+        return sorted(name for name in metadata.streams if not name.startswith("__"))
+
     async def fetch_metadata(
         self, *streams: str, timeout: float | Default | None = DEFAULT
     ) -> Metadata:

@@ -11,6 +11,8 @@ stream                   stream name (required, or streams); for Iggy the addres
                          "stream/topic"
 streams                  reader: several streams read by one query, comma-separated; JSON
                          offsets then name each stream ({"<stream>": {"<partition>": n}})
+streamPattern            reader: the streams whose names match this regular expression (as a
+                         whole), on brokers that list their streams (Liftbridge, Iggy)
 timeout                  seconds for connecting, opening producers/consumers, confirmations
                          and for a read to see its next message (default 60); a source
                          waits as long again for a broker that is down or silent
@@ -49,6 +51,7 @@ observer                 "package.module:function" called once in every Python p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -65,7 +68,9 @@ __all__ = (
     "DEFAULT_MAX_IN_FLIGHT",
     "SinkOptions",
     "SourceOptions",
+    "client_key_of",
     "for_stream",
+    "pattern_of",
     "streams_of",
 )
 
@@ -223,6 +228,30 @@ def streams_of(options: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(broker.check_stream(name) for name in names)
 
 
+def pattern_of(options: Mapping[str, Any]) -> re.Pattern[str] | None:
+    """The ``streamPattern`` option, compiled; None without it."""
+    opts = _lower(options)
+    text = opts.get("streampattern")
+    if text is None:
+        return None
+    if "stream" in opts or "streams" in opts:
+        raise SparkConfigurationError("give one of the options stream, streams, streamPattern")
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise SparkConfigurationError(
+            f"option 'streamPattern' must be a regular expression: {exc} in {text!r}"
+        ) from None
+
+
+def client_key_of(options: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """The worker runtime's client key of a reader's options (``url``, ``timeout``,
+    ``connectOptions``), without a stream."""
+    opts = _lower(options)
+    url = _url(opts)
+    return url, (("timeout", _float(opts, "timeout", 60.0)), *_connect_options(opts, url))
+
+
 def for_stream(options: Mapping[str, Any], stream: str) -> dict[str, str]:
     """A reader's options for one of the streams of ``streams``: ``stream`` set, and each
     JSON offset option narrowed to that stream's entry (a stream it leaves out starts at
@@ -230,6 +259,7 @@ def for_stream(options: Mapping[str, Any], stream: str) -> dict[str, str]:
     such JSON must name them: ``{"<stream>": {"<partition>": offset}}``."""
     opts = _lower(options)
     opts.pop("streams", None)
+    opts.pop("streampattern", None)
     opts["stream"] = stream
     for key, left_out in _PER_STREAM.items():
         text = opts.get(key)

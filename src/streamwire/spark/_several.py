@@ -8,8 +8,9 @@ stream alone does. What is shared is decided here:
 
 * offsets are ``{"<stream>": {"<partition>": <next offset>}}`` with every stream in them,
   as a single stream's are with one; a stream a checkpoint does not name (added to
-  ``streams`` since) starts where its ``startingOffsets`` says, and one no longer in
-  ``streams`` is left out of the next offsets;
+  ``streams`` since, or created since and matching ``streamPattern``) starts at its
+  earliest offset, as Kafka's source starts a topic partition new to it, and one no longer
+  read is left out of the next offsets;
 * admission control over all of them: ``maxRecordsPerTrigger`` and ``maxBytesPerTrigger``
   are shared out across every stream's partitions as across one stream's
   (``_offsets.cap``, ``_offsets.cap_bytes``, keyed by ``(stream, partition)``), and
@@ -21,7 +22,7 @@ Rows carry their stream in the ``stream`` column.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from streamwire.spark import _offsets
@@ -57,6 +58,8 @@ class StreamReader(Protocol):
     def available_now(self) -> bool: ...
 
     def initialOffset(self) -> dict[str, Any]: ...
+
+    def earliest(self) -> dict[str, Any]: ...
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
@@ -125,11 +128,25 @@ class SeveralFilteringBatchReader(SeveralBatchReader):
 class SeveralStreamReader:
     """``spark.readStream`` of several streams (see the module)."""
 
-    def __init__(self, readers: Sequence[StreamReader]) -> None:
+    def __init__(
+        self,
+        readers: Sequence[StreamReader],
+        *,
+        discover: Callable[[set[str]], Sequence[StreamReader]] | None = None,
+    ) -> None:
         self.readers = {r.options.stream: r for r in readers}
         self.first = readers[0]
         self.options = self.first.options  # what every stream's reader shares
         self._trigger = TriggerClock()
+        self._discover = discover  # streamPattern: readers of streams created since
+
+    def _discovered(self) -> None:
+        """Take in the streams created since that match ``streamPattern`` (not under
+        ``Trigger.AvailableNow``, which reads what was there when it began)."""
+        if self._discover is None or any(r.available_now for r in self.readers.values()):
+            return
+        for reader in self._discover(set(self.readers)):
+            self.readers[reader.options.stream] = reader
 
     def initialOffset(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -139,10 +156,10 @@ class SeveralStreamReader:
 
     def _start_of(self, stream: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """``stream``'s part of ``start``; where a stream is new to the checkpoint, its
-        ``startingOffsets``."""
+        earliest offsets (as Kafka's source reads a topic partition new to it)."""
         if stream in start:
             return {stream: start[stream]}
-        return self.readers[stream].initialOffset()
+        return self.readers[stream].earliest()
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
@@ -152,6 +169,7 @@ class SeveralStreamReader:
             for reader in self.readers.values():
                 out.update(reader.latestOffset())
             return out
+        self._discovered()
         begin: Keyed = {}
         tails: Keyed = {}
         for stream, reader in self.readers.items():

@@ -70,7 +70,14 @@ from streamwire.spark._messages import content_keyed, runs
 from streamwire.spark._observe import install as install_observer
 from streamwire.spark._observe import report_lag
 from streamwire.spark._offsets import LAG_KEY, SIZE_SAMPLE, SKIPPED_KEY, TriggerClock, available
-from streamwire.spark._options import SinkOptions, SourceOptions, for_stream, streams_of
+from streamwire.spark._options import (
+    SinkOptions,
+    SourceOptions,
+    client_key_of,
+    for_stream,
+    pattern_of,
+    streams_of,
+)
 from streamwire.spark._publish import PublishSpec, publish_partition
 from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SOURCE_SCHEMA_DDL, sink_layout, source_projection
@@ -167,7 +174,7 @@ class StreamwireDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         projection = source_projection(schema)
-        several = streams_of(self.options)
+        several = _several_streams(self.options)
         if several:  # a reader per stream (streamwire.spark._several)
             readers = [_batch_reader(for_stream(self.options, s), projection) for s in several]
             if readers[0].options.push_filters:
@@ -177,18 +184,24 @@ class StreamwireDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         projection = source_projection(schema)
-        several = streams_of(self.options)
-        if several:
-            return StreamwireSeveralStreamReader(
-                [
-                    StreamwireStreamReader(
-                        SourceOptions.parse(for_stream(self.options, s), streaming=True),
-                        projection,
-                    )
-                    for s in several
-                ]
+        options = dict(self.options)
+        several = _several_streams(options)
+        if not several:
+            return StreamwireStreamReader(SourceOptions.parse(options, streaming=True), projection)
+
+        def reader_of(stream: str) -> StreamwireStreamReader:
+            return StreamwireStreamReader(
+                SourceOptions.parse(for_stream(options, stream), streaming=True), projection
             )
-        return StreamwireStreamReader(SourceOptions.parse(self.options, streaming=True), projection)
+
+        def discover(known: set[str]) -> list[StreamwireStreamReader]:
+            """Readers of the streams created since that match ``streamPattern``."""
+            return [reader_of(s) for s in _matching(options, at_least_one=False) if s not in known]
+
+        pattern = pattern_of(options) is not None
+        return StreamwireSeveralStreamReader(
+            [reader_of(s) for s in several], discover=discover if pattern else None
+        )
 
     def _spec(self, schema: Any, overwrite: bool) -> PublishSpec:
         if overwrite:
@@ -804,6 +817,43 @@ def holds_back(
     return True
 
 
+def _several_streams(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """The streams of ``streams``, or those matching ``streamPattern`` now; ``()`` for a
+    read of one ``stream``."""
+    if pattern_of(options) is not None:
+        return _matching(options, at_least_one=True)
+    return streams_of(options)
+
+
+def _matching(options: Mapping[str, Any], *, at_least_one: bool) -> tuple[str, ...]:
+    """The broker's streams whose names match ``streamPattern`` as a whole, sorted; a
+    :class:`SparkConfigurationError` for a broker that cannot list its streams, and (with
+    ``at_least_one``) when none matches."""
+    pattern = pattern_of(options)
+    assert pattern is not None
+    url, connect = client_key_of(options)
+    timeout = float(dict(connect)["timeout"])
+    rt = runtime()
+
+    def fetch(client: streamwire.Client) -> list[str]:
+        if not isinstance(client, streamwire.Listing):
+            raise SparkConfigurationError(
+                f"streamPattern needs a broker that lists its streams (Liftbridge, Iggy); "
+                f"{Broker.of(url).protocol}'s protocol cannot: name the streams with the "
+                "option 'streams'"
+            )
+        return rt.call(client.list_streams, timeout=timeout)
+
+    names = rt.with_client((url, connect), fetch)
+    found = tuple(name for name in names if pattern.fullmatch(name))
+    if at_least_one and not found:
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        raise SparkConfigurationError(
+            f"streamPattern {pattern.pattern!r} matches none of the streams ({shown or 'none'})"
+        )
+    return found
+
+
 def _batch_reader(options: Mapping[str, Any], schema: pa.Schema) -> StreamwireBatchReader:
     opts = SourceOptions.parse(options, streaming=False)
     # pyspark refuses a reader with pushFilters unless filter pushdown is on
@@ -850,6 +900,12 @@ class StreamwireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def initialOffset(self) -> dict[str, Any]:
         opts = self.options
         return _offsets.encode(opts.stream, _starts(opts, _bounds(opts)))
+
+    def earliest(self) -> dict[str, Any]:
+        """Every partition's earliest offset: where a stream new to a query's checkpoint
+        starts (as Kafka's source starts a topic partition new to it)."""
+        opts = self.options
+        return _offsets.encode(opts.stream, {p: first for p, (first, _) in _bounds(opts).items()})
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
