@@ -844,7 +844,7 @@ def _matching(options: Mapping[str, Any], *, at_least_one: bool) -> tuple[str, .
             )
         return rt.call(client.list_streams, timeout=timeout)
 
-    names = rt.with_client((url, connect), fetch)
+    names = rt.with_client((url, connect), fetch, patience=timeout)  # as planning waits
     found = tuple(name for name in names if pattern.fullmatch(name))
     if at_least_one and not found:
         shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
