@@ -267,3 +267,29 @@ class PinnedAddress:
 
     def __call__(self, host: str, port: int) -> tuple[str, int]:
         return (self.host, self.port)
+
+
+def run_available_now(
+    spark: Any,
+    options: dict[str, Any],
+    checkpoint: Any,
+    collect: Any,
+    schema: str | None = None,
+) -> None:
+    """One ``Trigger.AvailableNow`` run of a streamwire streaming read with ``options`` (of
+    the columns of ``schema``, if given), each micro-batch handed to ``collect(df,
+    batch_id)`` (``foreachBatch``, in this process), from and to ``checkpoint``; checked to
+    end without an error."""
+    reader = spark.readStream.format("streamwire")
+    if schema is not None:
+        reader = reader.schema(schema)
+    query = (
+        reader.options(**options)
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert query.exception() is None

@@ -43,6 +43,7 @@ from streamwire.spark.datasource import (
 )
 from tests.proxy import proxied
 from tests.spark._support import Target, publish, read_back, target
+from tests.spark._support import run_available_now as available_now
 
 #: Admission control and Trigger.AvailableNow for Python sources came with pyspark 4.2.
 needs_admission_control = pytest.mark.skipif(
@@ -259,24 +260,13 @@ def run_available_now(
     def collect(df: Any, batch_id: int) -> None:
         batches.append(sorted(df.collect(), key=lambda r: (r.partition, r.offset)))
 
-    reader = spark.readStream.format("streamwire")
-    if schema is not None:
-        reader = reader.schema(schema)
-    df = (
-        reader.option("url", t.url)
-        .option("stream", stream)
-        .option("startingOffsets", "earliest")
-        .option("maxRecordsPerTrigger", 4)
-        .load()
-    )
-    query = (
-        df.writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    assert query.exception() is None
+    options = {
+        "url": t.url,
+        "stream": stream,
+        "startingOffsets": "earliest",
+        "maxRecordsPerTrigger": 4,
+    }
+    available_now(spark, options, checkpoint, collect, schema)
     return batches
 
 

@@ -25,6 +25,7 @@ from streamwire.spark.datasource import (
     StreamwireSeveralBatchReader,
     StreamwireSeveralStreamReader,
 )
+from tests.spark._support import publish, run_available_now
 
 pytestmark = [pytest.mark.spark]
 
@@ -109,6 +110,7 @@ class Scripted:
             {"url": URL, "stream": stream, "maxRecordsPerTrigger": "10"}, streaming=True
         )
         self.initial, self.tails = initial, tails
+        self.schema = None
         self.first = dict.fromkeys(tails, 0)  # every partition's earliest offset
         self.available_now = False
         self.chosen_ends: list[tuple[dict[int, int], dict[int, int]]] = []
@@ -279,6 +281,7 @@ def test_the_batch_reader_reads_each_range_with_its_streams_reader() -> None:
     class Batch:
         def __init__(self, stream: str) -> None:
             self.options = SourceOptions.parse({"url": URL, "stream": stream}, streaming=False)
+            self.schema = None
 
         def partitions(self) -> Sequence[Any]:
             return [Part(self.options.stream, 0, 0, 1)]
@@ -296,8 +299,6 @@ def test_the_batch_reader_reads_each_range_with_its_streams_reader() -> None:
 
 
 def _published(t: Any, stream: str, values: list[bytes]) -> None:
-    from tests.spark._support import publish
-
     publish(t, stream, [streamwire.Message(v) for v in values])
 
 
@@ -363,22 +364,13 @@ def test_a_streaming_read_of_several_streams_resumes_and_takes_a_stream_added(
         def collect(df: Any, batch_id: int) -> None:
             batches.append([(r.stream, r.value) for r in df.select("stream", "value").collect()])
 
-        df = (
-            spark.readStream.format("streamwire")
-            .option("url", any_broker.url)
-            .option("streams", ",".join(streams))
-            .option("startingOffsets", "earliest")
-            .option("maxRecordsPerTrigger", 3)
-            .load()
-        )
-        query = (
-            df.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        assert query.exception() is None
+        options = {
+            "url": any_broker.url,
+            "streams": ",".join(streams),
+            "startingOffsets": "earliest",
+            "maxRecordsPerTrigger": 3,
+        }
+        run_available_now(spark, options, checkpoint, collect)
         return batches
 
     try:

@@ -45,6 +45,7 @@ def _keyed(stream: str, offsets: Mapping[int, Any]) -> dict[tuple[str, int], Any
 
 class BatchReader(Protocol):
     options: SourceOptions
+    schema: Any  # pyarrow.Schema: what rows it reads, the same for every stream
 
     def partitions(self) -> Sequence[Any]: ...
 
@@ -53,6 +54,7 @@ class BatchReader(Protocol):
 
 class StreamReader(Protocol):
     options: SourceOptions
+    schema: Any
 
     @property
     def available_now(self) -> bool: ...
@@ -105,6 +107,7 @@ class SeveralBatchReader:
 
     def __init__(self, readers: Sequence[BatchReader]) -> None:
         self.readers = {r.options.stream: r for r in readers}
+        self.schema = readers[0].schema
 
     def partitions(self) -> Sequence[Any]:
         return [part for r in self.readers.values() for part in r.partitions()]
@@ -137,6 +140,7 @@ class SeveralStreamReader:
         self.readers = {r.options.stream: r for r in readers}
         self.first = readers[0]
         self.options = self.first.options  # what every stream's reader shares
+        self.schema = self.first.schema
         self._trigger = TriggerClock()
         self._discover = discover  # streamPattern: readers of streams created since
 

@@ -172,7 +172,11 @@ class StreamwireDataSource(DataSource):
     def schema(self) -> str:
         return SOURCE_SCHEMA_DDL
 
-    def reader(self, schema: Any) -> DataSourceReader:
+    def reader(
+        self, schema: Any
+    ) -> (
+        StreamwireBatchReader | StreamwireSeveralBatchReader | StreamwireSeveralFilteringBatchReader
+    ):
         projection = source_projection(schema)
         several = _several_streams(self.options)
         if several:  # a reader per stream (streamwire.spark._several)
@@ -182,7 +186,7 @@ class StreamwireDataSource(DataSource):
             return StreamwireSeveralBatchReader(readers)
         return _batch_reader(self.options, projection)
 
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+    def streamReader(self, schema: Any) -> StreamwireStreamReader | StreamwireSeveralStreamReader:
         projection = source_projection(schema)
         options = dict(self.options)
         several = _several_streams(options)
