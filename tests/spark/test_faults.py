@@ -381,7 +381,15 @@ def test_a_liftbridge_server_killed_mid_batch_fails_the_query_loudly_until_its_t
         assert "UncommittedTailError" in outs[-1], outs[-1][-3000:]
         assert _duplicated(t, stream) == 0
 
-        _commit_tails(t, stream)
+        try:
+            _commit_tails(t, stream)
+        except streamwire.UnindexedRecordsError as exc:
+            # the kill came between the server's writes of a batch to its log and to its
+            # index (docs/liftbridge.md, "Records past the index"): the log stays so, and
+            # the user is told, loudly, by the call the UncommittedTailError asked for
+            assert exc.stream == stream, exc
+            assert exc.count, exc
+            return
         job = start_job([(t, stream)], tmp_path, tmp_path / "committed.log", *args)
         outs.append(finish(job, tmp_path / "committed.log", timeout=BUDGET))
         check_stored(t, stream, "liftbridge", "kill")
