@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import signal
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -246,7 +247,7 @@ async def test_the_spark_sink_through_a_leader_partition_stores_every_row_exactl
 
     lane, cluster = partitioned, partitioned.cluster
     assert cluster is not None
-    target, stream = await _spark_stream(lane, f"spark-partition-{tmp_path.name[-20:]}")
+    target, stream = await _spark_stream(lane, f"spark-partition-{uuid.uuid4().hex[:12]}")
     job = None
     try:
         write_input(tmp_path)
@@ -287,7 +288,7 @@ async def test_the_spark_source_through_a_leader_partition_reads_every_message_o
 
     lane, cluster = partitioned, partitioned.cluster
     assert cluster is not None
-    target, stream = await _spark_stream(lane, f"spark-read-{tmp_path.name[-20:]}")
+    target, stream = await _spark_stream(lane, f"spark-read-{uuid.uuid4().hex[:12]}")
     job = None
     try:
         job, out, log = await asyncio.to_thread(
