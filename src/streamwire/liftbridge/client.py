@@ -23,7 +23,6 @@ import grpc.aio
 from streamwire._api import TAIL_COMMIT_HEADER, OffsetBounds
 from streamwire._default import DEFAULT, Default
 from streamwire._options import build_options, option_names
-from streamwire.codec.message import Message
 from streamwire.codec.offset import OffsetLike
 from streamwire.errors import (
     ClosedError,
@@ -34,7 +33,6 @@ from streamwire.errors import (
     RequestTimeout,
     StreamwireError,
     UncommittedTailError,
-    UnindexedRecordsError,
 )
 from streamwire.errors import TimeoutError as StreamwireTimeoutError
 from streamwire.liftbridge._acks import AckRouter, AckStats
@@ -105,16 +103,6 @@ _SETTLE_POLL: Final = 0.1
 #: before ``settled_bounds`` takes the tail for one only a write commits (such a leader
 #: commits what it appends within milliseconds).
 STUCK_AFTER: Final = 2.0
-
-
-#: At most this many messages read after a partition's tail-commit write in search of it
-#: (``commit_tail``); records a crash left unindexed are one batch of the server's.
-_UNINDEXED_READ: Final = 100_000
-
-
-def _is_marker(msg: Message, offset: int) -> bool:
-    """Whether ``msg`` is the tail-commit message ``commit_tail`` wrote at ``offset``."""
-    return msg.offset == offset and TAIL_COMMIT_HEADER in msg.headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -909,57 +897,17 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         """Commit what ``partition`` holds past its high watermark by writing one message to
         it (:data:`TAIL_COMMIT_HEADER`, an empty value; the Spark source skips it), and
         return its :meth:`offset_bounds` once that is acknowledged. With nothing past the
-        high watermark, nothing is written (:class:`streamwire.Settling`).
-
-        Then it reads the partition from its newest message before the write: the next
-        message must be the one written. When it is not, the log holds records its server
-        lost the index of (a crash between the two writes) and gave their offsets again:
+        high watermark, nothing is written (:class:`streamwire.Settling`). Records a crash
+        left past the partition's index (docs/liftbridge.md, "Records past the index") are
+        not looked for here: a reader meets them as an
         :class:`streamwire.UnindexedRecordsError`."""
         async with asyncio.timeout(timeout):
             meta = await self.partition_metadata(stream, partition)
             if meta.high_watermark < meta.newest_offset:
                 async with self.producer(stream, partition=partition) as producer:
-                    sent = await (await producer.send(b"", headers={TAIL_COMMIT_HEADER: b""}))
-                if sent.offset is not None:  # an ack names its offset
-                    await self._check_indexed(stream, partition, meta.newest_offset, sent.offset)
+                    await (await producer.send(b"", headers={TAIL_COMMIT_HEADER: b""}))
                 meta = await self.partition_metadata(stream, partition)
         return OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
-
-    async def _check_indexed(self, stream: str, partition: int, last: int, marker: int) -> None:
-        """Read ``partition`` from ``last`` (its newest offset before the tail-commit message
-        at offset ``marker`` was written) to that message. Records in between are records
-        the server's log holds past its index (the reader meets ``marker`` twice), which
-        raises :class:`streamwire.UnindexedRecordsError`."""
-        if last < 0:
-            return  # nothing indexed: a read from the start goes to the marker's position
-        read = 0
-        try:
-            async with self.consumer(stream, partition=partition, offset=last) as consumer:
-                while read <= _UNINDEXED_READ:  # and the caller's timeout
-                    batch = await consumer.next_batch(max_messages=1000, timeout=5.0)
-                    if any(_is_marker(msg, marker) for msg in batch):
-                        return
-                    read += len(batch)
-        except UnindexedRecordsError as exc:
-            first, count = exc.first, exc.count
-        else:
-            first, count = marker, None
-        found = f"{count} records" if count is not None else f"more than {read} records"
-        raise UnindexedRecordsError(
-            f"partition {partition} of {stream!r}: its Liftbridge server's log holds {found} "
-            f"past offset {last}, the newest its server reported, under offsets it has given "
-            f"again to the messages written since (from {first} on): it lost their index "
-            f"entries in a crash between writing them to its log and to its index, and "
-            f"acknowledged none of them (docs/liftbridge.md, 'After a crash'). The tail is "
-            f"committed. A reader from offset {first} on reads only what the server reports; "
-            f"a reader from an earlier offset reads those records too, then fails with this "
-            f"error. Read the partition from offset {first} on, or copy what you need into "
-            f"a new stream and delete this one",
-            stream,
-            partition,
-            first,
-            count,
-        )
 
     # --- lifecycle ---------------------------------------------------------------------
 

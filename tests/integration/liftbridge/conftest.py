@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+import streamwire
 import streamwire.liftbridge as lb
 from streamwire.liftbridge._stream_reader import THREAD_NAME
 from tests.brokers import BrokerInfo, require
@@ -85,3 +86,19 @@ async def new_stream(client: lb.Client) -> AsyncIterator[NewStream]:
 @pytest.fixture
 async def stream(new_stream: NewStream) -> str:
     return await new_stream()
+
+
+async def leader_metadata(
+    client: lb.Client, stream: str, partition: int = 0, *, timeout: float = 30.0
+) -> lb.PartitionInfo:
+    """``partition_metadata`` once the partition has a leader again: a server restarted on
+    its data answers FAILED_PRECONDITION ("not the partition leader", a retriable
+    ``ServerError``) until it has elected one (seen in a clean-clone rehearsal)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                return await client.partition_metadata(stream, partition)
+            except streamwire.ServerError as exc:
+                if not exc.retriable:
+                    raise
+            await asyncio.sleep(0.2)
