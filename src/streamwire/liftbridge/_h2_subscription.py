@@ -231,7 +231,9 @@ class H2Subscription:
             if proto is not None:
                 proto.cancel()
             self._proto = None
-            if self._stopped:
+            if self._regression is not None:  # what the reader must hear, stopped or not
+                outcome = self._regression
+            elif self._stopped:
                 outcome = STOPPED
             _resolve(self.ready, outcome)
             _resolve(self.finished, outcome)

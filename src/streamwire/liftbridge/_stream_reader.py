@@ -439,7 +439,7 @@ class Subscription:
             traceback.clear_frames(exc.__traceback__)
             outcome = exc
         finally:
-            if self._stop.is_set():
+            if self._stop.is_set() and not isinstance(outcome, OffsetRegression):
                 outcome = STOPPED
             with self._lock:
                 self._call = None
