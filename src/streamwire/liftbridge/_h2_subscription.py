@@ -215,6 +215,11 @@ class H2Subscription:
             if self._early is not None:
                 outcome = self._early
             elif proto is not None and not self._stopped:
+                if self._regression is not None:
+                    # found while open_call was still waiting for the server's SETTINGS
+                    # (they came in the same read as the messages): deliver could not end
+                    # a call that was not ours yet, so end it now
+                    proto.cancel()
                 ended = await proto.ended
                 if self._regression is not None:
                     outcome = self._regression

@@ -8,15 +8,19 @@ batch, is tested on its own for where in a batch it finds the offset."""
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import streamwire
 from streamwire.codec.message import Message
-from streamwire.liftbridge._h2_subscription import _regression
+from streamwire.liftbridge._h2_subscription import H2Subscription, _regression
+from streamwire.liftbridge._stream_reader import Handover, OffsetRegression
 from streamwire.liftbridge.protocol.messages import decode_message
+from streamwire.transport import h2grpc
 from tests.unit.liftbridge.test_consumer_close import (
     BUDGET,
     Call,
@@ -100,3 +104,56 @@ def test_regression_finds_the_first_offset_not_past_the_one_before(
     offsets: list[int], expected: int | None, at: int | None
 ) -> None:
     assert _regression(batch(offsets), expected) == at
+
+
+class _EarlyCall:
+    """A call whose messages reached the subscription before ``open_call`` returned it (the
+    server's SETTINGS, the handshake and the messages in one read, as on a slow machine);
+    it ends only when cancelled, as a server that then says nothing."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.ended: asyncio.Future[h2grpc.CallEnded] = loop.create_future()
+        self.failure: Exception | None = None
+        self.cancels = 0
+
+    def cancel(self) -> None:
+        self.cancels += 1
+        if not self.ended.done():
+            self.ended.set_result(h2grpc.CallEnded(h2grpc.Status.CANCELLED, "cancelled"))
+
+    def credit_owed(self) -> bool:
+        return False
+
+
+async def test_an_offset_sent_again_before_the_call_is_open_still_ends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = asyncio.get_running_loop()
+    handover: Handover[Any] = Handover(1000)
+    sub = H2Subscription(
+        handover,
+        host="127.0.0.1",
+        port=1,
+        request=b"",
+        ssl_context=None,
+        server_hostname=None,
+        loop=loop,
+        skip_below=0,
+        server_headers=False,
+        name="s/0",
+    )
+    call = _EarlyCall(loop)
+
+    async def open_call(*args: object, **kwargs: object) -> _EarlyCall:
+        sub.deliver(batch([0, *range(15), *range(10, 13)]), 100)  # the first: the handshake
+        return call
+
+    monkeypatch.setattr(h2grpc, "open_call", open_call)
+    assert await sub.connect(timeout=BUDGET)
+    sub.start()
+    outcome = await asyncio.wait_for(asyncio.shield(sub.finished), BUDGET)
+    assert isinstance(outcome, OffsetRegression), outcome
+    assert (outcome.expected, outcome.offset) == (15, 10)
+    assert call.cancels >= 1
+    assert [m.offset for m in handover.take(100)] == list(range(15))
+    await sub.stop(BUDGET)
