@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import streamwire
 from streamwire.spark._brokers import Broker
 from streamwire.spark._resume import (
+    _FIRST_WINDOW,
     OLDER_MARGIN,
     ROW_HEADER,
     RowTag,
@@ -56,16 +57,50 @@ class _Consumer:
 
 
 class _Broker:
-    """What ``_resume`` asks of :class:`Broker`: a consumer of one partition."""
+    """What ``_resume`` asks of :class:`Broker`: a consumer of one partition. A log is in
+    the order its records were written; a read from an offset starts where :meth:`position`
+    says (the server's index) and goes on record by record. ``checks``: what
+    ``Broker.log_may_outrun_index`` says."""
 
-    def __init__(self, logs: dict[int, list[streamwire.Message]], step: int = 333) -> None:
+    def __init__(
+        self, logs: dict[int, list[streamwire.Message]], step: int = 333, *, checks: bool = False
+    ) -> None:
         self.logs, self.step, self.reads = logs, step, 0
+        self.log_may_outrun_index = checks
+
+    def position(self, partition: int, offset: int) -> int:
+        return offset
 
     async def consumer(
         self, client: Any, stream: str, partition: int, offset: int, *, wanted: int | None = None
     ) -> _Consumer:
         self.reads += 1
-        return _Consumer(self.logs[partition], offset, self.step)
+        return _Consumer(self.logs[partition], self.position(partition, offset), self.step)
+
+
+class _PastTheIndex(_Broker):
+    """Partition 0 as a Liftbridge server leaves it when killed between writing a batch to
+    its log and to its index: ``indexed`` records at offsets 0.., then ``lost`` records at
+    the offsets after them that the index never got, then ``after`` records, written after
+    the restart, which the server gave those same offsets again. A read from an offset the
+    index has starts at its record; one from an earlier offset reads the lost records too."""
+
+    def __init__(
+        self,
+        indexed: Sequence[RowTag | None],
+        lost: Sequence[RowTag | None],
+        after: Sequence[RowTag | None],
+        **kwargs: Any,
+    ) -> None:
+        n = len(indexed)
+        log = _log(indexed) + [_message(n + i, t) for i, t in enumerate(lost)]
+        log += [_message(n + i, t) for i, t in enumerate(after)]
+        super().__init__({0: log}, **kwargs)
+        self.indexed, self.lost = n, len(lost)
+        self.bounds = {0: (0, n + len(after))}
+
+    def position(self, partition: int, offset: int) -> int:
+        return offset if offset < self.indexed else offset + self.lost
 
 
 def _message(offset: int, tag: RowTag | None, *, raw: bytes | None = None) -> streamwire.Message:
@@ -82,10 +117,16 @@ def _log(tags: Sequence[RowTag | None]) -> list[streamwire.Message]:
 
 
 def _found(
-    broker: _Broker, batch: int, task: int, *, scan_limit: int = 100_000
+    broker: _Broker,
+    batch: int,
+    task: int,
+    *,
+    scan_limit: int = 100_000,
+    bounds: dict[int, tuple[int, int]] | None = None,
 ) -> dict[int, list[int]]:
     """The rows of (batch, task) the read-back finds in each partition, ascending."""
-    bounds = {p: (0, len(log)) for p, log in broker.logs.items()}
+    if bounds is None:
+        bounds = {p: (0, len(log)) for p, log in broker.logs.items()}
     found = asyncio.run(
         stored_rows(
             cast(Broker, broker),
@@ -191,9 +232,10 @@ def test_an_empty_partition_reads_nothing() -> None:
     writes=st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.booleans()), max_size=400),
     step=st.integers(1, 500),
     base=st.integers(0, 3),
+    checks=st.booleans(),
 )
 def test_any_interleaving_with_gaps_gives_each_task_exactly_its_stored_rows(
-    writes: list[tuple[int, bool, bool]], step: int, base: int
+    writes: list[tuple[int, bool, bool]], step: int, base: int, checks: bool
 ) -> None:
     """Three tasks of batch 1 (and strangers) write one partition in any interleaving after
     batch 0, and any of their rows may be lost on the way (a cut); each task's answer is
@@ -209,7 +251,7 @@ def test_any_interleaving_with_gaps_gives_each_task_exactly_its_stored_rows(
             tags.append(RowTag(Q, 1, task, rows[task]))
             expected[task].append(rows[task])
         rows[task] += 1 + task  # rows routed elsewhere leave gaps too
-    broker = _Broker({0: _log(tags)}, step=step)
+    broker = _Broker({0: _log(tags)}, step=step, checks=checks)
     for task in range(3):
         assert _found(broker, batch=1, task=task) == {0: expected[task]}
 
@@ -230,3 +272,48 @@ def test_a_partition_that_stops_delivering_is_a_timeout() -> None:
     broker = _Stalled({0: _log([RowTag(Q, 0, 0, 0)])})
     with pytest.raises(streamwire.TimeoutError, match="reading back partition 0"):
         _found(broker, batch=0, task=0)
+
+
+def test_records_past_the_index_at_the_tail_fail_the_read_back_loudly() -> None:
+    """Rows 10-14 of the task reached the log but not the index (a kill), and after the
+    restart the tail's commit marker took offset 10. A scan from 0 reads row 10's record at
+    offset 10, which no reader from offset 10 sees: without the check that row would count
+    as stored and never be sent again."""
+    mine = [RowTag(Q, 1, 0, r) for r in range(15)]
+    broker = _PastTheIndex(mine[:10], mine[10:], [None], checks=False)
+    assert _found(broker, batch=1, task=0, bounds=broker.bounds) == {0: list(range(11))}
+
+    broker = _PastTheIndex(mine[:10], mine[10:], [None], checks=True)
+    with pytest.raises(streamwire.UnindexedRecordsError) as raised:
+        _found(broker, batch=1, task=0, bounds=broker.bounds)
+    assert (raised.value.stream, raised.value.partition, raised.value.first) == ("s", 0, 10)
+    assert "another record at offset 10" in str(raised.value)
+    assert "a new stream" in str(raised.value)
+
+
+def test_records_past_the_index_under_a_window_boundary_fail_the_read_back_loudly() -> None:
+    """The same, with enough written after the restart that the read-back's first window
+    starts at offset 12, amid the lost records: the window below it, read from offset 0,
+    ends on lost records (rows 10 and 11 would count as stored)."""
+    mine = [RowTag(Q, 1, 0, r) for r in range(15)]
+    others = [RowTag(Q, 1, 1, r) for r in range(2 + _FIRST_WINDOW)]
+    broker = _PastTheIndex(mine[:10], mine[10:], others, checks=False)
+    assert _found(broker, batch=1, task=0, bounds=broker.bounds) == {0: list(range(12))}
+
+    broker = _PastTheIndex(mine[:10], mine[10:], others, checks=True)
+    with pytest.raises(streamwire.UnindexedRecordsError) as raised:
+        _found(broker, batch=1, task=0, bounds=broker.bounds)
+    assert raised.value.first == 12
+
+
+def test_a_log_with_no_records_past_its_index_passes_the_check() -> None:
+    previous = [RowTag(Q, 4, t, r) for r in range(50) for t in (0, 1)]
+    mine = [RowTag(Q, 5, 1, r) for r in range(0, 900, 3)]
+    siblings = [RowTag(Q, 5, 0, r) for r in range(1000)]
+    logs = {0: _log(previous + mine + siblings), 1: _log(previous)}
+    reads = []
+    for checks in (False, True):
+        broker = _Broker(logs, step=97, checks=checks)
+        assert _found(broker, batch=5, task=1) == {0: list(range(0, 900, 3)), 1: []}
+        reads.append(broker.reads)
+    assert reads == [3 + 1, 3 + 1 + 2]  # windows of 256, 512, 1024 and 256; a last record each

@@ -92,6 +92,15 @@ class Broker:
     def of(cls, url: str) -> Broker:
         return cls(streamwire.parse_url(url).protocol)
 
+    @property
+    def log_may_outrun_index(self) -> bool:
+        """Whether a partition's log can hold records past the offsets its server reports,
+        which a reader from an earlier offset reads under offsets given again: a Liftbridge
+        server killed between its log write and its index write
+        (``streamwire.UnindexedRecordsError``). The sink's read-back then checks what it
+        scans (``_resume``)."""
+        return self.protocol == "liftbridge"
+
     def check_stream(self, stream: str) -> str:
         """``stream`` if it is a name (a bare name works on every broker), else a
         :class:`SparkConfigurationError`."""

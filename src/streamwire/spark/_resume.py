@@ -21,6 +21,15 @@ carries its row's identity, and a task reads back which of its rows an earlier a
   query identity was used before (a ``query_id`` reused with a new checkpoint, or a
   checkpoint rolled back): :class:`~streamwire.spark.SinkIdentityError`, not a skip.
 
+* Where a partition's log can hold records past the offsets its server reports
+  (:attr:`Broker.log_may_outrun_index`: a Liftbridge server killed between writing a batch
+  to its log and to its index, ``streamwire.UnindexedRecordsError``), a scan read from an
+  earlier offset meets those records under offsets the server has given again, and would
+  take a row that no reader from those offsets will see for stored. So each window's last
+  record is also read by itself, from its own offset (where the server looks it up in its
+  index), and must be the same record; otherwise the read-back fails with
+  ``UnindexedRecordsError``, loudly, instead of skipping rows it did not store.
+
 A first attempt finds nothing of its own and sends everything. docs/spark.md has the
 guarantees and their limits.
 """
@@ -170,6 +179,37 @@ async def _read(
                     return taken
 
 
+def _last(read: list[streamwire.Message]) -> streamwire.Message | None:
+    return read[-1] if read else None
+
+
+def _same_record(
+    stream: str, partition: int, scanned: streamwire.Message | None, alone: streamwire.Message
+) -> None:
+    """``scanned`` (the last record of a scan from an earlier offset) is ``alone`` (the record
+    the server gives when read from that offset), else ``UnindexedRecordsError``."""
+    offset = alone.offset or 0
+    if (
+        scanned is not None
+        and scanned.offset == offset
+        and (scanned.key, scanned.value, scanned.headers) == (alone.key, alone.value, alone.headers)
+    ):
+        return
+    raise streamwire.UnindexedRecordsError(
+        f"reading back partition {partition} of {stream!r} for the rows a task stored: a "
+        f"read from an earlier offset found another record at offset {offset} than a read "
+        f"from offset {offset} itself. The partition's log holds records past the offsets "
+        f"its server reports (a Liftbridge server killed between writing a batch to its log "
+        f"and to its index: docs/liftbridge.md, 'After a crash'), and the sink cannot tell "
+        f"which of its rows a reader will see. Nothing was sent. Write this query's output "
+        f"to a new stream (copy what you need of this one into it)",
+        stream,
+        partition,
+        offset,
+        None,
+    )
+
+
 def _reused(stream: str, partition: int, mine: RowTag, found: RowTag) -> SinkIdentityError:
     return SinkIdentityError(
         f"partition {partition} of {stream!r} holds rows of micro-batch {found.batch} of this "
@@ -195,9 +235,22 @@ async def _stored(
     found = StoredRows()
     first, hi = bounds
     window, strangers, older = _FIRST_WINDOW, 0, 0
+    # the record at the top of the next window read, as the server gives it from its own
+    # offset (only where the log may outrun the index; the module's notes)
+    anchor: streamwire.Message | None = None
+    if broker.log_may_outrun_index and hi > first:
+        anchor = _last(await _read(broker, client, stream, partition, hi - 1, hi, timeout))
     while hi > first:
         lo = max(first, hi - window)
-        for message in reversed(await _read(broker, client, stream, partition, lo, hi, timeout)):
+        if anchor is None:
+            read = await _read(broker, client, stream, partition, lo, hi, timeout)
+        else:
+            top = anchor.offset or 0
+            read = await _read(broker, client, stream, partition, lo, top + 1, timeout)
+            _same_record(stream, partition, _last(read), anchor)
+            read = [m for m in read if (m.offset or 0) < hi]  # the top: read above already
+            anchor = read[0] if read else None
+        for message in reversed(read):
             tag = RowTag.of(message)
             if tag is None or tag.query != mine.query:
                 strangers += 1
