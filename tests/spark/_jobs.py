@@ -169,15 +169,18 @@ def start_read(
 ) -> tuple[subprocess.Popen[bytes], Path, Path]:
     """Publish :data:`SOURCE_TOTAL` messages (ids) to each lane's stream, then start
     ``read_driver`` on them: one streaming query per lane, through ``via`` (the lane's target
-    as the source reaches it, and its ``connectOptions``). The job, its output directory
-    and its log."""
+    as the source reaches it, and its ``connectOptions``). A lane's "stream" may be several,
+    comma-separated: the ids are dealt out among them in turn, and its query reads them
+    all (the source's ``streams`` option). The job, its output directory and its log."""
     out, log = tmp_path / "out", tmp_path / "read.log"
     out.mkdir()
     args = [str(out), str(tmp_path / "ckpt")]
     options = ["--max", str(SOURCE_BATCH), "--pace", str(SOURCE_PACE), *extra]
     for n, (name, t) in enumerate(lanes.items()):
-        ids = range(SOURCE_TOTAL)
-        publish(t, streams[name], [streamwire.Message(str(i).encode()) for i in ids])
+        names = streams[name].split(",")
+        for k, each in enumerate(names):
+            ids = range(k, SOURCE_TOTAL, len(names))
+            publish(t, each, [streamwire.Message(str(i).encode()) for i in ids])
         target, connect = via.get(name, (t, None))
         args.append(f"{target.url}={streams[name]}")
         if connect:

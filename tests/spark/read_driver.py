@@ -5,7 +5,8 @@ connections while it reads (``test_faults.py``)::
         [--pace S] [--connect N=JSON]...
 
 One query per ``URL=STREAM`` target, all running at once: ``spark.readStream`` of the
-``streamwire`` source from the earliest offset, ``maxRecordsPerTrigger`` ``--max``,
+``streamwire`` source (``STREAM`` a comma-separated list: its ``streams`` option) from the
+earliest offset, ``maxRecordsPerTrigger`` ``--max``,
 ``Trigger.AvailableNow``, checkpointed in ``CHECKPOINTS/<n>``; ``--connect n=JSON`` gives
 target ``n``'s source those ``connectOptions``. ``--pace`` seconds of sleep per row (a
 Python UDF in the read's own tasks) keep a read going long enough for a test to cut it.
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         reader = (
             spark.readStream.format("streamwire")
             .option("url", url)
-            .option("stream", stream)
+            .option("streams" if "," in stream else "stream", stream)
             .option("startingOffsets", "earliest")
             .option("maxRecordsPerTrigger", args.max)
             .option("timeout", args.timeout)

@@ -131,7 +131,8 @@ def _clean_up(
     for proxy in proxies.values():
         proxy.close()
     for name, t in lanes.items():
-        t.delete_stream(streams[name])
+        for each in streams[name].split(","):  # a source's lane may read several
+            t.delete_stream(each)
 
 
 @contextlib.contextmanager
@@ -461,9 +462,10 @@ def test_dirty_cuts_under_a_streaming_read_lose_and_repeat_no_row(
     mostly meets the connections the source's cached clients keep between reads: the next
     planning or read must notice and reconnect (a task that meets one mid-read fails with a
     streamwire error and Spark retries it on the same offsets). Every message reaches the
-    sink exactly once."""
+    sink exactly once. Each lane's query reads two streams (the source's ``streams``
+    option), the messages dealt out between them; the other source tests read one."""
     lanes, proxies, via = _source_through_proxies(every_broker)
-    streams = {name: t.new_stream("read") for name, t in lanes.items()}
+    streams = {name: f"{t.new_stream('read')},{t.new_stream('read')}" for name, t in lanes.items()}
     job = None
     try:
         job, out, log = start_read(lanes, streams, tmp_path, via)
