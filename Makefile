@@ -88,8 +88,9 @@ brokers-down:
 # First the unit and property tests on the other CPythons, from their wheels, in the background
 # while the brokers start (its output is printed once both are done); then the whole suite
 # with whatever codec was selected (native when built); then again in pure Python
-# (STREAMWIRE_PURE=1) less the tests that run both cores themselves and the Spark suite
-# (docs/development.md, "CI": what runs twice and what once, and why).
+# (STREAMWIRE_PURE=1) less the tests that run both cores themselves, the Spark suite and the
+# unit tests (their pure runs are the matrix's) (docs/development.md, "CI": what runs twice
+# and what once, and why).
 MATRIX_OUT := .venv-matrix.out
 test: venv dist
 	@echo "[test] $$(date -u +%T) CPython $(MATRIX_PYTHONS): unit + property tests in the background while the brokers start"
@@ -101,9 +102,9 @@ test: venv dist
 	  echo "make test: brokers exited $$brokers, the matrix $$matrix"; exit 1; fi
 	@echo "[test] $$(date -u +%T) the whole suite, native core"
 	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(PYTEST_ARGS)
-	@echo "[test] $$(date -u +%T) the whole suite less both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python"
+	@echo "[test] $$(date -u +%T) the whole suite less unit tests, both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python"
 	STREAMWIRE_PURE=1 STREAMWIRE_TEST_RABBITMQ_LANES=rabbitmq \
-	  $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark $(PYTEST_ARGS)
+	  $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark --ignore=tests/unit $(PYTEST_ARGS)
 
 # The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
 # under every fault class, through the proxy and on the broker's process (make test runs one);
