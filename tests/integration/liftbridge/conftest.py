@@ -91,14 +91,20 @@ async def stream(new_stream: NewStream) -> str:
 async def leader_metadata(
     client: lb.Client, stream: str, partition: int = 0, *, timeout: float = 30.0
 ) -> lb.PartitionInfo:
-    """``partition_metadata`` once the partition has a leader again: a server restarted on
-    its data answers FAILED_PRECONDITION ("not the partition leader", a retriable
-    ``ServerError``) until it has elected one (seen in a clean-clone rehearsal)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            try:
-                return await client.partition_metadata(stream, partition)
-            except streamwire.ServerError as exc:
-                if not exc.retriable:
-                    raise
-            await asyncio.sleep(0.2)
+    """``partition_metadata`` once the partition has a leader again, for a ``stream`` that
+    exists: a server restarted on its data answers FAILED_PRECONDITION ("not the partition
+    leader", a retriable ``ServerError``) until it has elected one, and its metadata may
+    not list the stream yet (``StreamNotFoundError``) while it applies its Raft log again;
+    both seen in clean-clone rehearsals, where the server had many streams behind it. Past
+    ``timeout`` seconds the last error is raised."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            return await client.partition_metadata(stream, partition)
+        except streamwire.StreamNotFoundError:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+        except streamwire.ServerError as exc:
+            if not exc.retriable or asyncio.get_running_loop().time() >= deadline:
+                raise
+        await asyncio.sleep(0.2)
