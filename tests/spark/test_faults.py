@@ -356,7 +356,9 @@ def test_a_liftbridge_server_killed_mid_batch_fails_the_query_loudly_until_its_t
     are stored: the query fails, loudly, with ``UncommittedTailError`` (the driver run
     again from the checkpoint too), and stores nothing twice. Once the user commits the
     tail as the error says (``commit_tail``), the query run again from its checkpoint
-    completes with every row exactly once."""
+    completes with every row exactly once; or, when the kill came between the server's
+    writes of a batch to its log and to its index, fails with ``UnindexedRecordsError``
+    before sending anything."""
     t = every_broker["liftbridge"]
     stream = t.new_stream("kill")
     job = None
@@ -384,6 +386,13 @@ def test_a_liftbridge_server_killed_mid_batch_fails_the_query_loudly_until_its_t
 
         _commit_tails(t, stream)
         job = start_job([(t, stream)], tmp_path, tmp_path / "committed.log", *args)
+        job.wait(BUDGET)
+        text = (tmp_path / "committed.log").read_text(errors="replace")
+        if job.returncode != 0 and "UnindexedRecordsError" in text:
+            # the kill came between the server's writes of a batch to its log and to its
+            # index (docs/liftbridge.md, "Records past the index"): the sink's read-back
+            # refuses the partition, loudly, before sending (docs/spark.md)
+            return
         outs.append(finish(job, tmp_path / "committed.log", timeout=BUDGET))
         check_stored(t, stream, "liftbridge", "kill")
         done = batches(outs[-1], 0)  # a failed query's driver reports no batch
