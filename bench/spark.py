@@ -137,9 +137,29 @@ async def plain_read(url: str, stream: str, count: int) -> float:
         return time.perf_counter() - started
 
 
+#: What a standalone cluster's executor JVM runs (its worker starts it, not this process).
+_EXECUTOR = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def _executors() -> list[int]:
+    """The live Spark executor JVMs of a standalone cluster on this machine."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if _EXECUTOR in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def _tree_cpu() -> float:
-    """CPU seconds (user + system) used so far by this process and every live descendant:
-    the JVM Spark runs in and its Python workers."""
+    """CPU seconds (user + system) used so far by this process and every live descendant
+    (the JVM Spark runs in and its Python workers), and by every executor of a standalone
+    cluster on this machine and its Python workers (none with a ``local`` master)."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -153,7 +173,8 @@ def _tree_cpu() -> float:
             continue
         parents[int(entry)] = int(fields[1])
         cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    mine, total, frontier = {os.getpid()}, 0.0, [os.getpid()]
+    roots = [os.getpid(), *_executors()]
+    mine, total, frontier = set(roots), 0.0, list(roots)
     while frontier:
         pid = frontier.pop()
         total += cpu.get(pid, 0.0)

@@ -734,3 +734,38 @@ def test_iggy_rust_shapes_and_table() -> None:
     assert len(lines) == 3
     assert lines[2].startswith("| 256 B × 1000, 1 actor | 2.00M | 2.00M | **1.10x** (1.00–1.20)")
     assert lines[2].endswith("| 0.25 / 0.10 |")
+
+
+def test_spark_cpu_counts_a_standalone_clusters_executors_beside_its_own_tree() -> None:
+    """An executor of a standalone cluster is its worker's child, not the bench's: the Spark
+    benches' CPU counts it (and what it starts) by the class its JVM runs."""
+    import os
+    import subprocess
+    import sys
+
+    from bench import spark as spark_bench
+
+    burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    # an orphan (its parent exits at once), as far from this process's tree as an executor
+    script = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {burn + 'time.sleep(30)'!r}, "
+        f"{spark_bench._EXECUTOR.decode()!r}], stdout=subprocess.DEVNULL, "
+        "stderr=subprocess.DEVNULL)\n"
+        "print(p.pid)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    pid = int(out.stdout)
+    try:
+        assert pid in spark_bench._executors()
+        assert os.getpid() not in spark_bench._executors()
+        deadline = time.monotonic() + 10
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = f.read().rsplit(")", 1)[1].split()
+        while int(ticks[11]) + int(ticks[12]) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with open(f"/proc/{pid}/stat") as f:
+                ticks = f.read().rsplit(")", 1)[1].split()
+        assert spark_bench._tree_cpu() - time.process_time() >= 0.35
+    finally:
+        os.kill(pid, 9)
