@@ -211,10 +211,13 @@ pub fn rmq_chunk_columns<'py>(
         return Err(PyValueError::new_err("entries outside the buffer"));
     }
     check_crc(py, st, &data[start..end], crc)?;
+    // First the walk: every check, the value ends and offsets, and where each value is; then
+    // the values are copied once, straight into the `bytes` handed out.
     let cap = num_records.min(1 << 20) as usize;
     let mut ends: Vec<u8> = Vec::with_capacity((cap + 1) * 4);
     let mut offsets: Vec<u8> = Vec::with_capacity(cap * 8);
-    let mut values: Vec<u8> = Vec::with_capacity(end - start);
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(cap);
+    let mut total: usize = 0;
     ends.extend_from_slice(&0i32.to_ne_bytes());
     let mut offset: u128 = first_offset as u128;
     let mut pos = start;
@@ -227,15 +230,16 @@ pub fn rmq_chunk_columns<'py>(
         pos += 4;
         let stop = entry_end(py, st, pos, size, end)?;
         if offset as i128 >= skip_below {
-            let value = if !amqp {
-                &data[pos..stop]
+            let from = if !amqp {
+                pos
             } else if let Some(body) = data_body(&data[pos..stop]) {
-                body // one data section, of either length form
+                stop - body.len() // one data section, of either length form
             } else {
                 return Ok(None);
             };
-            values.extend_from_slice(value);
-            ends.extend_from_slice(&(values.len() as i32).to_ne_bytes());
+            spans.push((from, stop));
+            total += stop - from;
+            ends.extend_from_slice(&(total as i32).to_ne_bytes());
             offsets.extend_from_slice(&(offset as i64).to_ne_bytes());
         }
         offset += 1;
@@ -250,9 +254,47 @@ pub fn rmq_chunk_columns<'py>(
             "Deliver",
         ));
     }
+    // `total` fits in an i32: the values are a part of `data[start..end]`, checked above.
+    let values = filled_bytes(py, total, |out| {
+        let mut at = 0;
+        for &(from, stop) in &spans {
+            let n = stop - from;
+            out[at..at + n].copy_from_slice(&data[from..stop]);
+            at += n;
+        }
+    })?;
     Ok(Some((
         PyBytes::new(py, &ends),
-        PyBytes::new(py, &values),
+        values,
         PyBytes::new(py, &offsets),
     )))
+}
+
+/// A new `bytes` of `size` bytes that `fill` writes, every one of them, before anyone sees it:
+/// unlike `PyBytes::new_with`, its storage is not zeroed first.
+fn filled_bytes<'py>(
+    py: Python<'py>,
+    size: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> PyResult<Bound<'py, PyBytes>> {
+    if size == 0 {
+        return Ok(PyBytes::new(py, b""));
+    }
+    let len = isize::try_from(size).map_err(|_| PyValueError::new_err("values too large"))?;
+    // SAFETY: `py` proves the GIL is held. `PyBytes_FromStringAndSize(NULL, len)` with `len > 0`
+    // makes a new, unshared `bytes` (0 would give the shared empty one, handled above) whose
+    // `len` bytes are ours to write; it is checked non-null and owned by `bytes` from then on.
+    // `PyBytes_AsString` points at exactly those `len` bytes. `fill` writes all of them (its
+    // callers copy spans whose lengths sum to `size`) before the `bytes` is returned, and no
+    // other reference to it exists meanwhile.
+    unsafe {
+        let raw = ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
+        if raw.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let bytes = Bound::from_owned_ptr(py, raw);
+        let out = std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(raw) as *mut u8, size);
+        fill(out);
+        Ok(bytes.cast_into_unchecked())
+    }
 }
