@@ -36,6 +36,15 @@ and sink that do nothing (``bench/spark_floor.py``: prebuilt Arrow batches of th
 schema, in one Spark partition as a one-partition stream is read; a writer that drops its
 batches): what Spark's own per-row work costs a Python data source, and streamwire's rate
 as a share of it.
+
+A fourth, **the broker's ceiling**, asks RabbitMQ for the same rows with no Spark and no
+client work per message (``bench/raw_rabbitmq.py``), in the same rounds: a read job reads the
+stream from its first offset on one connection, counting records from chunk headers; a write
+job publishes the rows over two connections at once (as the two Spark tasks do), frames
+encoded before the clock starts, at most ``DEFAULT_MAX_IN_FLIGHT`` unconfirmed on each (the
+sink's default per task). On a machine where the broker shares the cores with Spark, it is
+the most any connector could get from this broker, and each side's rate is shown as a share
+of it.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ from typing import Any
 
 import streamwire
 import streamwire.rabbitmq as rmq
+from bench import raw_rabbitmq
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
 from bench.spark import JVM_FLAGS, _drop, _tree_cpu
 from bench.spark import _create as spark_create
@@ -66,6 +76,12 @@ SIDES = ("streamwire", "sparkling-rabbit")
 #: Spark's own floor: the same jobs through a Python source and sink that do nothing
 #: (``bench/spark_floor.py``), timed in the same rounds.
 FLOOR = "floor"
+#: The broker's ceiling: the same reads and writes over raw sockets (``bench/raw_rabbitmq.py``),
+#: timed in the same rounds.
+BROKER = "broker"
+#: Unconfirmed messages per publishing connection of the broker's ceiling: the sink's default
+#: ``maxInFlight`` per task (``streamwire.spark._options.DEFAULT_MAX_IN_FLIGHT``).
+SINK_IN_FLIGHT = 10_000
 SHAPES = (
     "batch read, count",
     "batch read, aggregate",
@@ -187,6 +203,8 @@ class Job:
         from pyspark.sql import functions as F
 
         shape, rows = self.shape, self.rows
+        if self.side == BROKER:
+            return self._raw(source)
         if shape == "batch read, count":
             df = self._batch_reader(source)
             got, seconds, cpu = _timed(df.count)
@@ -215,6 +233,38 @@ class Job:
                 assert stored == rows, (self.side, shape, stored)
             finally:
                 asyncio.run(_drop(self.url, target))
+        return seconds, cpu
+
+    def _raw(self, source: str) -> tuple[float, float]:
+        """The broker's ceiling for this job: ``source`` read on one raw connection, or the
+        rows published into a fresh stream on two at once (checked as the others are)."""
+        parts = streamwire.parse_url(self.url)
+        host, port, rows = parts.host, parts.port, self.rows
+        if "read" in self.shape:
+            # it returns once the chunk headers counted every row
+            _, seconds, cpu = _timed(
+                lambda: asyncio.run(raw_rabbitmq.consume(host, port, source, rows))
+            )
+            return seconds, cpu
+        target = asyncio.run(_create(self.url))
+        try:
+            half = rows // 2
+
+            async def both() -> None:
+                await asyncio.gather(
+                    *(
+                        raw_rabbitmq.publish(
+                            host, port, target, n, self.size, window=SINK_IN_FLIGHT
+                        )
+                        for n in (half, rows - half)
+                    )
+                )
+
+            _, seconds, cpu = _timed(lambda: asyncio.run(both()))
+            stored = asyncio.run(_stored(self.url, target))
+            assert stored == rows, (self.side, self.shape, stored)
+        finally:
+            asyncio.run(_drop(self.url, target))
         return seconds, cpu
 
     def _streaming_read(self, source: str, work: Path) -> tuple[float, float]:
@@ -361,16 +411,17 @@ def _rounds(
     jobs = {
         (side, shape): Job(spark, url, side, shape, size, rows)
         for shape in SHAPES
-        for side in (*SIDES, FLOOR)
+        for side in (*SIDES, FLOOR, BROKER)
     }
     for job in jobs.values():  # warm-up: the JIT, the workers, the connections
         job(source, parquet, work)
     out: dict[str, Any] = {}
     for shape in SHAPES:
-        rates: dict[str, list[float]] = {side: [] for side in (*SIDES, FLOOR)}
-        cpu: dict[str, list[float]] = {side: [] for side in (*SIDES, FLOOR)}
+        every = (*SIDES, FLOOR, BROKER)
+        rates: dict[str, list[float]] = {side: [] for side in every}
+        cpu: dict[str, list[float]] = {side: [] for side in every}
         for r in range(rounds):
-            for side in (*SIDES, FLOOR) if r % 2 == 0 else (FLOOR, *reversed(SIDES)):
+            for side in every if r % 2 == 0 else tuple(reversed(every)):
                 seconds, cpu_s = jobs[(side, shape)](source, parquet, work)
                 rates[side].append(rows / seconds)
                 cpu[side].append(cpu_s * 1e6 / rows)
@@ -388,10 +439,19 @@ def _paired(mine: list[float], theirs: list[float]) -> tuple[float, float, float
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
+def _shares(rate: dict[str, list[float]], ceiling: list[float]) -> str:
+    """The broker's ceiling (median) and each side's rate as a share of it (medians of the
+    rounds' shares)."""
+    mine = _paired(rate["streamwire"], ceiling)[0]
+    theirs = _paired(rate["sparkling-rabbit"], ceiling)[0]
+    return f"{fmt_rate(statistics.median(ceiling))} ({mine:.0%}; {theirs:.0%})"
+
+
 def table(report: dict[str, Any]) -> str:
     """Per size and shape: both sides' median rows/s and CPU µs per row, the rate ratio
     (streamwire ÷ the connector, median of the rounds, lowest–highest) and the CPU ratio
-    (the connector ÷ streamwire), and what each side's write guarantees."""
+    (the connector ÷ streamwire), Spark's floor and the broker's ceiling where the report has
+    them, and what each side's write guarantees."""
     body = []
     for size, shapes in report["sizes"].items():
         for shape, found in shapes.items():
@@ -400,6 +460,7 @@ def table(report: dict[str, Any]) -> str:
             cpu_ratio = _paired(cpu["sparkling-rabbit"], cpu["streamwire"])[0]
             floor = rate.get(FLOOR) or []
             of_floor = _paired(rate["streamwire"], floor)[0] if floor else None
+            ceiling = rate.get(BROKER) or []
             body.append(
                 [
                     f"{shape}, {int(size):,} B",
@@ -409,6 +470,7 @@ def table(report: dict[str, Any]) -> str:
                     f"{statistics.median(cpu['streamwire']):.2f} / "
                     f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
                     "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
+                    "–" if not ceiling else _shares(rate, ceiling),
                     f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
                     if "write" in shape
                     else "–",
@@ -421,6 +483,7 @@ def table(report: dict[str, Any]) -> str:
         "rate ratio (rounds min–max)",
         "CPU µs/row, streamwire / Sparkling Rabbit (ratio)",
         "Spark's floor rows/s (streamwire's share of it)",
+        "the broker's ceiling rows/s (streamwire's share; Sparkling Rabbit's)",
         "guarantees (streamwire; Sparkling Rabbit)",
     ]
-    return markdown_table(header, body, right=(1, 2, 3, 5))
+    return markdown_table(header, body, right=(1, 2, 3, 5, 6))
