@@ -5,13 +5,15 @@ Publishing sends Publish frames encoded *before* the clock starts and only count
 PublishConfirm frames, with at most ``window`` messages unconfirmed, as real clients hold
 theirs (streamwire's ``max_in_flight``; until 2026-11-26 a frame was written whenever fewer
 than ``window`` were unconfirmed, so up to ``window + batch - 1`` were). Consuming grants
-one credit per chunk and counts records from chunk headers, without touching the entries.
+one credit per chunk and counts records from chunk headers, without touching the entries
+(one receive buffer, reused; the bytes of the entries are skipped where they lie).
 The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 
@@ -105,21 +107,60 @@ async def publish(
 
 
 async def consume(host: str, port: int, stream: str, count: int, *, credit: int = 16) -> float:
-    """Records per second from the first offset, counted from chunk headers."""
-    reader, writer = await _open(host, port)
-    started = time.perf_counter()
-    writer.write(encode_frame(SubscribeRequest(200, 0, stream, 1, None, credit, {})))
-    await writer.drain()
-    buf = bytearray()
-    seen = 0
-    one_credit = encode_frame(Credit(0, 1))
-    while seen < count:
-        for key, version, body in await _frames(reader, buf):
-            if key == DELIVER:
-                # subscription id, then (v2) the committed chunk id, then the chunk header
-                header = 1 + (8 if version == 2 else 0)
-                seen += _RECORDS.unpack_from(body, header + 4)[0]
-                writer.write(one_credit)
-    elapsed = time.perf_counter() - started
-    writer.close()
-    return seen / elapsed
+    """Records per second from the first offset, counted from chunk headers (in a thread:
+    :func:`_consume_counting`)."""
+    seen, seconds = await asyncio.to_thread(_consume_counting, host, port, stream, count, credit)
+    return seen / seconds
+
+
+def _consume_counting(
+    host: str, port: int, stream: str, count: int, credit: int
+) -> tuple[int, float]:
+    """:func:`consume` on a blocking socket: the kernel copies each byte once, into one reused
+    buffer, and only the frames' headers and each chunk's record count are read; the entries
+    are skipped where they lie. ``(records counted, seconds)``."""
+    sock = socket.create_connection((host, port), timeout=60.0)
+    try:
+        machine = StreamsConnection(ConnectionSettings())
+        machine.start(time.monotonic())
+        while not machine.is_open:
+            sock.sendall(machine.data_to_send())
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed during handshake")
+            machine.receive_data(data, time.monotonic())
+        sock.sendall(machine.data_to_send())
+        started = time.perf_counter()
+        sock.sendall(encode_frame(SubscribeRequest(200, 0, stream, 1, None, credit, {})))
+        one_credit = encode_frame(Credit(0, 1))
+        buf = bytearray(4 << 20)
+        view = memoryview(buf)
+        have = skip = seen = 0  # bytes at the buffer's start; of a frame still to skip
+        while seen < count:
+            got = sock.recv_into(view[have:])
+            if not got:
+                raise ConnectionError("closed")
+            have += got
+            pos = min(skip, have)
+            skip -= pos
+            while not skip and have - pos >= _HEAD.size:
+                size, key, version = _HEAD.unpack_from(buf, pos)
+                if key == DELIVER:
+                    # subscription id, then (v2) the committed chunk id, then the chunk
+                    # header, whose record count follows magic, type and entry count
+                    at = pos + _HEAD.size + 1 + (8 if version == 2 else 0) + 4
+                    if have < at + _RECORDS.size:
+                        break  # the rest of the header comes with the next receive
+                    seen += _RECORDS.unpack_from(buf, at)[0]
+                    sock.sendall(one_credit)
+                end = pos + 4 + size
+                if end > have:
+                    skip, pos = end - have, have
+                else:
+                    pos = end
+            rest = have - pos  # a frame's first bytes, cut by the receive: moved up
+            buf[:rest] = bytes(view[pos:have])
+            have = rest
+        return seen, time.perf_counter() - started
+    finally:
+        sock.close()
