@@ -4,6 +4,7 @@ themselves are built and installed by ``tests/integration/test_wheel.py``."""
 
 from __future__ import annotations
 
+import ast
 import sys
 import zipfile
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from release import interpreters
 from release.dist import DistError, check_native, check_pure
-from release.matrix import LEAVE_OUT, tool_requirements
+from release.matrix import CORELESS, LEAVE_OUT, ROOT, tool_requirements
 
 STUB = "streamwire/_native/_core.pyi"
 
@@ -96,3 +97,26 @@ def test_interpreter_tags_and_this_interpreter_is_found() -> None:
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert interpreters.find(here) == sys.executable
     assert interpreters.find("2.1") is None
+
+
+def test_the_tests_the_matrix_runs_once_import_nothing_of_streamwire() -> None:
+    """The matrix's pure-Python run leaves out :data:`CORELESS`: right only while no module of
+    theirs imports streamwire (then ``STREAMWIRE_PURE`` changes nothing in them)."""
+    files = []
+    for name in CORELESS:
+        path = ROOT / name
+        assert path.exists(), name
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    assert len(files) > 5
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(n == "streamwire" or n.startswith("streamwire.") for n in names), (
+                path,
+                names,
+            )
