@@ -85,33 +85,38 @@ brokers: venv
 brokers-down:
 	integration/brokers.sh down all
 
-# First the unit and property tests on the other CPythons, from their wheels, in the background
-# while the brokers start; once they are up, the suite in pure Python (STREAMWIRE_PURE=1) beside
-# the rest of that matrix, less the tests that run both cores themselves, the recovery tests
-# (one_core), the Spark suite and the unit tests (their pure runs are the matrix's); the two
-# outputs are printed once both are done. Then the whole suite with whatever codec was selected
-# (native when built), alone on the machine (docs/development.md, "CI": what runs twice and
-# what once, and why).
+# First the unit and property tests: on the other CPythons from their wheels, and on this venv's
+# with its core, in the background while the brokers start; once they are up, the suite in pure
+# Python (STREAMWIRE_PURE=1) beside them, less the tests that run both cores themselves, the
+# recovery tests (one_core), the Spark suite and the unit tests (their pure runs are the
+# matrix's); the three outputs are printed once all are done. Then the rest of the suite (every
+# test that needs a broker) with whatever codec was selected (native when built), alone on the
+# machine (docs/development.md, "CI": what runs twice and what once, and why).
 MATRIX_OUT := .venv-matrix.out
 PURE_OUT := .venv-pure.out
+UNIT_OUT := .venv-unit.out
+OFFLINE_TESTS := tests/unit tests/property
 test: venv dist
-	@echo "[test] $$(date -u +%T) CPython $(MATRIX_PYTHONS): unit + property tests in the background while the brokers start"
+	@echo "[test] $$(date -u +%T) CPython $(MATRIX_PYTHONS) and this venv's: unit + property tests in the background while the brokers start"
 	@rm -f $(PURE_OUT); \
 	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS) > $(MATRIX_OUT) 2>&1 & matrix=$$!; \
+	$(PY) -m pytest $(OFFLINE_TESTS) $(PYTEST_ARGS) > $(UNIT_OUT) 2>&1 & unit=$$!; \
 	$(MAKE) --no-print-directory brokers; brokers=$$?; pure=1; \
 	if [ $$brokers -eq 0 ]; then \
-	  echo "[test] $$(date -u +%T) the whole suite less unit tests, both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python, beside the matrix"; \
+	  echo "[test] $$(date -u +%T) the whole suite less unit tests, both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python, beside the unit and property tests"; \
 	  STREAMWIRE_PURE=1 STREAMWIRE_TEST_RABBITMQ_LANES=rabbitmq \
 	    $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark --ignore=tests/unit \
 	    $(PYTEST_ARGS) > $(PURE_OUT) 2>&1; pure=$$?; \
 	  echo "[test] $$(date -u +%T) the pure-Python pass exited $$pure"; fi; \
+	wait $$unit; unit=$$?; \
+	echo "[test] $$(date -u +%T) this venv's unit + property tests exited $$unit; output:"; cat $(UNIT_OUT); \
 	wait $$matrix; matrix=$$?; \
 	echo "[matrix] output:"; cat $(MATRIX_OUT); \
 	if [ -f $(PURE_OUT) ]; then echo "[pure] output:"; cat $(PURE_OUT); fi; \
-	if [ $$brokers -ne 0 ] || [ $$matrix -ne 0 ] || [ $$pure -ne 0 ]; then \
-	  echo "make test: brokers exited $$brokers, the matrix $$matrix, the pure-Python pass $$pure"; exit 1; fi
-	@echo "[test] $$(date -u +%T) the whole suite, native core"
-	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(PYTEST_ARGS)
+	if [ $$brokers -ne 0 ] || [ $$matrix -ne 0 ] || [ $$unit -ne 0 ] || [ $$pure -ne 0 ]; then \
+	  echo "make test: brokers exited $$brokers, the matrix $$matrix, this venv's unit + property tests $$unit, the pure-Python pass $$pure"; exit 1; fi
+	@echo "[test] $$(date -u +%T) the rest of the suite, native core"
+	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(addprefix --ignore=,$(OFFLINE_TESTS)) $(PYTEST_ARGS)
 
 # The fault workloads (tests/faults, docs/reliability.md): SEEDS seeded runs of every broker
 # under every fault class, through the proxy and on the broker's process (make test runs one);
@@ -175,5 +180,5 @@ fuzz: venv
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .venv-matrix .venv-matrix.out .venv-pure.out dist build .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
+	rm -rf $(VENV) .venv-matrix .venv-matrix.out .venv-pure.out .venv-unit.out dist build .mypy_cache .ruff_cache .pytest_cache .hypothesis native/target
 	rm -f src/streamwire/_native/_core*.so src/streamwire/_native/_core*.pyd
