@@ -411,6 +411,15 @@ class Settling(Protocol):
         the next write would commit (:meth:`commit_tail`)."""
         ...
 
+    async def fenced_bounds(self, stream: str, *, timeout: float) -> dict[int, OffsetBounds]:
+        """:meth:`settled_bounds`, once every message any connection handed the broker for
+        ``stream`` before the call is appended too, by writing one marker message to each
+        partition (as :meth:`commit_tail` writes) and waiting for it: what a writer's
+        closed connection left on its way (Liftbridge: in the NATS server, on the way to a
+        paused or busy leader) lands before the marker, so a read-back of what the writer
+        stored sees it. Raises as :meth:`settled_bounds` does, before writing anything."""
+        ...
+
     async def appended_bounds(self, stream: str) -> dict[int, OffsetBounds]:
         """Like :meth:`Bounded.offset_bounds`, but up to the newest message appended,
         committed or not (a reader cannot get past the committed ones yet)."""

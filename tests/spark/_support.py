@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import streamwire
+from streamwire._api import TAIL_COMMIT_HEADER
 from tests.brokers import BrokerInfo, brokers_dir, require
 
 __all__ = [
@@ -188,9 +189,11 @@ class Stored:
 def read_back(
     t: Target, stream: str, *, expect: int, timeout: float = 30.0, settle: float = 1.0
 ) -> list[Stored]:
-    """Every message of ``stream`` (all partitions), in offset order per partition. Reads
-    until ``expect`` messages arrived and then ``settle`` seconds more, so extra messages
-    (duplicates) are seen too; gives up after ``timeout`` seconds."""
+    """Every message of ``stream`` (all partitions), in offset order per partition, less
+    the markers streamwire writes (an empty value with ``x-streamwire-tail-commit``: a
+    committed tail, a sink retry's fence), which the ``streamwire`` source leaves out too.
+    Reads until ``expect`` messages arrived and then ``settle`` seconds more, so extra
+    messages (duplicates) are seen too; gives up after ``timeout`` seconds."""
     return asyncio.run(_read_back(t, stream, expect, timeout, settle))
 
 
@@ -220,6 +223,8 @@ async def _read_back(
                     got += 1
                     assert m.offset is not None
                     headers = {k: v.to_bytes() for k, v in m.headers.items()}
+                    if not m.value and TAIL_COMMIT_HEADER in headers:
+                        continue  # a marker, not a row
                     out.append(Stored(p, m.offset, m.value, m.key, headers))
             if len(out) >= expect:
                 if got or quiet_until is None:

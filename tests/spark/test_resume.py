@@ -317,3 +317,118 @@ def test_a_log_with_no_records_past_its_index_passes_the_check() -> None:
         assert _found(broker, batch=5, task=1) == {0: list(range(0, 900, 3)), 1: []}
         reads.append(broker.reads)
     assert reads == [3 + 1, 3 + 1 + 2]  # windows of 256, 512, 1024 and 256; a last record each
+
+
+# --- a retry reads back behind a fence ---------------------------------------------------
+
+
+class _InFlight(_Broker):
+    """One partition whose log holds ``stored`` and, on the way to it, ``pending``: what a
+    failed attempt's closed connection left in the NATS server for a paused leader. They
+    land (before the marker) only when the stream is fenced, as NATS hands the leader its
+    messages in order; a plain settled read-back does not wait for them."""
+
+    def __init__(self, stored: Sequence[RowTag | None], pending: Sequence[RowTag]) -> None:
+        super().__init__({0: _log(stored)})
+        self.pending = list(pending)
+        self.calls: list[str] = []
+
+    async def all_bounds(
+        self,
+        client: Any,
+        stream: str,
+        *,
+        timeout: float,
+        settled: bool = False,
+        fenced: bool = False,
+    ) -> dict[int, tuple[int, int]]:
+        assert settled
+        self.calls.append("fenced" if fenced else "settled")
+        log = self.logs[0]
+        if fenced:
+            log += [_message(len(log) + i, tag) for i, tag in enumerate(self.pending)]
+            log.append(_message(len(log), None))  # the marker
+            self.pending = []
+        return {0: (0, len(log))}
+
+
+class _Settling:
+    """A client :class:`streamwire.Settling` says it is (its methods are the broker's)."""
+
+    async def settled_bounds(self, stream: str, *, timeout: float) -> Any:
+        raise NotImplementedError
+
+    async def fenced_bounds(self, stream: str, *, timeout: float) -> Any:
+        raise NotImplementedError
+
+    async def appended_bounds(self, stream: str) -> Any:
+        raise NotImplementedError
+
+    async def commit_tail(self, stream: str, partition: int, *, timeout: float) -> Any:
+        raise NotImplementedError
+
+
+class _OnePartition:
+    """A :class:`streamwire.KeyRouted` producer of a one-partition stream."""
+
+    partition_count = 1
+
+    def partition_for_key(self, key: bytes) -> int:
+        return 0
+
+
+class _Router:
+    """The task's unpinned producer."""
+
+    producer = _OnePartition()
+
+    async def close(self) -> None:
+        return None
+
+
+def _opened(broker: _InFlight, attempt: int) -> list[int]:
+    """The rows of task 0 of batch 1 that ``_Resuming.open`` takes for stored."""
+    from streamwire.spark._publish import PublishSpec, _Resuming
+    from streamwire.spark._schema import SinkLayout
+
+    client = _Settling()
+    assert isinstance(client, streamwire.Settling)
+    assert isinstance(_Router.producer, streamwire.KeyRouted)
+    spec = PublishSpec("liftbridge://x", "s", "n", 5.0, cast(SinkLayout, None))
+    resuming = asyncio.run(
+        _Resuming.open(
+            cast(Broker, broker),
+            cast(streamwire.Client, client),
+            cast(Any, _Router()),
+            spec,
+            {},
+            RowTag(Q, 1, 0, -1),
+            attempt,
+        )
+    )
+    return resuming.stored[0].rows()
+
+
+def _rows(rows: range) -> list[RowTag]:
+    return [RowTag(Q, 1, 0, r) for r in rows]
+
+
+def test_a_retry_reads_back_behind_a_fence_what_its_failed_attempt_left_on_the_way() -> None:
+    broker = _InFlight(_rows(range(3)), _rows(range(3, 7)))
+    assert _opened(broker, attempt=1) == list(range(7))
+    assert broker.calls == ["fenced"]  # never a read-back before the fence
+
+
+def test_a_first_attempt_that_finds_rows_of_its_own_fences_and_reads_back_again() -> None:
+    """A replay of the batch (after the query restarted): its earlier run's last rows may
+    still be on their way too."""
+    broker = _InFlight([RowTag(Q, 0, 0, 0), *_rows(range(2))], _rows(range(2, 5)))
+    assert _opened(broker, attempt=0) == list(range(5))
+    assert broker.calls == ["settled", "fenced"]
+
+
+def test_a_first_attempt_that_finds_nothing_of_its_own_writes_no_marker() -> None:
+    broker = _InFlight([RowTag(Q, 0, 0, 0), RowTag(Q, 1, 1, 0)], [])
+    assert _opened(broker, attempt=0) == []
+    assert broker.calls == ["settled"]
+    assert len(broker.logs[0]) == 2

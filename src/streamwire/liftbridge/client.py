@@ -893,6 +893,35 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
             bounds[partition] = OffsetBounds(0, max(int(meta.newest_offset) + 1, 0))
         return bounds
 
+    async def fenced_bounds(self, stream: str, *, timeout: float) -> dict[int, OffsetBounds]:
+        """:meth:`settled_bounds`, once every message handed to the NATS server for the
+        stream before this call, by any connection, is appended too (or dropped by NATS), by
+        writing one marker to each partition (:data:`TAIL_COMMIT_HEADER`, an empty value;
+        the Spark source skips it) and waiting for its ack (:class:`streamwire.Settling`).
+
+        A publish reaches the server through NATS, which keeps what a connection sent,
+        after that connection closed, until the partition's leader takes it; a paused or
+        busy leader takes it seconds later. NATS hands one subscriber its messages in the
+        order it received them, so a marker acknowledged means what came before it is in
+        the log. Checked first as :meth:`settled_bounds` checks: a tail only a write would
+        commit stays an :class:`~streamwire.errors.UncommittedTailError`, not committed by
+        the marker."""
+        deadline = Deadline(timeout, what=f"fencing {stream!r}")
+        await self.settled_bounds(stream, timeout=deadline.remaining() or 0.0)
+        async with deadline.scope():
+            partitions = await self.partition_ids(stream)
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for partition in partitions:
+                        group.create_task(self._write_marker(stream, partition))
+            except BaseExceptionGroup as group_error:
+                raise group_error.exceptions[0] from None
+        return await self.settled_bounds(stream, timeout=deadline.remaining() or 0.0)
+
+    async def _write_marker(self, stream: str, partition: int) -> None:
+        async with self.producer(stream, partition=partition) as producer:
+            await (await producer.send(b"", headers={TAIL_COMMIT_HEADER: b""}))
+
     async def commit_tail(self, stream: str, partition: int, *, timeout: float) -> OffsetBounds:
         """Commit what ``partition`` holds past its high watermark by writing one message to
         it (:data:`TAIL_COMMIT_HEADER`, an empty value; the Spark source skips it), and
@@ -904,8 +933,7 @@ class Client(Cursors, GrpcPublishing, AsyncClosing):
         async with asyncio.timeout(timeout):
             meta = await self.partition_metadata(stream, partition)
             if meta.high_watermark < meta.newest_offset:
-                async with self.producer(stream, partition=partition) as producer:
-                    await (await producer.send(b"", headers={TAIL_COMMIT_HEADER: b""}))
+                await self._write_marker(stream, partition)
                 meta = await self.partition_metadata(stream, partition)
         return OffsetBounds(0, max(int(meta.high_watermark) + 1, 0))
 

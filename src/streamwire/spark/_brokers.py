@@ -171,19 +171,31 @@ class Broker:
         return [0] if names is None else list(range(len(names)))
 
     async def all_bounds(
-        self, client: streamwire.Client, stream: str, *, timeout: float, settled: bool = False
+        self,
+        client: streamwire.Client,
+        stream: str,
+        *,
+        timeout: float,
+        settled: bool = False,
+        fenced: bool = False,
     ) -> dict[int, tuple[int, int]]:
         """``(earliest, tail)`` of every partition of ``stream``, in partition order: the first
         offset a reader can get and the offset after the last readable message (equal when
         empty). The tail is always one past a real message, so a reader can stop on seeing
         it. ``settled``: on a :class:`streamwire.Settling` client, once what is appended now
-        is committed or gone (what a read-back of a writer's rows needs)."""
+        is committed or gone (what a read-back of a writer's rows needs). ``fenced``: once
+        what any connection sent before is appended too
+        (:meth:`streamwire.Settling.fenced_bounds`), what a retry's read-back needs while
+        its failed attempt's messages may still be on their way."""
         if not isinstance(client, streamwire.Bounded):
             raise SparkConfigurationError(
                 f"reading {self.protocol} streams from Spark is not supported yet"
             )
-        if settled and isinstance(client, streamwire.Settling):
-            found = await client.settled_bounds(stream, timeout=timeout)
+        if (settled or fenced) and isinstance(client, streamwire.Settling):
+            if fenced:
+                found = await client.fenced_bounds(stream, timeout=timeout)
+            else:
+                found = await client.settled_bounds(stream, timeout=timeout)
             return {p: (b.first, b.next) for p, b in sorted(found.items())}
         async with asyncio.timeout(timeout):
             names = await self.super_partitions(client, stream)

@@ -33,7 +33,12 @@ publishes plainly.
 On every broker a task fails fast: once one of its runs failed, its next send raises that
 failure instead of sending on (so an attempt leaves as few rows behind a gap as it can),
 and a task that fails drops its worker's cached client, so that nothing the failed attempt
-handed over (a reconnecting client's buffer) is sent after the retry has read back.
+handed over (a reconnecting client's buffer) is sent after the retry has read back. What
+it had already handed to the broker may still be on its way there (Liftbridge: in the NATS
+server, while the partition's leader is paused or busy), so a retry (``attempt`` > 0), and a
+task that finds rows of its own stored (a replay), first fence the stream
+(:meth:`streamwire.Settling.fenced_bounds`: a marker per partition, acknowledged behind
+whatever was sent before it) and read back after the fence.
 """
 
 from __future__ import annotations
@@ -377,34 +382,51 @@ class _Resuming:
         spec: PublishSpec,
         options: dict[str, Any],
         tag: RowTag,
+        attempt: int,
     ) -> _Resuming:
         """Read back what earlier attempts stored; ``router`` is the task's unpinned
-        producer (a :class:`streamwire.KeyRouted` one), closed here on failure."""
+        producer (a :class:`streamwire.KeyRouted` one), closed here on failure. A retry
+        (``attempt`` > 0) reads back behind a fence; a first attempt that finds rows of its
+        own (a replay) fences and reads back again (the module's notes)."""
         try:
-            producer = router.producer
-            assert isinstance(producer, streamwire.KeyRouted)
-            bounds = await broker.all_bounds(
-                client, spec.stream, timeout=spec.timeout, settled=True
-            )
-            if len(bounds) != producer.partition_count:
-                raise SparkConfigurationError(
-                    f"{spec.stream!r} has {producer.partition_count} partitions for its "
-                    f"producer and {len(bounds)} for a reader: changed meanwhile?"
-                )
-            stored = await stored_rows(
-                broker,
-                client,
-                spec.stream,
-                bounds,
-                query=tag.query,
-                batch=tag.batch,
-                task=tag.task,
-                timeout=spec.timeout,
-            )
+            fenced = attempt > 0 and isinstance(client, streamwire.Settling)
+            stored = await cls._read_back(broker, client, router, spec, tag, fenced)
+            if not fenced and isinstance(client, streamwire.Settling) and any(stored.values()):
+                stored = await cls._read_back(broker, client, router, spec, tag, True)
         except BaseException:
             await router.close()
             raise
         return cls(client, router, spec, options, tag, stored)
+
+    @staticmethod
+    async def _read_back(
+        broker: Broker,
+        client: streamwire.Client,
+        router: Publisher,
+        spec: PublishSpec,
+        tag: RowTag,
+        fenced: bool,
+    ) -> dict[int, StoredRows]:
+        producer = router.producer
+        assert isinstance(producer, streamwire.KeyRouted)
+        bounds = await broker.all_bounds(
+            client, spec.stream, timeout=spec.timeout, settled=True, fenced=fenced
+        )
+        if len(bounds) != producer.partition_count:
+            raise SparkConfigurationError(
+                f"{spec.stream!r} has {producer.partition_count} partitions for its "
+                f"producer and {len(bounds)} for a reader: changed meanwhile?"
+            )
+        return await stored_rows(
+            broker,
+            client,
+            spec.stream,
+            bounds,
+            query=tag.query,
+            batch=tag.batch,
+            task=tag.task,
+            timeout=spec.timeout,
+        )
 
     def _route(self, value: Any) -> int:
         key = value.key if isinstance(value, streamwire.Message) else None
@@ -472,13 +494,15 @@ def publish_partition(
     query_id: str | None,
     batch_id: int,
     partition: int,
+    attempt: int = 0,
 ) -> PartitionResult:
     """Publish the rows of ``runs`` (record batches or sequences of rows, in order) and
     wait for every confirmation; raises on any failure so Spark fails the task.
     Exactly-once when ``query_id`` is known: by the broker's dedup (RabbitMQ) or by
     resuming after the rows an earlier attempt stored (Liftbridge, Iggy). Rows go out in
     runs of at most ``spec.chunk_rows``, one confirmation future per run (per broker
-    partition when resuming)."""
+    partition when resuming). ``attempt``: the Spark task's attempt number (0 for the
+    first; a retry reads back behind a fence)."""
     broker = Broker.of(spec.url)
     # attempted whenever the query is known; whether it holds, the producers tell (a
     # deduplicating one, key-routed ones to resume after, a super stream's named ones)
@@ -522,7 +546,7 @@ def publish_partition(
                 and not publisher.dedup
                 and isinstance(publisher.producer, streamwire.KeyRouted)
             ):
-                return await _Resuming.open(broker, client, publisher, spec, options, tag)
+                return await _Resuming.open(broker, client, publisher, spec, options, tag, attempt)
             if ref is not None:
                 try:
                     check_identity(publisher, batch_id, spec.stream, ref)

@@ -1136,6 +1136,7 @@ class StreamwireStreamWriter(_StreamWriterBase):
             query_id=task.query_id if task.batch_id is not None else None,
             batch_id=task.batch_id or 0,
             partition=task.partition,
+            attempt=task.attempt,
         )
         return StreamwireCommitMessage(
             result.partition, result.rows, result.published, result.skipped, result.exactly_once
@@ -1167,7 +1168,12 @@ class StreamwireBatchWriter(_BatchWriterBase):
         task = _identity.task()
         identity, rows = content_keyed(self.write_id, iterator)
         result = publish_partition(
-            self.spec, runs(rows), query_id=identity, batch_id=0, partition=task.partition
+            self.spec,
+            runs(rows),
+            query_id=identity,
+            batch_id=0,
+            partition=task.partition,
+            attempt=task.attempt,
         )
         return StreamwireCommitMessage(
             result.partition, result.rows, result.published, result.skipped, result.exactly_once

@@ -120,12 +120,14 @@ class _PartitionTask:
         self.batch_id = batch_id
 
     def counts(self, items: Iterator[Any]) -> tuple[int, int, int, int]:
+        task = _identity.task()
         result = publish_partition(
             self.spec,
             runs(items, self.spec.chunk_rows),
             query_id=self.query_id,
             batch_id=self.batch_id,
-            partition=_identity.task().partition,
+            partition=task.partition,
+            attempt=task.attempt,
         )
         return result.rows, result.published, result.skipped, int(result.exactly_once)
 
