@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from streamwire.codec.framing import LENGTH_PREFIX_U32
 from streamwire.errors import (
     ClosedError,
     ConnectError,
@@ -106,13 +107,17 @@ class Connection(Driver[StreamsConnection, ev.Event, int]):
         """
         address = f"{host}:{port}"
         deadline = Deadline(timeout, exc_type=ConnectTimeout, what=f"connecting to {address}")
-        # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces
+        # Deliver frames carry whole chunks (often a megabyte or more): read in large pieces,
+        # and each large frame straight into one buffer of its size (streamwire.transport.
+        # _receive), which the machine decodes in place
         stream = await open_tcp(
             host,
             port,
             tls=tls,
             timeout=deadline.remaining(),
             read_size=1 << 20,
+            frames=LENGTH_PREFIX_U32,
+            max_frame_size=settings.max_inbound_frame_bytes,
             keepalive=keepalive,
         )
         machine = StreamsConnection(settings)

@@ -13,7 +13,7 @@ A malformed frame moves the machine to ``FAILED`` and ends the event list with
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final, TypeVar
 
@@ -126,6 +126,13 @@ class ConnectionSettings:
             raise ConfigurationError("inbound frame bounds must be at least 64 bytes")
 
 
+#: Frames as they came, their size prefix kept: the machine decodes each body as a view of
+#: its frame, so a large frame handed in whole (``open_tcp(frames=LENGTH_PREFIX_U32)``) is
+#: not copied again to drop four bytes.
+_WHOLE_FRAMES: Final = replace(LENGTH_PREFIX_U32, strip_header=False)
+_SIZE_PREFIX: Final = LENGTH_PREFIX_U32.header_size
+
+
 def negotiate(ours: int, theirs: int) -> int:
     """Tune rule: the smaller non-zero value; 0 only when both are 0."""
     if ours and theirs:
@@ -150,7 +157,7 @@ class StreamsConnection:
         self.settings = settings or ConnectionSettings()
         self.state = ConnectionState.IDLE
         self._frames = FrameAccumulator(
-            LENGTH_PREFIX_U32, max_frame_size=self.settings.max_handshake_frame_bytes
+            _WHOLE_FRAMES, max_frame_size=self.settings.max_handshake_frame_bytes
         )
         self._out: list[bytes] = []
         self._next_id = 0
@@ -282,8 +289,10 @@ class StreamsConnection:
         self._last_received = now
         self._frames.feed(data)
         try:
-            while (body := self._frames.next_frame()) is not None:
-                self._handle(decode_frame(body), events)
+            while (frame := self._frames.next_frame()) is not None:
+                # the body is a view of the frame: a large frame fed whole (a Deliver the
+                # transport received into one buffer of its size) is decoded where it lies
+                self._handle(decode_frame(memoryview(frame)[_SIZE_PREFIX:]), events)
                 if self.state is ConnectionState.FAILED:
                     break  # a failed handshake ends the stream: ignore what follows
         except RemoteProtocolError as exc:
