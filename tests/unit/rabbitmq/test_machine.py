@@ -615,6 +615,24 @@ def test_deliver_larger_than_frame_max_is_accepted_after_open() -> None:
     assert events == [ev.ChunkDelivered(0, chunk, None)]
 
 
+def test_a_large_deliver_fed_whole_is_decoded_where_it_lies() -> None:
+    # the transport receives a large frame into one bytes of its size (open_tcp(frames=...)):
+    # the chunk handed out is a view of that very object, not a copy of it
+    m = open_machine()
+    chunk = CHUNK_V1 + b"\x00" * 200_000
+    frame = encode_frame(Deliver(0, chunk))
+    events = m.receive_data(frame, START)
+    assert events == [ev.ChunkDelivered(0, chunk, None)]
+    delivered = events[0]
+    assert isinstance(delivered, ev.ChunkDelivered)
+    assert isinstance(delivered.chunk, memoryview)
+    assert delivered.chunk.obj is frame
+    # the same frame cut in pieces is put together once, and decodes the same
+    pieces = [frame[i : i + 70_000] for i in range(0, len(frame), 70_000)]
+    events = [e for piece in pieces for e in m.receive_data(piece, START)]
+    assert events == [ev.ChunkDelivered(0, chunk, None)]
+
+
 def test_inbound_frame_bound_after_open_fails_without_allocating() -> None:
     m = open_machine()
     tracemalloc.start()
