@@ -40,6 +40,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.one_core, pytest.mark.timeout
 #: (named by seed) add up in one results directory.
 FIRST_SEED = int(os.environ.get("STREAMWIRE_FAULT_FIRST_SEED", "0"))
 SEEDS = range(FIRST_SEED, FIRST_SEED + int(os.environ.get("STREAMWIRE_FAULT_SEEDS", "1")))
+#: Whether this is ``make test-faults``' long run (which sets ``STREAMWIRE_FAULT_SEEDS``)
+#: rather than ``make test``'s one seed: a test whose variants prove the same design
+#: twice runs its second variant there only.
+LONG_RUN = "STREAMWIRE_FAULT_SEEDS" in os.environ
 
 
 #: Whether the harness runs a real Iggy server (its env file names a binary), at collection.

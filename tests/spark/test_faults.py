@@ -31,7 +31,7 @@ from integration.harness.faultproxy import ThreadedFaultProxy
 from tests import brokers
 from tests.brokers import require
 from tests.faults.processes import harness_context
-from tests.faults.test_histories import SEEDS
+from tests.faults.test_histories import LONG_RUN, SEEDS
 from tests.proxy import proxied
 from tests.spark._jobs import (
     BUDGET,
@@ -168,8 +168,15 @@ def proxied_job(
         _clean_up(job, proxies, lanes, streams)
 
 
+#: Where the dirty cuts run: on the standalone cluster (executors and Python workers of
+#: their own, each reaching the brokers through the proxies) always, and in ``local[2,4]``
+#: too in ``make test-faults``: the same sink code in one JVM, a minute of CI for no path
+#: the cluster does not take.
+CUT_CLUSTERS = ["local", "standalone"] if LONG_RUN else ["standalone"]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("cluster", ["local", "standalone"])
+@pytest.mark.parametrize("cluster", CUT_CLUSTERS)
 def test_dirty_cuts_in_every_micro_batch_store_every_row_exactly_once(
     every_broker: dict[str, Target], tmp_path: Path, cluster: str, seed: int
 ) -> None:
