@@ -64,16 +64,17 @@ def test_publish_create_makes_the_stream(broker: BrokerInfo) -> None:
 def test_consume_follow_waits_for_new_messages_and_ctrl_c_ends_it(broker: BrokerInfo) -> None:
     stream = f"sw-cli-follow-{uuid.uuid4().hex[:8]}"
     assert run("publish", "--create", broker.url, stream, stdin=b"before\n").returncode == 0
+    command = ["consume", "--follow", "--idle", "1", broker.url, stream]
     follower = subprocess.Popen(
-        [sys.executable, "-m", "streamwire", "consume", "--follow", broker.url, stream],
+        [sys.executable, "-m", "streamwire", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline() == b"before\n"
-        # longer than --idle's default: --follow keeps waiting
-        time.sleep(6)
+        # more than twice --idle: --follow keeps waiting
+        time.sleep(2.5)
         assert follower.poll() is None
         assert run("publish", broker.url, stream, stdin=b"after\n").returncode == 0
         assert follower.stdout.readline() == b"after\n"
