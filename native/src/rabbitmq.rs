@@ -7,6 +7,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use crate::buffer::filled_bytes;
 use crate::{bytes_of, int_u128, new_dict, new_ref, none, state, untracked, Owned, State};
 
 /// An AMQP 1.0 message that is one data section with a 1-byte length (`vbin8`).
@@ -268,33 +269,4 @@ pub fn rmq_chunk_columns<'py>(
         values,
         PyBytes::new(py, &offsets),
     )))
-}
-
-/// A new `bytes` of `size` bytes that `fill` writes, every one of them, before anyone sees it:
-/// unlike `PyBytes::new_with`, its storage is not zeroed first.
-fn filled_bytes<'py>(
-    py: Python<'py>,
-    size: usize,
-    fill: impl FnOnce(&mut [u8]),
-) -> PyResult<Bound<'py, PyBytes>> {
-    if size == 0 {
-        return Ok(PyBytes::new(py, b""));
-    }
-    let len = isize::try_from(size).map_err(|_| PyValueError::new_err("values too large"))?;
-    // SAFETY: `py` proves the GIL is held. `PyBytes_FromStringAndSize(NULL, len)` with `len > 0`
-    // makes a new, unshared `bytes` (0 would give the shared empty one, handled above) whose
-    // `len` bytes are ours to write; it is checked non-null and owned by `bytes` from then on.
-    // `PyBytes_AsString` points at exactly those `len` bytes. `fill` writes all of them (its
-    // callers copy spans whose lengths sum to `size`) before the `bytes` is returned, and no
-    // other reference to it exists meanwhile.
-    unsafe {
-        let raw = ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
-        if raw.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        let bytes = Bound::from_owned_ptr(py, raw);
-        let out = std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(raw) as *mut u8, size);
-        fill(out);
-        Ok(bytes.cast_into_unchecked())
-    }
 }
