@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -389,3 +391,22 @@ def test_property_columns_give_the_batch_pyspark_builds_from_their_values() -> N
     assert cols is not None
     batch, _ = _arrow.columns_batch(cols, "s", 0, 7, 8, schema)
     assert batch.to_pylist() == [{"offset": 7, **dict.fromkeys(PROPERTIES_SCHEMA.names[1:])}]
+
+
+def test_a_fresh_worker_imports_pyarrow_compute_only_for_chunks_of_several_timestamps() -> None:
+    """Importing the source (what a fresh Spark planner or worker does first) adds no
+    ``pyarrow.compute`` to what pyspark and pyarrow import; a batch of pieces with different
+    chunk timestamps (the one place it is used) imports it and is right."""
+    code = (
+        "import sys, pyarrow, pyspark.sql.datasource\n"
+        "before = 'pyarrow.compute' in sys.modules\n"
+        "import streamwire.spark.datasource\n"
+        "from streamwire.spark import _arrow\n"
+        "assert ('pyarrow.compute' in sys.modules) == before, 'imported early'\n"
+        "class P:\n"
+        "    def __init__(self, rows, ts): self.rows, self.timestamp_us = rows, ts\n"
+        "got = _arrow._timestamps([P(2, 1_000_000), P(1, 2_000_000)], 3)\n"
+        "assert got.cast(pyarrow.int64()).to_pylist() == [1_000_000, 1_000_000, 2_000_000]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -12,7 +12,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-import crc32c as _crc32c
 import xxhash
 
 from streamwire.codec._structs import BytesLike
@@ -26,9 +25,25 @@ def crc32(data: BytesLike, value: int = 0) -> int:
     return zlib.crc32(data, value)
 
 
+_crc32c_impl: Callable[[BytesLike, int], int] | None = None
+
+
+def _load_crc32c() -> Callable[[BytesLike, int], int]:
+    """The ``crc32c`` package's function, imported on first use: the package reads its own
+    version from its installed metadata at import (``importlib.metadata``), a few dozen
+    milliseconds every fresh process (a Spark Python worker, the CLI) paid even where no
+    CRC-32C is ever computed (RabbitMQ, Iggy)."""
+    global _crc32c_impl
+    import crc32c as package
+
+    _crc32c_impl = package.crc32c
+    return _crc32c_impl
+
+
 def crc32c(data: BytesLike, value: int = 0) -> int:
     """CRC-32C (Castagnoli); ``value`` continues a running checksum."""
-    return int(_crc32c.crc32c(data, value))
+    impl = _crc32c_impl or _load_crc32c()
+    return int(impl(data, value))
 
 
 def xxh3_64(data: BytesLike, seed: int = 0) -> int:

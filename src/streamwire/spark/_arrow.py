@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message, datetime_to_us
@@ -120,6 +119,8 @@ def _timestamps(pieces: Sequence[_Piece], n: int) -> pa.Array:
     for p in pieces:
         total += p.rows
         ends.append(total)
+    import pyarrow.compute as pc  # here only: a fresh worker's import of it costs ~20 ms
+
     runs = pa.RunEndEncodedArray.from_arrays(
         pa.array(ends, pa.int32()), pa.array([p.timestamp_us for p in pieces], _TIMESTAMP)
     )

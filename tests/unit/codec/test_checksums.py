@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from streamwire.codec import crc32, crc32c, verify, xxh3_64, xxh32
@@ -49,3 +52,19 @@ def test_verify() -> None:
     assert info.value.expected == 1
     assert info.value.actual == 0xCBF43926
     assert "chunk" in str(info.value)
+
+
+def test_crc32c_package_is_imported_on_first_use_only() -> None:
+    """``import streamwire`` does not import the ``crc32c`` package (it reads its installed
+    metadata at import, a cost every fresh process would pay for nothing on RabbitMQ and
+    Iggy); the first CRC-32C imports it and is right."""
+    code = (
+        "import sys, streamwire\n"
+        "from streamwire.codec import crc32c\n"
+        "assert 'crc32c' not in sys.modules, 'imported early'\n"
+        "assert crc32c(b'123456789') == 0xE3069283\n"
+        "assert 'crc32c' in sys.modules\n"
+        "assert crc32c(b'6789', crc32c(b'12345')) == 0xE3069283\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
