@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import zlib
+from array import array
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,7 @@ from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
 import streamwire
 from streamwire.codec.amqp import encode_data_body
+from streamwire.codec.columns import Columns
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
 from streamwire.spark import SourceSchemaError, _arrow
@@ -393,20 +395,74 @@ def test_property_columns_give_the_batch_pyspark_builds_from_their_values() -> N
     assert batch.to_pylist() == [{"offset": 7, **dict.fromkeys(PROPERTIES_SCHEMA.names[1:])}]
 
 
-def test_a_fresh_worker_imports_pyarrow_compute_only_for_chunks_of_several_timestamps() -> None:
-    """Importing the source (what a fresh Spark planner or worker does first) adds no
-    ``pyarrow.compute`` to what pyspark and pyarrow import; a batch of pieces with different
-    chunk timestamps (the one place it is used) imports it and is right."""
+def _columns(values: list[bytes], first: int, timestamp_us: int | None) -> Columns:
+    ends = [0]
+    for v in values:
+        ends.append(ends[-1] + len(v))
+    return Columns(
+        count=len(values),
+        value_ends=array("i", ends).tobytes(),
+        values=b"".join(values),
+        offsets=array("q", range(first, first + len(values))).tobytes(),
+        timestamp_us=timestamp_us,
+    )
+
+
+def test_chunks_of_a_megabyte_or_more_are_batches_of_their_own_without_a_copy() -> None:
+    """Small chunks are joined into one batch; a chunk with ``ALONE_BYTES`` of values or more
+    is a batch of its own whose values are the chunk's own buffer (joining it would copy
+    every value once more), and the rows are the same either way."""
+    big = _arrow.ALONE_BYTES // 1000 + 1
+    pieces = [
+        _columns([b"a" * 10] * 3, 0, 1_000),
+        _columns([b"b" * 10] * 2, 3, 2_000),
+        _columns([b"c" * 1000] * big, 5, 3_000),
+        _columns([b"d" * 1000] * big, 5 + big, 4_000),
+        _columns([b"e" * 10] * 2, 5 + 2 * big, 5_000),
+    ]
+    end = 7 + 2 * big
+    batcher = _arrow.Batcher("s", 0)
+    got: list[pa.RecordBatch] = []
+    for cols in pieces:
+        done = batcher.columns(cols, 0, end)
+        got += batcher.take(everything=done)
+    assert [b.num_rows for b in got] == [5, big, big, 2]
+    for batch, cols in zip(got[1:3], pieces[2:4], strict=True):
+        data = batch.column("value").buffers()[2]
+        assert data is not None
+        assert data.address == pa.py_buffer(cols.values).address
+    want = [_arrow.columns_batch(c, "s", 0, 0, end)[0] for c in pieces]
+    assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
+    assert pa.Table.from_batches(got).column("timestamp").cast(pa.int64()).to_pylist() == (
+        [1_000] * 3 + [2_000] * 2 + [3_000] * big + [4_000] * big + [5_000] * 2
+    )
+
+
+def test_a_fresh_worker_imports_neither_pandas_nor_pyarrow_compute_for_chunks() -> None:
+    """Importing the source (what a new Spark planner or worker does first) and turning
+    chunks into batches (several timestamps, the stream and partition columns) imports
+    neither pandas (``pa.scalar`` of a Python value looks for it: a third of a second) nor
+    ``pyarrow.compute``, beyond what pyspark and pyarrow import themselves."""
     code = (
         "import sys, pyarrow, pyspark.sql.datasource\n"
-        "before = 'pyarrow.compute' in sys.modules\n"
+        "before = {m for m in ('pandas', 'pyarrow.compute') if m in sys.modules}\n"
         "import streamwire.spark.datasource\n"
+        "from array import array\n"
+        "from streamwire.codec.columns import Columns\n"
         "from streamwire.spark import _arrow\n"
-        "assert ('pyarrow.compute' in sys.modules) == before, 'imported early'\n"
-        "class P:\n"
-        "    def __init__(self, rows, ts): self.rows, self.timestamp_us = rows, ts\n"
-        "got = _arrow._timestamps([P(2, 1_000_000), P(1, 2_000_000)], 3)\n"
-        "assert got.cast(pyarrow.int64()).to_pylist() == [1_000_000, 1_000_000, 2_000_000]\n"
+        "b = _arrow.Batcher('s', 7)\n"
+        "q = lambda *v: array('q', v).tobytes()\n"
+        "i = lambda *v: array('i', v).tobytes()\n"
+        "b.columns(Columns(3, i(0, 1, 2, 3), b'xxx', q(0, 1, 2), 1_000), 0, 10)\n"
+        "b.columns(Columns(2, i(0, 2, 4), b'yyyy', q(3, 4), 2_000), 0, 10)\n"
+        "[batch] = b.take(everything=True)\n"
+        "after = {m for m in ('pandas', 'pyarrow.compute') if m in sys.modules}\n"
+        "assert after == before, after - before\n"
+        "assert batch.column('stream').to_pylist() == ['s'] * 5\n"
+        "assert batch.column('partition').to_pylist() == [7] * 5\n"
+        "micros = batch.column('timestamp').cast(pyarrow.int64()).to_pylist()\n"
+        "assert micros == [1000] * 3 + [2000] * 2\n"
+        "assert batch.validate(full=True) is None\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ every small chunk.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
@@ -33,7 +34,15 @@ from streamwire.codec.properties import MessageId, MessageProperties
 from streamwire.spark._property_columns import PROPERTY_COLUMNS
 from streamwire.spark._resume import ROW_HEADER
 
-__all__ = ("BATCH_BYTES", "BATCH_ROWS", "SCHEMA", "Batcher", "columns_batch", "messages_batch")
+__all__ = (
+    "ALONE_BYTES",
+    "BATCH_BYTES",
+    "BATCH_ROWS",
+    "SCHEMA",
+    "Batcher",
+    "columns_batch",
+    "messages_batch",
+)
 
 #: Rows per batch the reader hands to Spark, at most, when it puts chunks together (Spark's
 #: own Arrow batch size, ``spark.sql.execution.arrow.maxRecordsPerBatch``): a batch of a few
@@ -42,6 +51,10 @@ BATCH_ROWS: Final = 10_000
 #: ... and bytes of values, so that large messages make smaller batches. A single chunk or
 #: list of messages bigger than either bound is a batch of its own.
 BATCH_BYTES: Final = 8 << 20
+#: A chunk with at least this many bytes of values is a batch of its own too: joining it to
+#: others would copy its values once more for a batch cost already spread over a megabyte
+#: (rows of 1 kB came in chunks of 4 MB, two to a batch, each copied by the join).
+ALONE_BYTES: Final = 1 << 20
 
 _HEADERS: Final = pa.map_(pa.string(), pa.binary())
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
@@ -73,6 +86,31 @@ def _batch(schema: pa.Schema, build: _Builders) -> pa.RecordBatch:
 
 def _repeat(n: int, value: object) -> Callable[[pa.DataType], pa.Array]:
     return lambda t: pa.repeat(pa.scalar(value, t), n)
+
+
+def _fixed(t: pa.DataType, values: array[int]) -> pa.Array:
+    """An array of fixed-width ``t`` over ``values`` (native byte order, as Arrow's)."""
+    assert values.itemsize * 8 == t.bit_width, (values.typecode, t)
+    return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
+
+
+def _same(n: int, value: int | str) -> Callable[[pa.DataType], pa.Array]:
+    """``n`` times ``value`` (the ``stream`` or ``partition`` of a run of chunks), built from
+    its bytes: ``pa.scalar`` of a Python value has pyarrow look for pandas, whose import
+    costs a fresh Spark worker a third of a second on its first batch."""
+
+    def build(t: pa.DataType) -> pa.Array:
+        if pa.types.is_int32(t) and isinstance(value, int):
+            return _fixed(t, array("i", [value]) * n)
+        if pa.types.is_string(t) and isinstance(value, str):
+            data = value.encode()
+            size = len(data)
+            ends = array("i", range(0, (n + 1) * size, size)) if size else array("i", [0]) * (n + 1)
+            buffers = [None, pa.py_buffer(ends), pa.py_buffer(data * n)]
+            return pa.Array.from_buffers(t, n, buffers)
+        return _repeat(n, value)(t)  # another type a user schema declared
+
+    return build
 
 
 def _nulls(n: int) -> Callable[[pa.DataType], pa.Array]:
@@ -110,21 +148,16 @@ def _done(cols: Columns, end: int) -> bool:
 
 
 def _timestamps(pieces: Sequence[_Piece], n: int) -> pa.Array:
-    first = pieces[0].timestamp_us
-    if all(p.timestamp_us == first for p in pieces):
-        if first is None:
-            return pa.nulls(n, _TIMESTAMP)
-        return pa.repeat(pa.scalar(first, _TIMESTAMP), n)
-    ends, total = [], 0
+    """Each piece's rows at its chunk's timestamp, built from the microseconds' bytes (see
+    :func:`_same`); null where a chunk has none."""
+    if all(p.timestamp_us is None for p in pieces):
+        return pa.nulls(n, _TIMESTAMP)
+    if any(p.timestamp_us is None for p in pieces):  # not from a broker: kept simple
+        return pa.array([p.timestamp_us for p in pieces for _ in range(p.rows)], _TIMESTAMP)
+    micros = array("q")
     for p in pieces:
-        total += p.rows
-        ends.append(total)
-    import pyarrow.compute as pc  # here only: a fresh worker's import of it costs ~20 ms
-
-    runs = pa.RunEndEncodedArray.from_arrays(
-        pa.array(ends, pa.int32()), pa.array([p.timestamp_us for p in pieces], _TIMESTAMP)
-    )
-    return pc.run_end_decode(runs)
+        micros.extend(array("q", [p.timestamp_us or 0]) * p.rows)
+    return _fixed(_TIMESTAMP, micros)
 
 
 def _pieces_batch(
@@ -135,8 +168,8 @@ def _pieces_batch(
         "value": lambda _: _concat([p.value for p in pieces]),
         "key": _nulls(n),
         "headers": _nulls(n),
-        "stream": _repeat(n, stream),
-        "partition": _repeat(n, partition),
+        "stream": _same(n, stream),
+        "partition": _same(n, partition),
         "offset": lambda _: _concat([p.offset for p in pieces]),
         "timestamp": lambda _: _timestamps(pieces, n),
     }
@@ -203,7 +236,10 @@ class Batcher:
 
     def _add(self, rows: int, nbytes: int) -> None:
         if self._rows and (
-            self._rows + rows > self._max_rows or self._bytes + nbytes > self._max_bytes
+            self._rows + rows > self._max_rows
+            or self._bytes + nbytes > self._max_bytes
+            or nbytes >= ALONE_BYTES
+            or self._bytes >= ALONE_BYTES
         ):
             self._seal()
         self._rows += rows
@@ -280,8 +316,8 @@ def messages_batch(
         "value": lambda t: pa.array([m.value for m in messages], t),
         "key": lambda t: pa.array([m.key for m in messages], t),
         "headers": lambda t: pa.array([_headers(m) for m in messages], t),
-        "stream": _repeat(n, stream),
-        "partition": _repeat(n, partition),
+        "stream": _same(n, stream),
+        "partition": _same(n, partition),
         "offset": lambda t: pa.array([m.offset for m in messages], t),
         "timestamp": lambda t: pa.array([m.timestamp_us for m in messages], t),
         "annotations": lambda t: pa.array([_annotations(m) for m in messages], t),
