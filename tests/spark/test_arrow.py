@@ -440,14 +440,16 @@ def test_chunks_of_a_megabyte_or_more_are_batches_of_their_own_without_a_copy() 
 
 def test_a_fresh_worker_imports_neither_pandas_nor_pyarrow_compute_for_chunks() -> None:
     """Importing the source (what a new Spark planner or worker does first) and turning
-    chunks into batches (several timestamps, the stream and partition columns) imports
-    neither pandas (``pa.scalar`` of a Python value looks for it: a third of a second) nor
+    chunks into batches (several timestamps, the stream and partition columns), and plain
+    messages (no key, no headers: Liftbridge's and Iggy's usual), imports neither pandas
+    (``pa.scalar`` and ``pa.array`` of Python values look for it: a third of a second) nor
     ``pyarrow.compute``, beyond what pyspark and pyarrow import themselves."""
     code = (
         "import sys, pyarrow, pyspark.sql.datasource\n"
         "before = {m for m in ('pandas', 'pyarrow.compute') if m in sys.modules}\n"
         "import streamwire.spark.datasource\n"
         "from array import array\n"
+        "from streamwire import Message\n"
         "from streamwire.codec.columns import Columns\n"
         "from streamwire.spark import _arrow\n"
         "b = _arrow.Batcher('s', 7)\n"
@@ -456,13 +458,37 @@ def test_a_fresh_worker_imports_neither_pandas_nor_pyarrow_compute_for_chunks() 
         "b.columns(Columns(3, i(0, 1, 2, 3), b'xxx', q(0, 1, 2), 1_000), 0, 10)\n"
         "b.columns(Columns(2, i(0, 2, 4), b'yyyy', q(3, 4), 2_000), 0, 10)\n"
         "[batch] = b.take(everything=True)\n"
+        "ms = [Message.received(b'v%d' % i, offset=i, timestamp_us=7 + i) for i in range(4)]\n"
+        "got = _arrow.messages_batch(ms, 's', 2)\n"
         "after = {m for m in ('pandas', 'pyarrow.compute') if m in sys.modules}\n"
         "assert after == before, after - before\n"
+        "assert batch.validate(full=True) is None and got.validate(full=True) is None\n"
         "assert batch.column('stream').to_pylist() == ['s'] * 5\n"
         "assert batch.column('partition').to_pylist() == [7] * 5\n"
         "micros = batch.column('timestamp').cast(pyarrow.int64()).to_pylist()\n"
         "assert micros == [1000] * 3 + [2000] * 2\n"
-        "assert batch.validate(full=True) is None\n"
+        "assert got.column('value').to_pylist() == [b'v0', b'v1', b'v2', b'v3']\n"
+        "assert got.column('offset').to_pylist() == [0, 1, 2, 3]\n"
+        "assert got.column('timestamp').cast(pyarrow.int64()).to_pylist() == [7, 8, 9, 10]\n"
+        "assert got.column('key').null_count == 4\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=8))),
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))),
+    st.lists(st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.binary(max_size=3)))),
+)
+def test_columns_built_from_bytes_equal_pyarrows_own(
+    values: list[bytes | None], numbers: list[int | None], maps: list[dict[str, bytes] | None]
+) -> None:
+    """A column of messages' values, keys, offsets, timestamps or headers is the array
+    ``pa.array`` makes of the same Python values, null or not, empty or not."""
+    assert _arrow._column(values, pa.binary()).equals(pa.array(values, pa.binary()))
+    for t in (pa.int64(), _arrow.SCHEMA.field("timestamp").type):
+        assert _arrow._column(numbers, t).equals(pa.array(numbers, t))
+    headers = _arrow.SCHEMA.field("headers").type
+    assert _arrow._column(maps, headers).equals(pa.array(maps, headers))

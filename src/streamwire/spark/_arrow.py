@@ -24,7 +24,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from itertools import accumulate
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -92,6 +93,26 @@ def _fixed(t: pa.DataType, values: array[int]) -> pa.Array:
     """An array of fixed-width ``t`` over ``values`` (native byte order, as Arrow's)."""
     assert values.itemsize * 8 == t.bit_width, (values.typecode, t)
     return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
+
+
+def _column(values: list[Any], t: pa.DataType) -> pa.Array:
+    """``values`` as an array of ``t``, built from their bytes where that is plain (every
+    value null; binary values or 64-bit integers with none null), so that reading
+    messages imports no pandas either (see :func:`_same`); else ``pa.array``."""
+    if all(v is None for v in values):
+        return pa.nulls(len(values), t)
+    if None not in values:
+        try:
+            if pa.types.is_binary(t):
+                ends = array("i", [0])
+                ends.extend(accumulate(map(len, values)))
+                buffers = [None, pa.py_buffer(ends), pa.py_buffer(b"".join(values))]
+                return pa.Array.from_buffers(t, len(values), buffers)
+            if pa.types.is_int64(t) or (pa.types.is_timestamp(t) and t.unit == "us"):
+                return _fixed(t, array("q", values))
+        except (OverflowError, TypeError):
+            pass  # over 2 GiB of values, or not what the type says: pyarrow says why
+    return pa.array(values, t)
 
 
 def _same(n: int, value: int | str) -> Callable[[pa.DataType], pa.Array]:
@@ -291,7 +312,7 @@ def _property_column(
             values = [_id_text(v) for v in values]
         elif pa.types.is_timestamp(t):
             values = [None if v is None else datetime_to_us(v) for v in values]
-        return pa.array(values, t)
+        return _column(values, t)
 
     return build
 
@@ -313,14 +334,14 @@ def messages_batch(
         return cache[0]
 
     build: dict[str, Callable[[pa.DataType], pa.Array]] = {
-        "value": lambda t: pa.array([m.value for m in messages], t),
-        "key": lambda t: pa.array([m.key for m in messages], t),
-        "headers": lambda t: pa.array([_headers(m) for m in messages], t),
+        "value": lambda t: _column([m.value for m in messages], t),
+        "key": lambda t: _column([m.key for m in messages], t),
+        "headers": lambda t: _column([_headers(m) for m in messages], t),
         "stream": _same(n, stream),
         "partition": _same(n, partition),
-        "offset": lambda t: pa.array([m.offset for m in messages], t),
-        "timestamp": lambda t: pa.array([m.timestamp_us for m in messages], t),
-        "annotations": lambda t: pa.array([_annotations(m) for m in messages], t),
+        "offset": lambda t: _column([m.offset for m in messages], t),
+        "timestamp": lambda t: _column([m.timestamp_us for m in messages], t),
+        "annotations": lambda t: _column([_annotations(m) for m in messages], t),
     }
     for name in PROPERTY_COLUMNS:
         build[name] = _property_column(props, name)
