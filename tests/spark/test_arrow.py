@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
-import sys
 import zlib
 from array import array
 from collections.abc import Iterator
@@ -41,6 +39,7 @@ from streamwire.spark import SourceSchemaError, _arrow
 from streamwire.spark._resume import ROW_HEADER
 from streamwire.spark._schema import _utc_arrow_schema, source_projection
 from streamwire.spark.datasource import StreamwireDataSource, _messages_in_range
+from tests.fresh import run_fresh
 from tests.message_properties import CREATED, EVERY_PROPERTY, MESSAGE_UUID
 from tests.property.test_native_core import chunk_bytes
 from tests.property.test_rabbitmq_decode_chunk import simple
@@ -472,8 +471,7 @@ def test_a_fresh_worker_imports_neither_pandas_nor_pyarrow_compute_for_chunks() 
         "assert got.column('timestamp').cast(pyarrow.int64()).to_pylist() == [7, 8, 9, 10]\n"
         "assert got.column('key').null_count == 4\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
 
 
 @settings(max_examples=200)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from streamwire.codec import crc32, crc32c, verify, xxh3_64, xxh32
 from streamwire.errors import ChecksumMismatchError
+from tests.fresh import run_fresh
 
 CHECK = b"123456789"
 
@@ -66,5 +64,4 @@ def test_crc32c_package_is_imported_on_first_use_only() -> None:
         "assert 'crc32c' in sys.modules\n"
         "assert crc32c(b'6789', crc32c(b'12345')) == 0xE3069283\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
