@@ -408,32 +408,40 @@ def _columns(values: list[bytes], first: int, timestamp_us: int | None) -> Colum
 
 
 def test_chunks_of_a_megabyte_or_more_are_batches_of_their_own_without_a_copy() -> None:
-    """Small chunks are joined into one batch; a chunk with ``ALONE_BYTES`` of values or more
-    is a batch of its own whose values are the chunk's own buffer (joining it would copy
-    every value once more), and the rows are the same either way."""
+    """Small chunks are joined into one batch, past ``ALONE_BYTES`` too; a chunk with
+    ``ALONE_BYTES`` of values or more is a batch of its own whose values are the chunk's own
+    buffer (joining it would copy every value once more), and the rows are the same either
+    way."""
     big = _arrow.ALONE_BYTES // 1000 + 1
+    small = big * 2 // 3
     pieces = [
-        _columns([b"a" * 10] * 3, 0, 1_000),
-        _columns([b"b" * 10] * 2, 3, 2_000),
-        _columns([b"c" * 1000] * big, 5, 3_000),
-        _columns([b"d" * 1000] * big, 5 + big, 4_000),
-        _columns([b"e" * 10] * 2, 5 + 2 * big, 5_000),
+        _columns([b"a" * 1000] * small, 0, 1_000),
+        _columns([b"b" * 1000] * small, small, 2_000),
+        _columns([b"a" * 1000] * small, 2 * small, 1_000),
+        _columns([b"c" * 1000] * big, 3 * small, 3_000),
+        _columns([b"d" * 1000] * big, 3 * small + big, 4_000),
+        _columns([b"e" * 10] * 2, 3 * small + 2 * big, 5_000),
     ]
-    end = 7 + 2 * big
+    end = 3 * small + 2 * big + 2
     batcher = _arrow.Batcher("s", 0)
     got: list[pa.RecordBatch] = []
     for cols in pieces:
         done = batcher.columns(cols, 0, end)
         got += batcher.take(everything=done)
-    assert [b.num_rows for b in got] == [5, big, big, 2]
-    for batch, cols in zip(got[1:3], pieces[2:4], strict=True):
+    assert [b.num_rows for b in got] == [3 * small, big, big, 2]
+    for batch, cols in zip(got[1:3], pieces[3:5], strict=True):
         data = batch.column("value").buffers()[2]
         assert data is not None
         assert data.address == pa.py_buffer(cols.values).address
     want = [_arrow.columns_batch(c, "s", 0, 0, end)[0] for c in pieces]
     assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
     assert pa.Table.from_batches(got).column("timestamp").cast(pa.int64()).to_pylist() == (
-        [1_000] * 3 + [2_000] * 2 + [3_000] * big + [4_000] * big + [5_000] * 2
+        [1_000] * small
+        + [2_000] * small
+        + [1_000] * small
+        + [3_000] * big
+        + [4_000] * big
+        + [5_000] * 2
     )
 
 

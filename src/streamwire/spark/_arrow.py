@@ -235,6 +235,7 @@ class Batcher:
         self._messages: list[Message] = []
         self._rows = self._bytes = 0
         self._ready: list[pa.RecordBatch] = []
+        self._alone = False  # what is pending is one piece of ALONE_BYTES or more
 
     def columns(self, cols: Columns, start: int, end: int) -> bool:
         """Add the messages of ``cols`` with offsets in ``[start, end)``; whether a read of
@@ -256,15 +257,17 @@ class Batcher:
             self._messages.extend(messages)
 
     def _add(self, rows: int, nbytes: int) -> None:
+        alone = nbytes >= ALONE_BYTES  # a batch of its own: see ALONE_BYTES
         if self._rows and (
             self._rows + rows > self._max_rows
             or self._bytes + nbytes > self._max_bytes
-            or nbytes >= ALONE_BYTES
-            or self._bytes >= ALONE_BYTES
+            or alone
+            or self._alone
         ):
             self._seal()
         self._rows += rows
         self._bytes += nbytes
+        self._alone = alone
 
     def _seal(self) -> None:
         if self._pieces:
@@ -277,6 +280,7 @@ class Batcher:
             )
         self._pieces, self._messages = [], []
         self._rows = self._bytes = 0
+        self._alone = False
 
     def take(self, everything: bool = False) -> list[pa.RecordBatch]:
         """The batches ready, and with ``everything`` the rows pending as well."""
