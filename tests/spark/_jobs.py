@@ -151,11 +151,15 @@ def check_stored(t: Target, stream: str, lane: str | None = None, fault: str = "
 
 
 def read_so_far(out: Path, n: int) -> list[int]:
-    """The ids query ``n`` of a ``read_driver`` job handed to its sink so far, in order."""
+    """The ids query ``n`` of a ``read_driver`` job handed to its sink so far, in order: the
+    complete lines only, since the job may be halfway through writing the last one (its
+    append of a batch's lines can take more than one write)."""
     path = out / str(n)
     if not path.exists():
         return []
-    return [int(line.split()[1]) for line in path.read_text(encoding="ascii").splitlines()]
+    text = path.read_text(encoding="ascii")
+    complete = text[: text.rfind("\n") + 1]
+    return [int(line.split()[1]) for line in complete.splitlines()]
 
 
 def start_read(
