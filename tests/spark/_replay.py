@@ -71,6 +71,7 @@ def start_query(
     t: Target,
     stream: str,
     query_id: str | None = None,
+    producer_options: dict[str, Any] | None = None,
 ) -> tuple[Any, ForeachBatchSink | None]:
     # Two small files per micro-batch: one Spark partition each, rows in file order, the
     # same on every run. The UDF runs while the sink consumes its partition, so the failure
@@ -86,13 +87,22 @@ def start_query(
     )
     sink = None
     if how == "foreachBatch":
-        sink = foreach_batch_sink(t.url, stream, name="eo", chunk_rows=100, query_id=query_id)
+        sink = foreach_batch_sink(
+            t.url,
+            stream,
+            name="eo",
+            chunk_rows=100,
+            query_id=query_id,
+            **(producer_options or {}),
+        )
         writer = writer.foreachBatch(sink)
     else:
         writer = writer.format("streamwire").option("url", t.url).option("stream", stream)
         # Small chunks: rows before the failing one are handed to the producer (and stored)
         # before Spark kills the task, whatever the lag between the UDF and the writer.
         writer = writer.option("name", "eo").option("chunkRows", "100")
+        for name, value in (producer_options or {}).items():  # the writer's option for it
+            writer = writer.option({"sub_batch_size": "subBatchSize"}[name], str(value))
     return writer.start(), sink
 
 
@@ -104,8 +114,10 @@ def run_replay(
     failure: str,
     *,
     query_id: str | None = None,
+    producer_options: dict[str, Any] | None = None,
 ) -> tuple[ForeachBatchSink | None, int]:
-    """The scenario on a new stream of ``t``, with its checks. Returns the restarted query's
+    """The scenario on a new stream of ``t``, with its checks (``producer_options``: the
+    foreachBatch sink's). Returns the restarted query's
     sink (foreachBatch; its metrics are kept in this process in classic mode, for
     :func:`check_metrics`) and how many rows the failed run was seen to store."""
     stream = t.new_stream("eo")
@@ -118,7 +130,7 @@ def run_replay(
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
     try:
         # 1. batch 0 fails part-way through one partition
-        query, _ = start_query(spark, how, failure, tmp_path, t, stream, query_id)
+        query, _ = start_query(spark, how, failure, tmp_path, t, stream, query_id, producer_options)
         problem = "injected failure" if failure == "udf" else "null 'value'"
         with pytest.raises(Exception, match=problem):
             query.awaitTermination()
@@ -135,7 +147,9 @@ def run_replay(
 
         # 2. restart from the checkpoint: batch 0 runs again, then batch 1 (a new file)
         write_ids(source, "1.json", range(2 * ROWS_PER_FILE, 2 * ROWS_PER_FILE + MORE))
-        query, sink = start_query(spark, how, failure, tmp_path, t, stream, query_id)
+        query, sink = start_query(
+            spark, how, failure, tmp_path, t, stream, query_id, producer_options
+        )
         query.awaitTermination()
         assert query.exception() is None
 

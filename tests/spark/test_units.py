@@ -37,7 +37,7 @@ from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
 from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SinkLayout, sink_layout
-from streamwire.spark.datasource import _store_progress
+from streamwire.spark.datasource import StreamwireDataSource, _store_progress
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -277,6 +277,16 @@ def test_sink_options() -> None:
     assert SinkOptions.parse({"url": URL, "stream": "s", "CHUNKROWS": "100"}).chunk_rows == 100
     with pytest.raises(SparkConfigurationError, match="chunkRows"):
         SinkOptions.parse({"url": URL, "stream": "s", "chunkRows": "0"})
+    assert opts.producer_options == ()
+    sub = {"url": URL, "stream": "s", "subBatchSize": "100"}
+    assert SinkOptions.parse(sub).producer_options == (("sub_batch_size", 100),)
+    writer = StreamwireDataSource(sub).writer(
+        StructType([StructField("value", BinaryType())]), False
+    )
+    assert writer.spec.producer_options == (("sub_batch_size", 100),)
+    for url in ("liftbridge://127.0.0.1:9292", "iggy://127.0.0.1:8090"):
+        with pytest.raises(SparkConfigurationError, match=r"subBatchSize.*leave it out"):
+            SinkOptions.parse({"url": url, "stream": "s/t", "subBatchSize": "100"})
 
 
 # --- the column contract -----------------------------------------------------------------
@@ -819,3 +829,75 @@ def test_push_filters_is_a_batch_option() -> None:
         SourceOptions.parse({"url": url, "stream": "s", "pushFilters": "true"}, streaming=True)
     with pytest.raises(SparkConfigurationError, match="true or false"):
         SourceOptions.parse({"url": url, "stream": "s", "pushFilters": "yes"}, streaming=False)
+
+
+class _Entries:
+    """A deduplicating producer that stores each ``send_many`` as one entry, as RabbitMQ
+    does with ``sub_batch_size``, and drops an entry whose id is not above the last stored."""
+
+    def __init__(self, stored: list[tuple[int, list[int]]]) -> None:
+        self.stored = stored
+
+    @property
+    def last_publishing_id(self) -> int:
+        return self.stored[-1][0] if self.stored else 0
+
+    async def send_many(self, values: list[Any], *, publishing_id: int) -> asyncio.Future[Any]:
+        if publishing_id > self.last_publishing_id:
+            self.stored.append((publishing_id, [int(v) for v in values]))
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def flush(self, timeout: float) -> None:
+        pass
+
+
+def _attempt(
+    stored: list[tuple[int, list[int]]], rows: int, size: int, cuts: list[int], stop: int | None
+) -> None:
+    """One attempt of a task over rows ``0..rows-1`` in runs cut at ``cuts``, as
+    ``publish_partition`` drives a ``_Partition``: rows already stored are skipped; the
+    attempt fails (stops) before handing over row ``stop``, or ends (``None``)."""
+    from streamwire.spark._brokers import Publisher
+    from streamwire.spark._publish import _Partition
+
+    async def run() -> None:
+        producer = _Entries(stored)
+        publisher = Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)  # type: ignore[arg-type]
+        part = _Partition(publisher, 0, size)
+        bounds = [0, *sorted(c for c in set(cuts) if 0 < c < rows), rows]
+        for first, end in itertools.pairwise(bounds):
+            skip = part.already_stored(first, end - first)
+            end = end if stop is None else min(end, stop)
+            if first + skip < end:
+                await part.send(first + skip, [str(i).encode() for i in range(first + skip, end)])
+            if end == stop:
+                return
+        await part.flush(1.0)
+
+    asyncio.run(run())
+
+
+@given(
+    rows=st.integers(1, 60),
+    size=st.integers(2, 9),
+    cuts=st.lists(st.lists(st.integers(1, 59), max_size=6), min_size=1, max_size=3),
+    stops=st.lists(st.integers(0, 60), max_size=2),
+)
+def test_sub_batch_entries_hold_fixed_rows_so_a_replay_stores_each_row_once(
+    rows: int, size: int, cuts: list[list[int]], stops: list[int]
+) -> None:
+    """With ``sub_batch_size`` the broker keeps one id per entry. Attempts cut into runs
+    anywhere, failing anywhere, then one that ends: every row is stored once, in order, and
+    every entry holds the rows ``[g * size, (g + 1) * size)`` (the last one ending with the
+    rows) under its last row's id."""
+    stored: list[tuple[int, list[int]]] = []
+    attempts: list[int | None] = [*(min(stop, rows) for stop in stops), None]
+    for n, stop in enumerate(attempts):
+        _attempt(stored, rows, size, cuts[n % len(cuts)], stop)
+    assert [r for _, entry in stored for r in entry] == list(range(rows))
+    for pid, entry in stored:
+        assert pid == publishing_id(0, entry[-1])
+        assert entry[0] % size == 0
+        assert len(entry) == size or entry[-1] == rows - 1

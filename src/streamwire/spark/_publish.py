@@ -9,6 +9,8 @@ nothing twice):
 * the row at 0-based ``position`` of micro-batch ``batch_id`` gets publishing id
   ``batch_id * 2**32 + position + 1``: never 0, strictly increasing within a partition and
   from batch to batch;
+* with sub-batch entries (the producer option ``sub_batch_size``), an entry holds the rows
+  of a fixed span of positions and is stored under its last row's id (``_Partition``);
 * on start the producer reads the last id the broker stored under that reference
   (QueryPublisherSequence) and rows at or below it are skipped; the broker would drop them
   anyway, skipping saves sending them;
@@ -47,7 +49,7 @@ import asyncio
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
@@ -206,15 +208,34 @@ def check_identity(publisher: Publisher, batch_id: int, stream: str, reference: 
         )
 
 
-class _Partition:
-    """State of one partition being published."""
+def entry_rows(options: Mapping[str, Any]) -> int:
+    """The rows a sub-batch entry holds under the producer ``options`` (RabbitMQ's
+    ``sub_batch_size``; 0: one entry per row)."""
+    size = options.get("sub_batch_size", 0)
+    return size if isinstance(size, int) and size > 1 else 0
 
-    def __init__(self, publisher: Publisher, batch_id: int) -> None:
+
+class _Partition:
+    """State of one partition being published.
+
+    With sub-batch entries (``entry_rows`` > 1, a deduplicating producer) the broker keeps
+    one publishing id per entry, so the rows go out in entries fixed by position alone:
+    rows ``[g * entry_rows, (g + 1) * entry_rows)`` of the partition (the last one ending
+    with the partition), stored under the id of their last row. Whatever the runs, and
+    wherever a replay resumes (always after a whole entry), every attempt cuts the same rows
+    into the same entries under the same ids, so the broker's deduplication still drops
+    exactly what an earlier attempt stored, even an entry of that attempt still on its way.
+    The rows of an entry not yet complete wait for the next run (or :meth:`flush`)."""
+
+    def __init__(self, publisher: Publisher, batch_id: int, entry_rows: int = 0) -> None:
         self.publisher = publisher
         self.batch_id = batch_id
+        self.entry_rows = entry_rows if publisher.dedup else 0
         self.published = 0
         self.skipped = 0
         self.runs = _Runs()
+        self._held: list[Any] = []  # the rows of an entry not yet complete
+        self._held_first = 0  # the position of its first row
 
     def already_stored(self, first_position: int, count: int) -> int:
         """How many of the ``count`` rows from ``first_position`` on the broker stored
@@ -228,13 +249,42 @@ class _Partition:
 
     async def send(self, first_position: int, values: list[Any]) -> None:
         """Accept ``values``, the rows from ``first_position`` on, as one run: one
-        confirmation future, consecutive publishing ids."""
+        confirmation future, consecutive publishing ids (with sub-batch entries: the
+        complete entries among the rows held and these, see the class notes)."""
         self.runs.check()
-        pid = publishing_id(self.batch_id, first_position)
+        size = self.entry_rows
+        if not size:
+            await self._run(first_position, values)
+            return
+        held = self._held
+        if held and self._held_first + len(held) == first_position:
+            first_position, values = self._held_first, held + values
+        elif held:  # not the next row (the caller skips only before its first send)
+            await self._release()
+        end = first_position + len(values)
+        cut = end - end % size  # the rows past the last entry boundary wait
+        taken, position = 0, first_position
+        while position < cut:
+            boundary = (position // size + 1) * size
+            await self._run(position, values[taken : taken + boundary - position], boundary - 1)
+            taken, position = taken + boundary - position, boundary
+        self._held, self._held_first = values[taken:], position
+
+    async def _run(self, first_position: int, values: list[Any], last: int | None = None) -> None:
+        """Send ``values`` from ``first_position`` on, as consecutive ids, or as one entry
+        under the id of the row at ``last``."""
+        pid = publishing_id(self.batch_id, first_position if last is None else last)
         self.runs.track(await self.publisher.send_run(values, pid))
         self.published += len(values)
 
+    async def _release(self) -> None:
+        """Send the rows held back, as the last entry (the partition ends with them)."""
+        held, self._held = self._held, []
+        if held:
+            await self._run(self._held_first, held, self._held_first + len(held) - 1)
+
     async def flush(self, timeout: float) -> None:
+        await self._release()
         await self.publisher.flush(timeout)
 
     async def close(self) -> None:
@@ -307,7 +357,9 @@ class _SuperStream:
                 options=self.options,
                 max_in_flight=self.spec.max_in_flight,
             )
-            part = self.parts[partition] = _Partition(publisher, self.batch_id)
+            part = self.parts[partition] = _Partition(
+                publisher, self.batch_id, entry_rows(self.options)
+            )
             if self.reference is not None:
                 check_identity(publisher, self.batch_id, self.streams[partition], self.reference)
         return part
@@ -553,7 +605,7 @@ def publish_partition(
                 except SinkIdentityError:
                     await publisher.close()
                     raise
-            return _Partition(publisher, batch_id)
+            return _Partition(publisher, batch_id, entry_rows(options))
 
         return rt.call(start, timeout=spec.timeout)
 
