@@ -64,6 +64,42 @@ fn data_body(entry: &[u8]) -> Option<&[u8]> {
     None
 }
 
+/// Where the sub-batch entry at `pos` ends, its records' spans pushed to `out`; `None` when it
+/// is compressed or malformed (`expand_sub_batch` decodes or refuses it). Mirrors
+/// `streamwire.rabbitmq._columns._sub_batch_records`.
+fn sub_batch_records(
+    data: &[u8],
+    pos: usize,
+    end: usize,
+    out: &mut Vec<(usize, usize)>,
+) -> Option<usize> {
+    const HEADER: usize = 11; // flags, records (u16), uncompressed size, stored size (u32)
+    if pos + HEADER > end {
+        return None;
+    }
+    let flags = data[pos];
+    let count = u16::from_be_bytes(data[pos + 1..pos + 3].try_into().unwrap());
+    let size = u32::from_be_bytes(data[pos + 7..pos + 11].try_into().unwrap()) as usize;
+    let mut inner = pos + HEADER;
+    let stop = inner + size;
+    if stop > end || (flags >> 4) & 0x7 != 0 {
+        return None;
+    }
+    for _ in 0..count {
+        if inner + 4 > stop {
+            return None;
+        }
+        let n = u32::from_be_bytes(data[inner..inner + 4].try_into().unwrap()) as usize;
+        inner += 4;
+        if inner + n > stop {
+            return None;
+        }
+        out.push((inner, inner + n));
+        inner += n;
+    }
+    (inner == stop).then_some(stop)
+}
+
 /// The messages of a chunk whose entries are `buf[start:end]` and whose first record has
 /// offset `first_offset`: records below `skip_below` are skipped. With `crc`, the entries'
 /// CRC-32 must equal it. The plain records' messages are made here, untracked by the garbage
@@ -182,8 +218,9 @@ pub fn rmq_decode_records(
 
 /// The records of a chunk whose entries are `buf[start:end]` as column buffers, in Arrow's
 /// layout and native byte order: `(value offsets as int32 × (n + 1), the values end to end,
-/// offsets as int64 × n)`, for records at or after `skip_below`. `None` as soon as a record is
-/// not a plain body (a sub-batch, or in AMQP mode anything but one data section): the caller
+/// offsets as int64 × n)`, for records at or after `skip_below`, uncompressed sub-batches'
+/// included. `None` as soon as a record is not a plain body (a compressed or malformed
+/// sub-batch, or in AMQP mode anything but one data section): the caller
 /// decodes that chunk message by message. Errors as `rmq_decode_records`, in the same order.
 /// Mirrors `streamwire.rabbitmq._columns.chunk_columns_py`.
 #[pyfunction]
@@ -221,30 +258,38 @@ pub fn rmq_chunk_columns<'py>(
     let mut total: usize = 0;
     ends.extend_from_slice(&0i32.to_ne_bytes());
     let mut offset: u128 = first_offset as u128;
+    let mut records: Vec<(usize, usize)> = Vec::new(); // the records of one entry
     let mut pos = start;
     while pos < end {
         let size = entry_size(py, st, data, pos, end)?;
+        records.clear();
         if size & 0x8000_0000 != 0 {
-            return Ok(None);
+            match sub_batch_records(data, pos, end, &mut records) {
+                Some(next) => pos = next,
+                None => return Ok(None), // compressed or malformed: left to the messages
+            }
+        } else {
+            pos += 4;
+            let stop = entry_end(py, st, pos, size as usize, end)?;
+            records.push((pos, stop));
+            pos = stop;
         }
-        let size = size as usize;
-        pos += 4;
-        let stop = entry_end(py, st, pos, size, end)?;
-        if offset as i128 >= skip_below {
-            let from = if !amqp {
-                pos
-            } else if let Some(body) = data_body(&data[pos..stop]) {
-                stop - body.len() // one data section, of either length form
-            } else {
-                return Ok(None);
-            };
-            spans.push((from, stop));
-            total += stop - from;
-            ends.extend_from_slice(&(total as i32).to_ne_bytes());
-            offsets.extend_from_slice(&(offset as i64).to_ne_bytes());
+        for &(first, stop) in &records {
+            if offset as i128 >= skip_below {
+                let from = if !amqp {
+                    first
+                } else if let Some(body) = data_body(&data[first..stop]) {
+                    stop - body.len() // one data section, of either length form
+                } else {
+                    return Ok(None);
+                };
+                spans.push((from, stop));
+                total += stop - from;
+                ends.extend_from_slice(&(total as i32).to_ne_bytes());
+                offsets.extend_from_slice(&(offset as i64).to_ne_bytes());
+            }
+            offset += 1;
         }
-        offset += 1;
-        pos = stop;
     }
     let held = offset - first_offset as u128;
     if held != num_records as u128 {

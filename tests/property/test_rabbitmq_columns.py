@@ -131,7 +131,7 @@ def test_columns_say_what_the_messages_say(
         assert messages == got  # the same error
         return
     cols = got[1]
-    if cols is None:  # a sub-batch or a record that is not a plain body
+    if cols is None:  # a compressed sub-batch or a record that is not a plain body
         return
     assert messages[0] == "ok"
     assert cols.timestamp_us == 1_700_000_000_000 * 1000
@@ -151,9 +151,30 @@ def test_plain_chunks_give_columns(bodies: list[bytes], chunk_id: int) -> None:
     assert values_of(cols) == [(b, chunk_id + i) for i, b in enumerate(bodies)][1:]
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_uncompressed_sub_batches_of_plain_bodies_give_columns(native: bool) -> None:
+    """What a producer with ``sub_batch_size`` stores (the Spark sinks' ``subBatchSize``):
+    entries of plain bodies, read in place like simple entries, mixed with them."""
+    entries = [
+        sub_batch([encode_data_body(b"a"), encode_data_body(b"b" * 300)], False),
+        simple(encode_data_body(b"c")),
+        sub_batch([encode_data_body(b"d")], False),
+    ]
+    data = b"".join(entries)
+    chunk = chunk_bytes(data, 4, 10, zlib.crc32(data), 5)
+    with pytest.MonkeyPatch.context() as patch:
+        if not native:
+            patch.setattr(_columns, "_native", None)
+        cols = chunk_columns(chunk, skip_below=11)
+    assert cols is not None
+    assert values_of(cols) == [(b"b" * 300, 11), (b"c", 12), (b"d", 13)]
+
+
 def test_chunks_columns_cannot_hold_are_left_to_messages() -> None:
     records = [encode_data_body(b"a"), encode_data_body(b"b")]
-    data = sub_batch(records, False)
+    data = sub_batch(records, True)  # compressed
+    assert chunk_columns(chunk_bytes(data, 2, 0, zlib.crc32(data), 5)) is None
+    data = sub_batch([encode_data_body(b"a"), b"not amqp"], False)
     assert chunk_columns(chunk_bytes(data, 2, 0, zlib.crc32(data), 5)) is None
     data = simple(b"not amqp")
     assert chunk_columns(chunk_bytes(data, 1, 0, zlib.crc32(data), 5)) is None

@@ -106,6 +106,37 @@ def test_batch_write_then_batch_read(spark: Any, any_broker: Target) -> None:
         any_broker.delete_stream(stream)
 
 
+def test_sub_batch_entries_read_as_the_rows_they_hold(spark: Any, rabbitmq: Target) -> None:
+    """A stream written with sub-batch entries (``sub_batch_size``, what the sinks'
+    ``subBatchSize`` stores), compressed ones and plain entries between them: the source
+    reads every row once, at its offset, as a plain consumer does (uncompressed entries as
+    chunk columns, the rest message by message)."""
+    stream = rabbitmq.new_stream("subbatch")
+    bodies = [bytes([i % 251]) * (i % 300) for i in range(1000)]
+
+    async def write() -> None:
+        async with streamwire.connect(rabbitmq.url, timeout=10.0) as client:
+            for options, part in (
+                ({"sub_batch_size": 7}, bodies[:600]),
+                ({}, bodies[600:700]),
+                ({"sub_batch_size": 9, "compression": "gzip"}, bodies[700:800]),
+                ({"sub_batch_size": 50}, bodies[800:]),
+            ):
+                async with client.producer(stream, **options) as producer:
+                    await producer.send_many(part)
+                    await producer.flush(30.0)
+
+    try:
+        asyncio.run(write())
+        stored = read_back(rabbitmq, stream, expect=len(bodies))
+        assert [m.value for m in stored] == bodies
+        read = spark.read.format("streamwire").option("url", rabbitmq.url)
+        got = read.option("stream", stream).load().select("value", "offset").collect()
+        assert sorted((r.offset, r.value) for r in got) == [(m.offset, m.value) for m in stored]
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
 def test_a_writeid_dedups_a_rerun_and_stores_other_rows_written_under_it(
     spark: Any, any_broker: Target
 ) -> None:

@@ -3,7 +3,7 @@
 The bulk counterpart of :func:`streamwire.rabbitmq._amqp_map.decode_chunk` for columnar
 readers: bodies and offsets go into two buffers instead of a ``Message`` each. Only chunks
 whose records are all plain bodies (one AMQP data section, or anything when not decoding
-AMQP) qualify; for any other chunk :func:`chunk_columns` returns ``None`` and the caller
+AMQP; in simple entries or uncompressed sub-batch entries) qualify; for any other chunk :func:`chunk_columns` returns ``None`` and the caller
 decodes it message by message. The native core walks the entries when it is loaded; the
 pure-Python walk gives the same buffers and the same errors
 (``tests/property/test_rabbitmq_columns.py``).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Sequence
 from typing import Final
 
 from streamwire._native import core as _native
@@ -20,7 +21,12 @@ from streamwire.codec.checksums import crc32
 from streamwire.codec.columns import Columns
 from streamwire.errors import ChecksumMismatchError, DecodeError
 from streamwire.rabbitmq._amqp_map import chunk_buffer
-from streamwire.rabbitmq.protocol.chunk import CHUNK_HEADER_SIZE, parse_chunk_header
+from streamwire.rabbitmq.protocol.chunk import (
+    CHUNK_HEADER_SIZE,
+    SUB_BATCH_HEADER,
+    Compression,
+    parse_chunk_header,
+)
 
 __all__ = ("chunk_columns", "chunk_columns_py")
 
@@ -85,35 +91,33 @@ def chunk_columns_py(
     offset = first_offset
     unpack = _SIZE.unpack_from
     pos = start
+    records: Sequence[tuple[int, int]]
     while pos < end:
         if pos + 4 > end:
             raise DecodeError("entry size", pos, frame="Deliver")
         (size,) = unpack(chunk, pos)
         if size & 0x80000000:
-            return None  # a sub-batch
-        pos += 4
-        stop = pos + size
-        if stop > end:
-            raise DecodeError(f"entry of {size} bytes", pos - 4, frame="Deliver")
-        if offset >= skip_below:
-            if not amqp:
-                value = chunk[pos:stop]
-            elif size >= 5 and chunk[pos + 4] == size - 5 and chunk[pos : pos + 4] == _DATA8:
-                value = chunk[pos + 5 : stop]
-            elif (
-                size >= 8
-                and chunk[pos : pos + 4] == _DATA32
-                and unpack(chunk, pos + 4)[0] == size - 8
-            ):
-                value = chunk[pos + 8 : stop]
-            else:
-                return None
-            values.append(value)
-            total += len(value)
-            ends.append(total)
-            offsets.append(offset)
-        offset += 1
-        pos = stop
+            found = _sub_batch_records(chunk, pos, end)
+            if found is None:
+                return None  # compressed or malformed: decode_chunk decodes or refuses it
+            pos, records = found
+        else:
+            pos += 4
+            stop = pos + size
+            if stop > end:
+                raise DecodeError(f"entry of {size} bytes", pos - 4, frame="Deliver")
+            records = ((pos, stop),)
+            pos = stop
+        for first, stop in records:
+            if offset >= skip_below:
+                value = _body(chunk, first, stop, amqp)
+                if value is None:
+                    return None
+                values.append(value)
+                total += len(value)
+                ends.append(total)
+                offsets.append(offset)
+            offset += 1
     if offset - first_offset != num_records:
         raise DecodeError(
             f"chunk announces {num_records} records, holds {offset - first_offset}",
@@ -121,3 +125,45 @@ def chunk_columns_py(
             frame="Deliver",
         )
     return ends.tobytes(), b"".join(values), offsets.tobytes()
+
+
+def _body(chunk: bytes, start: int, stop: int, amqp: bool) -> bytes | None:
+    """The body of the record ``chunk[start:stop]``, or ``None`` if it is not a plain one
+    (in AMQP mode: anything but one data section)."""
+    if not amqp:
+        return chunk[start:stop]
+    size = stop - start
+    if size >= 5 and chunk[start + 4] == size - 5 and chunk[start : start + 4] == _DATA8:
+        return chunk[start + 5 : stop]
+    if (
+        size >= 8
+        and chunk[start : start + 4] == _DATA32
+        and _SIZE.unpack_from(chunk, start + 4)[0] == size - 8
+    ):
+        return chunk[start + 8 : stop]
+    return None
+
+
+def _sub_batch_records(
+    chunk: bytes, pos: int, end: int
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """Where the sub-batch entry at ``pos`` ends and where its records are, or ``None``
+    when it is compressed or malformed (``expand_sub_batch`` raises on what is malformed)."""
+    if pos + SUB_BATCH_HEADER.size > end:
+        return None
+    flags, count, _, size = SUB_BATCH_HEADER.unpack_from(chunk, pos)
+    inner = pos + SUB_BATCH_HEADER.size
+    stop = inner + size
+    if stop > end or (flags >> 4) & 0x7 != Compression.NONE:
+        return None
+    records: list[tuple[int, int]] = []
+    for _ in range(count):
+        if inner + 4 > stop:
+            return None
+        (n,) = _SIZE.unpack_from(chunk, inner)
+        inner += 4
+        if inner + n > stop:
+            return None
+        records.append((inner, inner + n))
+        inner += n
+    return (stop, records) if inner == stop else None

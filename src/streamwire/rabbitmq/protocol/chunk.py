@@ -26,6 +26,7 @@ from streamwire.errors import ChecksumMismatchError, DecodeError
 __all__ = (
     "CHUNK_HEADER_SIZE",
     "MAX_UNCOMPRESSED_SUB_BATCH",
+    "SUB_BATCH_HEADER",
     "ChunkHeader",
     "Compression",
     "decompress",
@@ -37,7 +38,9 @@ __all__ = (
 _HEADER: Final = struct.Struct(">BBHIqQQIIIB3x")
 CHUNK_HEADER_SIZE: Final = _HEADER.size  # 48
 _SIZE: Final = struct.Struct(">I")
-_SUB_BATCH: Final = struct.Struct(">BHII")  # flags, records, uncompressed, size
+SUB_BATCH_HEADER: Final = struct.Struct(">BHII")
+"""A sub-batch entry's header: flags (top bit set, codec in bits 4-6), records,
+uncompressed size, stored size; its records follow, each a 32-bit size and the record."""
 MAX_UNCOMPRESSED_SUB_BATCH: Final = 64 * 1024 * 1024  # the broker's own limit
 _MAGIC: Final = 0x50
 
@@ -105,10 +108,10 @@ def expand_sub_batch(
 ) -> tuple[int, int]:
     """Append the records of the sub-batch entry at ``pos`` of ``data`` (which ends at
     ``end``) to ``out``; returns (position after the entry, number of records)."""
-    if pos + _SUB_BATCH.size > end:
+    if pos + SUB_BATCH_HEADER.size > end:
         raise DecodeError("sub-batch header", pos, frame="Deliver")
-    flags, records, uncompressed, size = _SUB_BATCH.unpack_from(data, pos)
-    body_start = pos + _SUB_BATCH.size
+    flags, records, uncompressed, size = SUB_BATCH_HEADER.unpack_from(data, pos)
+    body_start = pos + SUB_BATCH_HEADER.size
     if body_start + size > end:
         raise DecodeError(f"sub-batch body of {size} bytes", pos, frame="Deliver")
     codec = (flags >> 4) & 0x7

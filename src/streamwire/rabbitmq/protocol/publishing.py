@@ -29,6 +29,7 @@ from streamwire.rabbitmq.protocol._frame import (
     register,
     w_str,
 )
+from streamwire.rabbitmq.protocol.chunk import SUB_BATCH_HEADER
 from streamwire.rabbitmq.protocol.constants import MAX_REFERENCE_BYTES, RESPONSE_FLAG, CommandKey
 
 __all__ = (
@@ -448,7 +449,6 @@ def is_id_run_py(ids: tuple[int, ...]) -> bool:
     return not ids or ids == tuple(range(ids[0], ids[0] + len(ids)))
 
 
-_SUB_BATCH: Final = struct.Struct(">BHII")
 SUB_BATCH_CODECS: Final = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 MAX_SUB_BATCH_RECORDS: Final = 0xFFFF
 
@@ -468,7 +468,7 @@ def encode_sub_batch(messages: Sequence[bytes], compression: str = "none") -> by
         parts.append(message)
     raw = b"".join(parts)
     stored = codecs.compress(compression, raw)
-    return _SUB_BATCH.pack(0x80 | (codec << 4), len(messages), len(raw), len(stored)) + stored
+    return SUB_BATCH_HEADER.pack(0x80 | (codec << 4), len(messages), len(raw), len(stored)) + stored
 
 
 def encode_publish(
