@@ -181,6 +181,24 @@ def test_sub_batch_entries_keep_a_replay_exactly_once(
         check_metrics(sink, partial)
 
 
+def test_sub_batch_entries_of_large_rows_fit_the_brokers_frame(
+    spark: Any, rabbitmq: Target
+) -> None:
+    """Entries of up to 100 rows of 300 kB would be 30 MB, far past the broker's 1 MiB
+    frame: the sink closes an entry at 512 KiB, so every row is stored (once, in order)."""
+    stream = rabbitmq.new_stream("subbig")
+    try:
+        data = [(bytes([i]) * (300_000 if i % 3 else 10), None, None) for i in range(12)]
+        df = spark.createDataFrame(spark.sparkContext.parallelize(data, 1), SINK_SCHEMA)
+        sink = foreach_batch_sink(rabbitmq.url, stream, query_id="big", sub_batch_size=100)
+        assert sink(df, 0).published == 12
+        assert sink(df, 0).skipped == 12  # a replay: every entry already stored
+        stored = read_back(rabbitmq, stream, expect=12)
+        assert [m.value for m in stored] == [v for v, _, _ in data]
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
 def test_deduplication_is_scoped_by_query_identity(spark: Any, rabbitmq: Target) -> None:
     """The same batch id under the same query identity is stored once; under a new identity
     (a new checkpoint) it is stored again, not silently dropped as a duplicate."""

@@ -844,7 +844,7 @@ class _Entries:
 
     async def send_many(self, values: list[Any], *, publishing_id: int) -> asyncio.Future[Any]:
         if publishing_id > self.last_publishing_id:
-            self.stored.append((publishing_id, [int(v) for v in values]))
+            self.stored.append((publishing_id, [int(v.split(b"-")[0]) for v in values]))
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
@@ -853,25 +853,36 @@ class _Entries:
         pass
 
 
+def _row(i: int, pads: list[int]) -> bytes:
+    return f"{i}-".encode() + b"x" * pads[i]
+
+
 def _attempt(
-    stored: list[tuple[int, list[int]]], rows: int, size: int, cuts: list[int], stop: int | None
+    stored: list[tuple[int, list[int]]],
+    pads: list[int],
+    size: int,
+    cuts: list[int],
+    stop: int | None,
 ) -> None:
-    """One attempt of a task over rows ``0..rows-1`` in runs cut at ``cuts``, as
-    ``publish_partition`` drives a ``_Partition``: rows already stored are skipped; the
-    attempt fails (stops) before handing over row ``stop``, or ends (``None``)."""
+    """One attempt of a task over rows ``0..len(pads)-1`` in runs cut at ``cuts``, as
+    ``publish_partition`` drives a ``_Partition`` (entries of up to 60 bytes): rows already
+    stored are skipped; the attempt fails (stops) before handing over row ``stop``, or ends
+    (``None``)."""
     from streamwire.spark._brokers import Publisher
     from streamwire.spark._publish import _Partition
+
+    rows = len(pads)
 
     async def run() -> None:
         producer = _Entries(stored)
         publisher = Publisher(producer, dedup=producer, last_stored=producer.last_publishing_id)  # type: ignore[arg-type]
-        part = _Partition(publisher, 0, size)
+        part = _Partition(publisher, 0, size, entry_bytes=60)
         bounds = [0, *sorted(c for c in set(cuts) if 0 < c < rows), rows]
         for first, end in itertools.pairwise(bounds):
             skip = part.already_stored(first, end - first)
             end = end if stop is None else min(end, stop)
             if first + skip < end:
-                await part.send(first + skip, [str(i).encode() for i in range(first + skip, end)])
+                await part.send(first + skip, [_row(i, pads) for i in range(first + skip, end)])
             if end == stop:
                 return
         await part.flush(1.0)
@@ -879,25 +890,41 @@ def _attempt(
     asyncio.run(run())
 
 
+def _entries(pads: list[int], size: int, limit: int) -> list[list[int]]:
+    """The entries the rows make: from the first row on, each takes as many rows as fit,
+    up to ``size`` rows and ``limit`` bytes as ``row_bytes`` counts them (a larger row goes
+    alone)."""
+    from streamwire.spark._publish import row_bytes
+
+    out: list[list[int]] = []
+    used = 0
+    for i in range(len(pads)):
+        n = row_bytes(_row(i, pads))
+        if out and len(out[-1]) < size and used + n <= limit:
+            out[-1].append(i)
+            used += n
+        else:
+            out.append([i])
+            used = n
+    return out
+
+
 @given(
-    rows=st.integers(1, 60),
+    pads=st.lists(st.integers(0, 70), min_size=1, max_size=60),
     size=st.integers(2, 9),
     cuts=st.lists(st.lists(st.integers(1, 59), max_size=6), min_size=1, max_size=3),
     stops=st.lists(st.integers(0, 60), max_size=2),
 )
-def test_sub_batch_entries_hold_fixed_rows_so_a_replay_stores_each_row_once(
-    rows: int, size: int, cuts: list[list[int]], stops: list[int]
+def test_sub_batch_entries_are_the_rows_own_so_a_replay_stores_each_row_once(
+    pads: list[int], size: int, cuts: list[list[int]], stops: list[int]
 ) -> None:
     """With ``sub_batch_size`` the broker keeps one id per entry. Attempts cut into runs
-    anywhere, failing anywhere, then one that ends: every row is stored once, in order, and
-    every entry holds the rows ``[g * size, (g + 1) * size)`` (the last one ending with the
-    rows) under its last row's id."""
+    anywhere, failing anywhere, then one that ends: every row is stored once, in order, in
+    the entries the rows alone decide (up to ``size`` rows and the byte bound), each under
+    its last row's id."""
     stored: list[tuple[int, list[int]]] = []
-    attempts: list[int | None] = [*(min(stop, rows) for stop in stops), None]
+    attempts: list[int | None] = [*(min(stop, len(pads)) for stop in stops), None]
     for n, stop in enumerate(attempts):
-        _attempt(stored, rows, size, cuts[n % len(cuts)], stop)
-    assert [r for _, entry in stored for r in entry] == list(range(rows))
-    for pid, entry in stored:
-        assert pid == publishing_id(0, entry[-1])
-        assert entry[0] % size == 0
-        assert len(entry) == size or entry[-1] == rows - 1
+        _attempt(stored, pads, size, cuts[n % len(cuts)], stop)
+    assert [entry for _, entry in stored] == _entries(pads, size, 60)
+    assert all(pid == publishing_id(0, entry[-1]) for pid, entry in stored)

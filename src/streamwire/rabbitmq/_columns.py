@@ -3,7 +3,8 @@
 The bulk counterpart of :func:`streamwire.rabbitmq._amqp_map.decode_chunk` for columnar
 readers: bodies and offsets go into two buffers instead of a ``Message`` each. Only chunks
 whose records are all plain bodies (one AMQP data section, or anything when not decoding
-AMQP; in simple entries or uncompressed sub-batch entries) qualify; for any other chunk :func:`chunk_columns` returns ``None`` and the caller
+AMQP; in simple entries or uncompressed sub-batch entries) qualify; for any other chunk
+:func:`chunk_columns` returns ``None`` and the caller
 decodes it message by message. The native core walks the entries when it is loaded; the
 pure-Python walk gives the same buffers and the same errors
 (``tests/property/test_rabbitmq_columns.py``).

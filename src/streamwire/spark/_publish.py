@@ -9,8 +9,8 @@ nothing twice):
 * the row at 0-based ``position`` of micro-batch ``batch_id`` gets publishing id
   ``batch_id * 2**32 + position + 1``: never 0, strictly increasing within a partition and
   from batch to batch;
-* with sub-batch entries (the producer option ``sub_batch_size``), an entry holds the rows
-  of a fixed span of positions and is stored under its last row's id (``_Partition``);
+* with sub-batch entries (the producer option ``sub_batch_size``), the rows alone decide
+  which entry each goes in, and an entry is stored under its last row's id (``_Partition``);
 * on start the producer reads the last id the broker stored under that reference
   (QueryPublisherSequence) and rows at or below it are skipped; the broker would drop them
   anyway, skipping saves sending them;
@@ -48,11 +48,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain
+from itertools import accumulate, chain
 from typing import Any, Final
 
 import streamwire
@@ -215,27 +216,65 @@ def entry_rows(options: Mapping[str, Any]) -> int:
     return size if isinstance(size, int) and size > 1 else 0
 
 
+#: The most bytes of rows (as :func:`row_bytes` counts them) the sink puts in one sub-batch
+#: entry: half the broker's default frame_max (1 MiB), so an entry always fits a frame.
+ENTRY_BYTES: Final = 512 << 10
+#: What a row adds to an entry besides its value, key and headers, at most: the AMQP data
+#: section's header (8) and the record's size word (4).
+_ROW_OVERHEAD: Final = 12
+
+
+def row_bytes(value: Any) -> int:
+    """A bound on the bytes ``value`` (a row's body, or its ``streamwire.Message``) takes in
+    a sub-batch entry."""
+    if not isinstance(value, streamwire.Message):
+        return len(value) + _ROW_OVERHEAD
+    size = len(value.value) + _ROW_OVERHEAD
+    if value.key is not None:
+        size += len(value.key) + 64  # the key and its annotation's name and types
+    for name, header in value.headers.items():
+        raw = header.value
+        size += len(name.encode()) + 32  # the name's and the value's types and sizes
+        size += (
+            len(raw.encode())
+            if isinstance(raw, str)
+            else 8
+            if not isinstance(raw, bytes)
+            else len(raw)
+        )
+    return size + 16  # the map's own
+
+
 class _Partition:
     """State of one partition being published.
 
     With sub-batch entries (``entry_rows`` > 1, a deduplicating producer) the broker keeps
-    one publishing id per entry, so the rows go out in entries fixed by position alone:
-    rows ``[g * entry_rows, (g + 1) * entry_rows)`` of the partition (the last one ending
-    with the partition), stored under the id of their last row. Whatever the runs, and
-    wherever a replay resumes (always after a whole entry), every attempt cuts the same rows
-    into the same entries under the same ids, so the broker's deduplication still drops
+    one publishing id per entry, so the rows go out in entries the rows alone decide: from
+    the partition's first row on, each entry takes as many rows as it can, up to
+    ``entry_rows`` rows and ``entry_bytes`` bytes (:func:`row_bytes`; a row larger than that
+    goes alone), and is stored under the id of its last row. Whatever the runs, and wherever
+    a replay resumes (after an entry an earlier attempt stored), every attempt cuts the same
+    rows into the same entries under the same ids, so the broker's deduplication still drops
     exactly what an earlier attempt stored, even an entry of that attempt still on its way.
     The rows of an entry not yet complete wait for the next run (or :meth:`flush`)."""
 
-    def __init__(self, publisher: Publisher, batch_id: int, entry_rows: int = 0) -> None:
+    def __init__(
+        self,
+        publisher: Publisher,
+        batch_id: int,
+        entry_rows: int = 0,
+        entry_bytes: int = ENTRY_BYTES,
+    ) -> None:
         self.publisher = publisher
         self.batch_id = batch_id
         self.entry_rows = entry_rows if publisher.dedup else 0
+        self.entry_bytes = entry_bytes
         self.published = 0
         self.skipped = 0
         self.runs = _Runs()
         self._held: list[Any] = []  # the rows of an entry not yet complete
         self._held_first = 0  # the position of its first row
+        self._held_bytes = 0
 
     def already_stored(self, first_position: int, count: int) -> int:
         """How many of the ``count`` rows from ``first_position`` on the broker stored
@@ -250,25 +289,30 @@ class _Partition:
     async def send(self, first_position: int, values: list[Any]) -> None:
         """Accept ``values``, the rows from ``first_position`` on, as one run: one
         confirmation future, consecutive publishing ids (with sub-batch entries: the
-        complete entries among the rows held and these, see the class notes)."""
+        entries these rows complete, see the class notes)."""
         self.runs.check()
-        size = self.entry_rows
-        if not size:
+        if not self.entry_rows:
             await self._run(first_position, values)
             return
-        held = self._held
-        if held and self._held_first + len(held) == first_position:
-            first_position, values = self._held_first, held + values
-        elif held:  # not the next row (the caller skips only before its first send)
-            await self._release()
-        end = first_position + len(values)
-        cut = end - end % size  # the rows past the last entry boundary wait
-        taken, position = 0, first_position
-        while position < cut:
-            boundary = (position // size + 1) * size
-            await self._run(position, values[taken : taken + boundary - position], boundary - 1)
-            taken, position = taken + boundary - position, boundary
-        self._held, self._held_first = values[taken:], position
+        if self._held and self._held_first + len(self._held) != first_position:
+            await self._release()  # not the next row (the caller skips only at its start)
+        if not self._held:
+            self._held_first = first_position
+        sizes = [row_bytes(v) for v in values]
+        taken, count = 0, len(values)
+        while taken < count:
+            room = min(self.entry_rows - len(self._held), count - taken)
+            ends = list(accumulate(sizes[taken : taken + room], initial=self._held_bytes))
+            # the rows that fit the entry (none when what it holds is a row past the bound)
+            fit = max(0, bisect_right(ends, self.entry_bytes) - 1)
+            if not fit and not self._held:
+                fit = 1  # a row larger than an entry goes alone
+            self._held += values[taken : taken + fit]
+            self._held_bytes = ends[fit]
+            taken += fit
+            if fit < room or len(self._held) == self.entry_rows:
+                await self._release()  # full, or the next row does not fit
+                self._held_first = first_position + taken
 
     async def _run(self, first_position: int, values: list[Any], last: int | None = None) -> None:
         """Send ``values`` from ``first_position`` on, as consecutive ids, or as one entry
@@ -278,8 +322,8 @@ class _Partition:
         self.published += len(values)
 
     async def _release(self) -> None:
-        """Send the rows held back, as the last entry (the partition ends with them)."""
-        held, self._held = self._held, []
+        """Send the rows held back as one entry."""
+        held, self._held, self._held_bytes = self._held, [], 0
         if held:
             await self._run(self._held_first, held, self._held_first + len(held) - 1)
 
