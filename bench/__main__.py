@@ -308,7 +308,6 @@ def run_spark_jvm(args: argparse.Namespace) -> int:
         sizes=[int(s) for s in args.spark_jvm_sizes.split(",")],
         master=args.spark_jvm_master,
         jvm_flags=args.spark_jvm_flags,
-        sub_batch=args.spark_jvm_sub_batch,
     )
     _write_report(args.output, "spark_jvm", result)
     print(
@@ -492,13 +491,6 @@ def main() -> int:
     parser.add_argument("--spark-jvm-rows", type=int, default=1_000_000)
     parser.add_argument("--spark-jvm-sizes", default="100,1000", help="bytes per row")
     parser.add_argument("--spark-jvm-master", default="local[2]")
-    parser.add_argument(
-        "--spark-jvm-sub-batch",
-        type=int,
-        default=0,
-        help="also run the writes tuned, with entries of this many rows on both sides "
-        "(streamwire's subBatchSize, the connector's subEntrySize)",
-    )
     parser.add_argument("--spark-messages", type=int, default=400_000)
     parser.add_argument("--spark-size", type=int, default=100, help="bytes per message")
     parser.add_argument(

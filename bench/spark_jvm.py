@@ -37,12 +37,6 @@ schema, in one Spark partition as a one-partition stream is read; a writer that 
 batches): what Spark's own per-row work costs a Python data source, and streamwire's rate
 as a share of it.
 
-With ``--spark-jvm-sub-batch N`` the write jobs run twice more, **tuned**: streamwire with
-``subBatchSize=N`` and the connector with ``subEntrySize=N`` (RabbitMQ's sub-entry batching:
-``N`` rows stored as one entry, less work for the broker per row). They are reported on rows
-of their own, labelled tuned; the connector documents that its deduplication does not hold
-with sub-entries, streamwire's exactly-once does.
-
 A fourth, **the broker's ceiling**, asks RabbitMQ for the same rows with no Spark and no
 client work per message (``bench/raw_rabbitmq.py``), in the same rounds: a read job reads the
 stream from its first offset on one connection, counting records from chunk headers; a write
@@ -79,9 +73,6 @@ __all__ = ("JAR_ENV", "SHAPES", "SIDES", "guarantee", "run", "table")
 
 JAR_ENV = "STREAMWIRE_SPARKLING_RABBIT_JAR"
 SIDES = ("streamwire", "sparkling-rabbit")
-#: The same two writing sub-batch entries (``--spark-jvm-sub-batch``): streamwire's
-#: ``subBatchSize``, the connector's ``subEntrySize``.
-TUNED = ("streamwire, sub-batches", "sparkling-rabbit, sub-batches")
 #: Spark's own floor: the same jobs through a Python source and sink that do nothing
 #: (``bench/spark_floor.py``), timed in the same rounds.
 FLOOR = "floor"
@@ -105,9 +96,7 @@ def guarantee(side: str, shape: str) -> str:
     """What a side's job guarantees about the rows it stores (``–`` for a read)."""
     if "write" not in shape:
         return "–"
-    if side == TUNED[1] and shape != "batch write":
-        return "none (its dedup does not hold with subEntrySize)"
-    if side.startswith("streamwire"):
+    if side == "streamwire":
         if shape == "batch write":
             return "exactly-once per write (RabbitMQ dedup, a writeId per write)"
         return "exactly-once (RabbitMQ dedup, the query's identity)"
@@ -177,18 +166,9 @@ class Job:
     """One side's job of one shape, on one session; :meth:`__call__` runs it and returns
     ``(seconds, cpu_seconds)`` once it checked what it did."""
 
-    def __init__(
-        self,
-        spark: Any,
-        url: str,
-        side: str,
-        shape: str,
-        size: int,
-        rows: int,
-        sub_batch: int = 0,
-    ) -> None:
+    def __init__(self, spark: Any, url: str, side: str, shape: str, size: int, rows: int) -> None:
         self.spark, self.url, self.side, self.shape = spark, url, side, shape
-        self.size, self.rows, self.sub_batch = size, rows, sub_batch
+        self.size, self.rows = size, rows
         parts = streamwire.parse_url(url)
         self.endpoint = f"{parts.host}:{parts.port}"
         self.username, self.password = parts.username or "guest", parts.password or "guest"
@@ -211,14 +191,6 @@ class Job:
             .option("size", str(self.size))
             .option("partitions", "1")
         )
-
-    def _tuned(self, writer: Any) -> Any:
-        """A tuned side's writer with its sub-batch option; the others' as they are."""
-        if self.side == TUNED[0]:
-            return writer.option("subBatchSize", str(self.sub_batch))
-        if self.side == TUNED[1]:
-            return writer.option("subEntrySize", str(self.sub_batch))
-        return writer
 
     def _jvm(self, builder: Any) -> Any:
         return (
@@ -341,11 +313,10 @@ class Job:
         try:
             if self.side == FLOOR:
                 writer = df.write.format("streamwire_floor").mode("append")
-            elif self.side.startswith("streamwire"):
+            elif self.side == "streamwire":
                 writer = df.write.format("streamwire").mode("append").option("url", self.url)
             else:
                 writer = self._jvm(df.write.format("rabbitmq_streams").mode("append"))
-            writer = self._tuned(writer)
             _, seconds, cpu = _timed(writer.option("stream", target).save)
         finally:
             df.unpersist()
@@ -356,15 +327,14 @@ class Job:
         checkpoint = work / f"write-{uuid.uuid4().hex[:8]}"
         if self.side == FLOOR:
             writer = df.writeStream.format("streamwire_floor")
-        elif self.side.startswith("streamwire"):
+        elif self.side == "streamwire":
             writer = df.writeStream.format("streamwire").option("url", self.url)
         else:
             writer = self._jvm(df.writeStream.format("rabbitmq_streams")).option(
                 "producerName", f"bench-{uuid.uuid4().hex[:8]}"
             )
         writer = (
-            self._tuned(writer)
-            .option("stream", target)
+            writer.option("stream", target)
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
         )
@@ -397,20 +367,12 @@ def run(
     sizes: list[int],
     master: str = "local[2]",
     jvm_flags: str = JVM_FLAGS,
-    sub_batch: int = 0,
 ) -> dict[str, Any]:
     """Every shape on both sides, ``rounds`` times per message size (see the module notes);
-    the report: per size and shape, each side's rates and CPU per row per round. With
-    ``sub_batch``, the writes on the :data:`TUNED` sides too."""
+    the report: per size and shape, each side's rates and CPU per row per round."""
     jar = jar_path()
     work = Path(tempfile.mkdtemp(prefix="bench-jvm-"))
-    report: dict[str, Any] = {
-        "rows": rows,
-        "master": master,
-        "jar": jar.name,
-        "sub_batch": sub_batch,
-        "sizes": {},
-    }
+    report: dict[str, Any] = {"rows": rows, "master": master, "jar": jar.name, "sizes": {}}
     try:
         with session(jar, master, jvm_flags) as spark:
             from bench import spark_floor  # pyarrow and pyspark: only where Spark runs
@@ -427,7 +389,7 @@ def run(
                         F.lit(b"x" * size).alias("value")
                     ).write.parquet(str(parquet))
                     report["sizes"][str(size)] = _rounds(
-                        spark, url, size, rows, rounds, source, parquet, work, sub_batch
+                        spark, url, size, rows, rounds, source, parquet, work
                     )
                 finally:
                     asyncio.run(_drop(url, source))
@@ -445,22 +407,17 @@ def _rounds(
     source: str,
     parquet: Path,
     work: Path,
-    sub_batch: int = 0,
 ) -> dict[str, Any]:
-    def sides(shape: str) -> tuple[str, ...]:
-        tuned = TUNED if sub_batch and "write" in shape else ()
-        return (*SIDES, *tuned, FLOOR, BROKER)
-
     jobs = {
-        (side, shape): Job(spark, url, side, shape, size, rows, sub_batch)
+        (side, shape): Job(spark, url, side, shape, size, rows)
         for shape in SHAPES
-        for side in sides(shape)
+        for side in (*SIDES, FLOOR, BROKER)
     }
     for job in jobs.values():  # warm-up: the JIT, the workers, the connections
         job(source, parquet, work)
     out: dict[str, Any] = {}
     for shape in SHAPES:
-        every = sides(shape)
+        every = (*SIDES, FLOOR, BROKER)
         rates: dict[str, list[float]] = {side: [] for side in every}
         cpu: dict[str, list[float]] = {side: [] for side in every}
         for r in range(rounds):
@@ -482,11 +439,11 @@ def _paired(mine: list[float], theirs: list[float]) -> tuple[float, float, float
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
-def _shares(rate: dict[str, list[float]], ceiling: list[float], pair: tuple[str, str]) -> str:
+def _shares(rate: dict[str, list[float]], ceiling: list[float]) -> str:
     """The broker's ceiling (median) and each side's rate as a share of it (medians of the
     rounds' shares)."""
-    mine = _paired(rate[pair[0]], ceiling)[0]
-    theirs = _paired(rate[pair[1]], ceiling)[0]
+    mine = _paired(rate["streamwire"], ceiling)[0]
+    theirs = _paired(rate["sparkling-rabbit"], ceiling)[0]
     return f"{fmt_rate(statistics.median(ceiling))} ({mine:.0%}; {theirs:.0%})"
 
 
@@ -498,12 +455,27 @@ def table(report: dict[str, Any]) -> str:
     body = []
     for size, shapes in report["sizes"].items():
         for shape, found in shapes.items():
-            for pair in (SIDES, TUNED):
-                if pair[0] in found["rows_per_s"]:
-                    label = f"{shape}, {int(size):,} B"
-                    if pair == TUNED:
-                        label += f", entries of {report.get('sub_batch')} (tuned)"
-                    body.append(_row(label, shape, found, pair))
+            rate, cpu = found["rows_per_s"], found["cpu_us_per_row"]
+            ratio, low, high = _paired(rate["streamwire"], rate["sparkling-rabbit"])
+            cpu_ratio = _paired(cpu["sparkling-rabbit"], cpu["streamwire"])[0]
+            floor = rate.get(FLOOR) or []
+            of_floor = _paired(rate["streamwire"], floor)[0] if floor else None
+            ceiling = rate.get(BROKER) or []
+            body.append(
+                [
+                    f"{shape}, {int(size):,} B",
+                    fmt_rate(statistics.median(rate["streamwire"])),
+                    fmt_rate(statistics.median(rate["sparkling-rabbit"])),
+                    f"{fmt_ratio(ratio)} ({low:.2f}–{high:.2f})",
+                    f"{statistics.median(cpu['streamwire']):.2f} / "
+                    f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
+                    "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
+                    "–" if not ceiling else _shares(rate, ceiling),
+                    f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
+                    if "write" in shape
+                    else "–",
+                ]
+            )
     header = [
         "job",
         "streamwire rows/s",
@@ -515,25 +487,3 @@ def table(report: dict[str, Any]) -> str:
         "guarantees (streamwire; Sparkling Rabbit)",
     ]
     return markdown_table(header, body, right=(1, 2, 3, 5, 6))
-
-
-def _row(label: str, shape: str, found: dict[str, Any], pair: tuple[str, str]) -> list[str]:
-    """One table row: ``pair`` (streamwire's side, the connector's) on one job."""
-    rate, cpu = found["rows_per_s"], found["cpu_us_per_row"]
-    mine, theirs = pair
-    ratio, low, high = _paired(rate[mine], rate[theirs])
-    cpu_ratio = _paired(cpu[theirs], cpu[mine])[0]
-    floor = rate.get(FLOOR) or []
-    of_floor = _paired(rate[mine], floor)[0] if floor else None
-    ceiling = rate.get(BROKER) or []
-    return [
-        label,
-        fmt_rate(statistics.median(rate[mine])),
-        fmt_rate(statistics.median(rate[theirs])),
-        f"{fmt_ratio(ratio)} ({low:.2f}–{high:.2f})",
-        f"{statistics.median(cpu[mine]):.2f} / {statistics.median(cpu[theirs]):.2f} "
-        f"({fmt_ratio(cpu_ratio)})",
-        "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
-        "–" if not ceiling else _shares(rate, ceiling, pair),
-        f"{guarantee(mine, shape)}; {guarantee(theirs, shape)}" if "write" in shape else "–",
-    ]

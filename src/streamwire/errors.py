@@ -199,8 +199,11 @@ class DecodeError(RemoteProtocolError):
 class FrameTooLargeError(RemoteProtocolError):
     """An inbound frame announced a size above the configured bound; nothing was allocated."""
 
-    def __init__(self, size: int, limit: int, *, head: bytes = b"") -> None:
-        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+    def __init__(self, size: int, limit: int, *, head: bytes = b"", detail: str = "") -> None:
+        super().__init__(
+            f"frame of {size} bytes exceeds the limit of {limit} bytes"
+            + (f": {detail}" if detail else "")
+        )
         self.size = size
         self.limit = limit
         #: The bytes that announced the size (the frame's start, up to 16): what a server

@@ -642,7 +642,7 @@ async def test_the_consuming_loops_read_every_value_and_stop_at_count() -> None:
 
 
 def test_the_jvm_side_by_side_table_pairs_rounds_and_states_guarantees() -> None:
-    from bench.spark_jvm import SHAPES, TUNED, guarantee, table
+    from bench.spark_jvm import SHAPES, guarantee, table
 
     def found(mine: list[float], theirs: list[float]) -> dict[str, Any]:
         return {
@@ -672,18 +672,6 @@ def test_the_jvm_side_by_side_table_pairs_rounds_and_states_guarantees() -> None
     assert "| – | 150 (80%; 67%) |" in text
     assert "at-least-once (its batch writes have no dedup)" in text
     assert all(guarantee(side, s) == "–" for s in SHAPES if "read" in s for side in ("streamwire",))
-    # the tuned writes (--spark-jvm-sub-batch): a row of their own, labelled, each side's
-    # guarantee with sub-entries
-    tuned = found([120.0, 100.0, 150.0], [100.0, 100.0, 100.0])
-    tuned["rows_per_s"].update({TUNED[0]: [300.0, 240.0, 260.0], TUNED[1]: [200.0] * 3})
-    tuned["cpu_us_per_row"].update({TUNED[0]: [1.0] * 3, TUNED[1]: [2.0] * 3})
-    text = table({"sub_batch": 100, "sizes": {"100": {"streaming write": tuned}}})
-    assert "| streaming write, 100 B | 120 | 100 | 1.20x (1.00–1.50) |" in text
-    assert "| streaming write, 100 B, entries of 100 (tuned) | 260 | 200 | 1.30x (1.20–1.50) |" in (
-        text
-    )
-    assert "none (its dedup does not hold with subEntrySize)" in text
-    assert guarantee(TUNED[0], "streaming write") == guarantee("streamwire", "streaming write")
 
 
 def test_the_jvm_side_by_side_needs_the_connectors_jar(

@@ -38,10 +38,14 @@ class Recovery:
         self._lost(exc)
 
     def _lost(self, exc: StreamwireError) -> None:
+        fatal = self._unrecoverable(exc)
         conn, self._conn = self._conn, None
         if conn is not None:
             self._detach(conn)
         if self._closed or self._error is not None or self._recovering is not None:
+            return
+        if fatal is not None:
+            self._give_up(fatal)
             return
         if self._client.reconnect is None or isinstance(exc, ClosedError | StreamDoesNotExist):
             self._give_up(exc)
@@ -49,6 +53,11 @@ class Recovery:
         self._recovering = asyncio.create_task(
             self._recover(exc), name=f"streamwire-{self.ROLE}-recover {self.stream}"
         )
+
+    def _unrecoverable(self, exc: StreamwireError) -> StreamwireError | None:
+        """The error to end with instead of recovering from ``exc``, when a new connection
+        would meet the same end (``None``: recover)."""
+        return None
 
     def _detach(self, conn: Connection) -> None:
         """Leave ``conn`` (lost, or on the wrong node now)."""

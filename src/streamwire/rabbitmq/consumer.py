@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Self
 from streamwire.codec.columns import Columns
 from streamwire.codec.message import Message
 from streamwire.codec.offset import Offset, OffsetKind, OffsetLike
-from streamwire.errors import ClosedError, ConfigurationError, StreamwireError
+from streamwire.errors import (
+    ClosedError,
+    ConfigurationError,
+    FrameTooLargeError,
+    StreamwireError,
+)
 from streamwire.metrics import ConsumerMeter, ConsumerStats, Destination
 from streamwire.rabbitmq._amqp_map import decode_chunk
 from streamwire.rabbitmq._columns import chunk_columns
@@ -558,6 +563,38 @@ class Consumer(Recovery, AsyncStartable):
 
     def _give_up(self, exc: StreamwireError) -> None:
         self._fail(exc)
+
+    def _unrecoverable(self, exc: StreamwireError) -> StreamwireError | None:
+        """A chunk of this subscription too large for the connection's
+        ``max_inbound_frame_bytes`` would come again on every new connection: end with a
+        :class:`FrameTooLargeError` saying so, instead of reconnecting for ever while no
+        message arrives."""
+        cause = exc if isinstance(exc, FrameTooLargeError) else exc.__cause__
+        if not isinstance(cause, FrameTooLargeError) or self._conn is None:
+            return None
+        head = cause.head  # size, key, version, subscription id, ...
+        if len(head) < 9 or int.from_bytes(head[4:6], "big") != CommandKey.DELIVER:
+            return None
+        if head[8] != self._sid:
+            return None  # another subscription's chunk: this one recovers
+        where = (
+            "where this consumer began"
+            if self._last_offset is None
+            else f"after offset {self._last_offset}"
+        )
+        return FrameTooLargeError(
+            cause.size,
+            cause.limit,
+            head=head,
+            detail=(
+                f"a chunk of {self.stream!r} {where} does not fit "
+                "the connection's max_inbound_frame_bytes, and would come again on every "
+                "connection, so this consumer stops. RabbitMQ writes chunks that large when "
+                "large messages or sub-batch entries are published fast; connect with "
+                "settings=ConnectionSettings(max_inbound_frame_bytes=...) above the chunk to "
+                "read it"
+            ),
+        )
 
     async def _recover(self, cause: StreamwireError) -> None:
         self._chunks.clear()  # not yet parsed: they come again after the resubscription
