@@ -43,7 +43,7 @@ mod received;
 
 /// Bumped whenever a function's signature or behaviour changes; the Python side refuses an
 /// extension built from other sources (`streamwire._native.ABI`).
-pub const ABI: u32 = 15;
+pub const ABI: u32 = 16;
 
 /// The slots of `streamwire.codec.message.Message`, in this order.
 pub(crate) const SLOTS: [&str; 8] = [
@@ -475,6 +475,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rabbitmq::rmq_chunk_columns, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_publish_entries, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_bytes_total, m)?)?;
+    m.add_function(wrap_pyfunction!(publish::rmq_sub_batch_records, m)?)?;
     m.add_function(wrap_pyfunction!(publish::rmq_id_run, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(iggy::iggy_encode_runs, m)?)?;

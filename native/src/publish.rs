@@ -47,6 +47,31 @@ fn body_of<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     }
 }
 
+/// The items of `values` when it is an exact list or tuple, borrowed for the caller's call.
+///
+/// # Safety
+/// The GIL must be held and no Python code may run while the slice is used (reads, and
+/// allocations of objects that are not garbage-collected, are fine): an exact list's
+/// `ob_item` or an exact tuple's inline items hold `len()` live pointers only as long as
+/// nothing resizes the list or replaces its items. An empty list's `ob_item` is NULL, which
+/// `from_raw_parts` does not take even for length 0: it gets the empty slice.
+unsafe fn items_of<'a>(values: &'a Bound<'_, PyAny>) -> Option<&'a [*mut ffi::PyObject]> {
+    if let Ok(list) = values.cast_exact::<PyList>() {
+        let p = list.as_ptr() as *mut ffi::PyListObject;
+        match list.len() {
+            0 => Some(&[]),
+            // SAFETY: as the function's contract says.
+            n => Some(unsafe { std::slice::from_raw_parts((*p).ob_item, n) }),
+        }
+    } else if let Ok(tuple) = values.cast_exact::<PyTuple>() {
+        let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
+        // SAFETY: as the function's contract says.
+        Some(unsafe { std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len()) })
+    } else {
+        None
+    }
+}
+
 /// The Publish (v1) frame header: size (what follows it), key, version, publisher id, count.
 const FRAME_HEAD: usize = 13;
 const PUBLISH_KEY: u16 = 0x0002;
@@ -86,25 +111,12 @@ pub fn rmq_publish_entries<'py>(
     };
     // The items of a list or tuple, borrowed: no Python code runs during this call, so
     // nothing can change the sequence under us.
-    // SAFETY: the GIL is held (a #[pyfunction]) and `bodies` is borrowed for the call. An
-    // exact list's `ob_item` or an exact tuple's inline items hold `len()` live pointers.
+    // SAFETY: the GIL is held (a #[pyfunction]) and `bodies` is borrowed for the call.
     // Nothing after this runs Python code (reads, and one `bytes` allocation, which is not
-    // a garbage-collected type and so cannot start a collection), so nothing can resize the
-    // list or replace its items while `items` is used. An empty list's `ob_item` is NULL,
-    // which `from_raw_parts` does not take even for length 0: it gets the empty slice.
-    let items: &[*mut ffi::PyObject] = unsafe {
-        if let Ok(list) = bodies.cast_exact::<PyList>() {
-            let p = list.as_ptr() as *mut ffi::PyListObject;
-            match list.len() {
-                0 => &[],
-                n => std::slice::from_raw_parts((*p).ob_item, n),
-            }
-        } else if let Ok(tuple) = bodies.cast_exact::<PyTuple>() {
-            let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
-            std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
-        } else {
-            return Ok(None);
-        }
+    // a garbage-collected type and so cannot start a collection).
+    let items = match unsafe { items_of(bodies) } {
+        Some(items) => items,
+        None => return Ok(None),
     };
     let skip: &[u8] = if let Ok(b) = skip.cast_exact::<PyBytes>() {
         b.as_bytes()
@@ -195,26 +207,9 @@ pub fn rmq_publish_entries<'py>(
 /// what a producer's fast path for plain bodies checks before it accepts them.
 #[pyfunction]
 pub fn rmq_bytes_total(values: &Bound<'_, PyAny>) -> Option<usize> {
-    // borrowed items: no Python code runs during this call
-    // SAFETY: the GIL is held (`values` is bound, and borrowed for the call). An exact
-    // list's `ob_item` or an exact tuple's inline items hold `len()` live pointers, and the
-    // loop below only calls `PyBytes_CheckExact` and `Py_SIZE`, so nothing changes the
-    // sequence while `items` is used. An empty list's `ob_item` is NULL, which
-    // `from_raw_parts` does not take even for length 0: it gets the empty slice.
-    let items: &[*mut ffi::PyObject] = unsafe {
-        if let Ok(list) = values.cast_exact::<PyList>() {
-            let p = list.as_ptr() as *mut ffi::PyListObject;
-            match list.len() {
-                0 => &[],
-                n => std::slice::from_raw_parts((*p).ob_item, n),
-            }
-        } else if let Ok(tuple) = values.cast_exact::<PyTuple>() {
-            let p = tuple.as_ptr() as *mut ffi::PyTupleObject;
-            std::slice::from_raw_parts((*p).ob_item.as_ptr(), tuple.len())
-        } else {
-            return None;
-        }
-    };
+    // SAFETY: the GIL is held (`values` is bound, and borrowed for the call); the loop
+    // below only calls `PyBytes_CheckExact` and `Py_SIZE`, so no Python code runs.
+    let items = unsafe { items_of(values) }?;
     if items.is_empty() {
         return None;
     }
@@ -269,4 +264,55 @@ pub fn rmq_id_run(ids: &Bound<'_, PyAny>) -> Option<bool> {
         next = id.checked_add(1);
     }
     Some(run)
+}
+
+/// The records of an uncompressed sub-batch entry holding `bodies` (a list or tuple of exact
+/// `bytes`), each a 32-bit size and the record: with `wrap` the body as an AMQP 1.0 message
+/// of one data section (as `encode_data_body` makes it), else the body itself. `None` for
+/// anything else, or a body too large for a record: the Python code then runs.
+#[pyfunction]
+pub fn rmq_sub_batch_records<'py>(
+    py: Python<'py>,
+    bodies: &Bound<'py, PyAny>,
+    wrap: bool,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    // SAFETY: the GIL is held (a #[pyfunction]) and `bodies` is borrowed for the call; what
+    // follows only reads and allocates one `bytes` (not garbage-collected): no Python code.
+    let items = match unsafe { items_of(bodies) } {
+        Some(items) => items,
+        None => return Ok(None),
+    };
+    let mut size = 0usize;
+    for &item in items {
+        let body = match body_of(item) {
+            Some(b) if b.len() <= u32::MAX as usize - 8 => b,
+            _ => return Ok(None),
+        };
+        size += head_size(body.len(), wrap) - 8 + body.len(); // no publishing id in a record
+    }
+    let out = PyBytes::new_with(py, size, |out| {
+        let mut at = 0;
+        for &item in items {
+            let body = body_of(item).unwrap_or(&[]); // checked above
+            let n = body.len();
+            if !wrap {
+                out[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+                at += 4;
+            } else if n <= 0xFF {
+                out[at..at + 4].copy_from_slice(&((n + 5) as u32).to_be_bytes());
+                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_SHORT);
+                out[at + 8] = n as u8;
+                at += 9;
+            } else {
+                out[at..at + 4].copy_from_slice(&((n + 8) as u32).to_be_bytes());
+                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_LONG);
+                out[at + 8..at + 12].copy_from_slice(&(n as u32).to_be_bytes());
+                at += 12;
+            }
+            out[at..at + n].copy_from_slice(body);
+            at += n;
+        }
+        Ok(())
+    })?;
+    Ok(Some(out))
 }

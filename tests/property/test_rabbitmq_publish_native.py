@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamwire import _native
+from streamwire.codec.amqp import encode_data_body
 from streamwire.rabbitmq.protocol import publishing
 from streamwire.rabbitmq.protocol.publishing import PublishBuilder
 from tests.property.test_native_core import outcome
@@ -268,3 +269,34 @@ def test_id_run_edges() -> None:
     assert publishing.is_id_run_py(()) is True
     assert core().rmq_id_run([1, 2]) is None
     assert core().rmq_id_run((True, 2)) is None  # not an exact int
+
+
+@given(
+    st.lists(st.one_of(BODY, st.integers(250, 70_000).map(bytes)), min_size=1, max_size=20),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["none", "gzip"]),
+)
+def test_sub_batch_entries_of_bodies_are_written_alike(
+    bodies: list[bytes], wrap: bool, as_tuple: bool, compression: str
+) -> None:
+    """``encode_sub_batch_bodies`` (the native records, for a producer's ``sub_batch_size``)
+    writes the entry ``encode_sub_batch`` writes of the bodies' messages, byte for byte."""
+    messages = [encode_data_body(b) if wrap else b for b in bodies]
+    expected = publishing.encode_sub_batch(messages, compression)
+    seq = tuple(bodies) if as_tuple else bodies
+    records = core().rmq_sub_batch_records(seq, wrap)
+    assert records is not None  # well-typed bodies are written natively
+    assert publishing.encode_sub_batch_bodies(seq, compression, wrap) == expected
+    if compression == "none":
+        assert expected.endswith(records)
+
+
+@given(st.lists(ODD_BODY, min_size=1, max_size=6), st.booleans())
+def test_sub_batch_records_of_anything_but_bytes_are_left_to_python(
+    bodies: list[Any], wrap: bool
+) -> None:
+    if all(type(b) is bytes for b in bodies):
+        return
+    assert core().rmq_sub_batch_records(bodies, wrap) is None
+    assert core().rmq_sub_batch_records(iter(bodies), wrap) is None

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ABI", "PURE_ENV", "NativeCore", "built", "core", "forced_pure", "installed", "reason")
 
-ABI: Final = 15
+ABI: Final = 16
 """The extension's ``ABI`` must equal this (``native/src/lib.rs``)."""
 
 PURE_ENV: Final = ("STREAMWIRE_PURE", "STREAMWIRE_PURE_PYTHON")
@@ -112,6 +112,8 @@ class NativeCore(Protocol):
     ) -> tuple[bytes, int, int, int, int] | None: ...
 
     def rmq_bytes_total(self, values: object) -> int | None: ...
+
+    def rmq_sub_batch_records(self, bodies: object, wrap: bool) -> bytes | None: ...
 
     def rmq_id_run(self, ids: object) -> bool | None: ...
 

@@ -49,6 +49,7 @@ from streamwire.rabbitmq.protocol.publishing import (
     QueryPublisherSequenceResponse,
     bytes_total,
     encode_sub_batch,
+    encode_sub_batch_bodies,
     validate_reference,
 )
 from streamwire.transport.pending import Ledger
@@ -415,11 +416,20 @@ class Producer(Recovery, ProducerCore):
         returns the groups and how many messages each entry holds."""
         opts = self.options
         size, codec = opts.sub_batch_size, opts.compression
-        encoded = [self._encode(v)[0] for v in values]
-        entries = [
-            encode_sub_batch(encoded[i : i + size], codec) for i in range(0, len(encoded), size)
-        ]
-        counts = [min(size, len(encoded) - i) for i in range(0, len(encoded), size)]
+        if bytes_total(values) is not None:  # plain bodies: each entry in one pass
+            bodies = cast("Sequence[bytes]", values)
+            entries = [
+                encode_sub_batch_bodies(bodies[i : i + size], codec, opts.amqp)
+                for i in range(0, len(bodies), size)
+            ]
+            total = len(bodies)
+        else:
+            encoded = [self._encode(v)[0] for v in values]
+            entries = [
+                encode_sub_batch(encoded[i : i + size], codec) for i in range(0, len(encoded), size)
+            ]
+            total = len(encoded)
+        counts = [min(size, total - i) for i in range(0, total, size)]
         groups: list[Group] = []
         for entry, count in zip(entries, counts, strict=True):
             await self._wait_for_room(len(entry), timeout)

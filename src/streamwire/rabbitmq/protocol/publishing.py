@@ -17,7 +17,7 @@ from streamwire._native import core as _native
 from streamwire._native.bodies import bytes_total, bytes_total_py
 from streamwire.codec import compression as codecs
 from streamwire.codec._structs import I16, I32
-from streamwire.codec.amqp.message import DATA_PREFIX_LONG, DATA_PREFIX_SHORT
+from streamwire.codec.amqp.message import DATA_PREFIX_LONG, DATA_PREFIX_SHORT, encode_data_body
 from streamwire.codec.reader import Reader
 from streamwire.codec.writer import Writer
 from streamwire.errors import LocalProtocolError
@@ -48,6 +48,7 @@ __all__ = (
     "bytes_total_py",
     "encode_publish",
     "encode_sub_batch",
+    "encode_sub_batch_bodies",
     "is_id_run",
     "is_id_run_py",
     "publish_header_size",
@@ -457,18 +458,34 @@ def encode_sub_batch(messages: Sequence[bytes], compression: str = "none") -> by
     """One osiris sub-batch entry holding ``messages`` (stored under a single publishing id):
     ``1|codec:3|0000`` records u16, uncompressed u32, size u32, then the (compressed)
     ``records × (size u32, message)``."""
-    if not 0 < len(messages) <= MAX_SUB_BATCH_RECORDS:
-        raise LocalProtocolError(f"a sub-batch holds 1 to 65535 messages, not {len(messages)}")
-    codec = SUB_BATCH_CODECS.get(compression)
-    if codec is None:
-        raise LocalProtocolError(f"unknown sub-batch compression {compression!r}")
     parts: list[bytes] = []
     for message in messages:
         parts.append(_SIZE.pack(len(message)))
         parts.append(message)
-    raw = b"".join(parts)
-    stored = codecs.compress(compression, raw)
-    return SUB_BATCH_HEADER.pack(0x80 | (codec << 4), len(messages), len(raw), len(stored)) + stored
+    return _sub_batch_entry(b"".join(parts), len(messages), compression)
+
+
+def encode_sub_batch_bodies(
+    bodies: Sequence[bytes], compression: str = "none", wrap: bool = True
+) -> bytes:
+    """:func:`encode_sub_batch` of plain ``bodies``, each an AMQP message of one data section
+    with ``wrap`` (``encode_data_body``), else as it is: in one native pass when the core is
+    loaded and the bodies are a list or tuple of ``bytes``."""
+    records = None if _native is None else _native.rmq_sub_batch_records(bodies, wrap)
+    if records is None:
+        return encode_sub_batch([encode_data_body(b) if wrap else b for b in bodies], compression)
+    return _sub_batch_entry(records, len(bodies), compression)
+
+
+def _sub_batch_entry(records: bytes, count: int, compression: str) -> bytes:
+    """The entry of ``count`` records, ``records`` being them end to end (uncompressed)."""
+    if not 0 < count <= MAX_SUB_BATCH_RECORDS:
+        raise LocalProtocolError(f"a sub-batch holds 1 to 65535 messages, not {count}")
+    codec = SUB_BATCH_CODECS.get(compression)
+    if codec is None:
+        raise LocalProtocolError(f"unknown sub-batch compression {compression!r}")
+    stored = codecs.compress(compression, records)
+    return SUB_BATCH_HEADER.pack(0x80 | (codec << 4), count, len(records), len(stored)) + stored
 
 
 def encode_publish(
