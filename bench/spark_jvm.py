@@ -151,14 +151,15 @@ async def _stored(url: str, stream: str) -> int:
     async with streamwire.connect(url) as client:
         assert isinstance(client, streamwire.Bounded)
         bounds = (await client.offset_bounds(stream))[0]
-        count = 0
+        count, last = 0, bounds.first - 1
         if bounds.next > bounds.first:
             async with client.consumer(stream, offset="first") as consumer:
-                while True:
+                quiet = time.monotonic() + 30.0  # a broker busy with what it just took
+                while last < bounds.next - 1 and time.monotonic() < quiet:
                     batch = await consumer.next_batch(10_000, timeout=2.0)
-                    count += len(batch)
-                    if not batch or (batch[-1].offset or 0) >= bounds.next - 1:
-                        return count
+                    if batch:
+                        count, last = count + len(batch), batch[-1].offset or 0
+                        quiet = time.monotonic() + 30.0
     return count
 
 

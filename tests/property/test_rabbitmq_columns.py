@@ -153,7 +153,7 @@ def test_plain_chunks_give_columns(bodies: list[bytes], chunk_id: int) -> None:
 
 @pytest.mark.parametrize("native", [True, False])
 def test_uncompressed_sub_batches_of_plain_bodies_give_columns(native: bool) -> None:
-    """What a producer with ``sub_batch_size`` stores (the Spark sinks' ``subBatchSize``):
+    """What a producer with ``sub_batch_size`` stores (the foreachBatch sink's too):
     entries of plain bodies, read in place like simple entries, mixed with them."""
     entries = [
         sub_batch([encode_data_body(b"a"), encode_data_body(b"b" * 300)], False),

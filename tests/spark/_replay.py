@@ -101,8 +101,6 @@ def start_query(
         # Small chunks: rows before the failing one are handed to the producer (and stored)
         # before Spark kills the task, whatever the lag between the UDF and the writer.
         writer = writer.option("name", "eo").option("chunkRows", "100")
-        for name, value in (producer_options or {}).items():  # the writer's option for it
-            writer = writer.option({"sub_batch_size": "subBatchSize"}[name], str(value))
     return writer.start(), sink
 
 

@@ -107,8 +107,8 @@ def test_batch_write_then_batch_read(spark: Any, any_broker: Target) -> None:
 
 
 def test_sub_batch_entries_read_as_the_rows_they_hold(spark: Any, rabbitmq: Target) -> None:
-    """A stream written with sub-batch entries (``sub_batch_size``, what the sinks'
-    ``subBatchSize`` stores), compressed ones and plain entries between them: the source
+    """A stream written with sub-batch entries (``sub_batch_size``, as the foreachBatch
+    sink can write them), compressed ones and plain entries between them: the source
     reads every row once, at its offset, as a plain consumer does (uncompressed entries as
     chunk columns, the rest message by message)."""
     stream = rabbitmq.new_stream("subbatch")

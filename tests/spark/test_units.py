@@ -37,7 +37,7 @@ from streamwire.spark._options import SinkOptions, SourceOptions
 from streamwire.spark._publish import publishing_id, reference
 from streamwire.spark._runtime import close_runtime, runtime
 from streamwire.spark._schema import SinkLayout, sink_layout
-from streamwire.spark.datasource import StreamwireDataSource, _store_progress
+from streamwire.spark.datasource import _store_progress
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -277,16 +277,6 @@ def test_sink_options() -> None:
     assert SinkOptions.parse({"url": URL, "stream": "s", "CHUNKROWS": "100"}).chunk_rows == 100
     with pytest.raises(SparkConfigurationError, match="chunkRows"):
         SinkOptions.parse({"url": URL, "stream": "s", "chunkRows": "0"})
-    assert opts.producer_options == ()
-    sub = {"url": URL, "stream": "s", "subBatchSize": "100"}
-    assert SinkOptions.parse(sub).producer_options == (("sub_batch_size", 100),)
-    writer = StreamwireDataSource(sub).writer(
-        StructType([StructField("value", BinaryType())]), False
-    )
-    assert writer.spec.producer_options == (("sub_batch_size", 100),)
-    for url in ("liftbridge://127.0.0.1:9292", "iggy://127.0.0.1:8090"):
-        with pytest.raises(SparkConfigurationError, match=r"subBatchSize.*leave it out"):
-            SinkOptions.parse({"url": url, "stream": "s/t", "subBatchSize": "100"})
 
 
 # --- the column contract -----------------------------------------------------------------
@@ -928,3 +918,26 @@ def test_sub_batch_entries_are_the_rows_own_so_a_replay_stores_each_row_once(
         _attempt(stored, pads, size, cuts[n % len(cuts)], stop)
     assert [entry for _, entry in stored] == _entries(pads, size, 60)
     assert all(pid == publishing_id(0, entry[-1]) for pid, entry in stored)
+
+
+@given(
+    value=st.binary(max_size=600),
+    key=st.none() | st.binary(max_size=300),
+    headers=st.dictionaries(
+        st.text(min_size=1, max_size=40),
+        st.binary(max_size=300) | st.text(max_size=100),
+        max_size=6,
+    ),
+)
+def test_a_rows_bound_covers_its_record_in_a_sub_batch_entry(
+    value: bytes, key: bytes | None, headers: dict[str, bytes | str]
+) -> None:
+    """``row_bytes`` never counts less than what the RabbitMQ producer puts in an entry for
+    the row: its AMQP message and its size word (so an entry of rows within 512 KiB by that
+    count is within 512 KiB)."""
+    from streamwire.rabbitmq._amqp_map import encode_message
+    from streamwire.spark._publish import row_bytes
+
+    message = streamwire.Message(value, key=key, headers=headers)
+    assert row_bytes(message) >= len(encode_message(message)) + 4
+    assert row_bytes(value) >= len(encode_message(streamwire.Message(value))) + 4

@@ -36,8 +36,6 @@ name                     sink name, prefix of the RabbitMQ producer references
 maxInFlight              unconfirmed messages per producer (default 10000)
 chunkRows                rows a writer task hands to its producer at a time (default 10000);
                          rows of a chunk not yet handed over when a task dies are not sent
-subBatchSize             RabbitMQ writers: rows stored as one sub-batch entry (default: one
-                         entry per row); exactly-once holds (streamwire.spark._publish)
 ignoreExtraColumns       true: the writers ignore columns besides value, key, headers
 connectOptions           JSON object of streamwire.connect options (readers and writers),
                          e.g. {"load_balancer": true}; an address_resolver as an object
@@ -183,19 +181,6 @@ def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
     if text not in ("true", "false"):
         raise SparkConfigurationError(f"option {name!r} must be true or false, got {text!r}")
     return text == "true"
-
-
-def _sub_batch_size(options: dict[str, str], url: str) -> int:
-    """``subBatchSize``: RabbitMQ's sub-entry batching (0: off)."""
-    size = _int(options, "subBatchSize")
-    if size is None:
-        return 0
-    if Broker.of(url).protocol != "rabbitmq":
-        raise SparkConfigurationError(
-            "option 'subBatchSize' is RabbitMQ Streams' sub-entry batching; "
-            f"{Broker.of(url).protocol} stores each message on its own: leave it out there"
-        )
-    return size
 
 
 def _url(options: dict[str, str]) -> str:
@@ -409,12 +394,6 @@ class SinkOptions:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     connect_options: tuple[tuple[str, Any], ...] = ()
     observer: str | None = None
-    sub_batch_size: int = 0
-
-    @property
-    def producer_options(self) -> tuple[tuple[str, Any], ...]:
-        """What the writer's producers are given besides the sink's own settings."""
-        return (("sub_batch_size", self.sub_batch_size),) if self.sub_batch_size else ()
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -431,5 +410,4 @@ class SinkOptions:
             chunk_rows=_int(opts, "chunkRows") or DEFAULT_CHUNK_ROWS,
             connect_options=_connect_options(opts, url),
             observer=_observer(opts),
-            sub_batch_size=_sub_batch_size(opts, url),
         )

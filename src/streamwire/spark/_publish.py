@@ -235,14 +235,21 @@ def row_bytes(value: Any) -> int:
     for name, header in value.headers.items():
         raw = header.value
         size += len(name.encode()) + 32  # the name's and the value's types and sizes
-        size += (
-            len(raw.encode())
-            if isinstance(raw, str)
-            else 8
-            if not isinstance(raw, bytes)
-            else len(raw)
-        )
+        if isinstance(raw, bytes):
+            size += len(raw)
+        elif isinstance(raw, str):
+            size += len(raw.encode())
+        else:
+            size += 8  # a number or a boolean
     return size + 16  # the map's own
+
+
+def _sizes(values: list[Any]) -> list[int]:
+    """:func:`row_bytes` of each value (one pass over the lengths when they are bodies)."""
+    try:
+        return [n + _ROW_OVERHEAD for n in map(len, values)]
+    except TypeError:  # messages
+        return [row_bytes(v) for v in values]
 
 
 class _Partition:
@@ -298,7 +305,7 @@ class _Partition:
             await self._release()  # not the next row (the caller skips only at its start)
         if not self._held:
             self._held_first = first_position
-        sizes = [row_bytes(v) for v in values]
+        sizes = _sizes(values)
         taken, count = 0, len(values)
         while taken < count:
             room = min(self.entry_rows - len(self._held), count - taken)

@@ -223,7 +223,6 @@ class StreamwireDataSource(DataSource):
             max_in_flight=opts.max_in_flight,
             connect_options=(("timeout", opts.timeout), *opts.connect_options),
             chunk_rows=opts.chunk_rows,
-            producer_options=opts.producer_options,
             observer=opts.observer,
         )
 
