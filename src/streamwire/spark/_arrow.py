@@ -42,6 +42,7 @@ __all__ = (
     "SCHEMA",
     "Batcher",
     "columns_batch",
+    "int64_array",
     "messages_batch",
 )
 
@@ -93,6 +94,11 @@ def _fixed(t: pa.DataType, values: array[int]) -> pa.Array:
     """An array of fixed-width ``t`` over ``values`` (native byte order, as Arrow's)."""
     assert values.itemsize * 8 == t.bit_width, (values.typecode, t)
     return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
+
+
+def int64_array(values: Sequence[int]) -> pa.Array:
+    """``values`` as an int64 array, from their bytes (no pandas, see :func:`_same`)."""
+    return _fixed(pa.int64(), array("q", values))
 
 
 def _column(values: list[Any], t: pa.DataType) -> pa.Array:

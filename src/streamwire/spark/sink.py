@@ -133,17 +133,14 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         """``mapInArrow``: record batches in, one row of counts out."""
-        from array import array
-
         import pyarrow as pa
+
+        from streamwire.spark._arrow import int64_array
 
         # from the counts' bytes: pa.array of Python ints has pyarrow look for pandas, whose
         # import costs a fresh worker a third of a second
         yield pa.RecordBatch.from_arrays(
-            [
-                pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(array("q", [n]))])
-                for n in self.counts(batches)
-            ],
+            [int64_array([n]) for n in self.counts(batches)],
             names=["rows", "published", "skipped", "exactly_once"],
         )
 
