@@ -29,6 +29,31 @@ fn head_size(n: usize, wrap: bool) -> usize {
     }
 }
 
+/// Write one record at `out[at..]`: its 32-bit size, then `body` (with `wrap`, as an AMQP
+/// 1.0 message of one data section); returns where it ends. `out` has room for it
+/// (`head_size`).
+#[inline]
+fn write_record(out: &mut [u8], mut at: usize, body: &[u8], wrap: bool) -> usize {
+    let n = body.len();
+    if !wrap {
+        out[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+        at += 4;
+    } else if n <= 0xFF {
+        out[at..at + 4].copy_from_slice(&((n + 5) as u32).to_be_bytes());
+        out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_SHORT);
+        out[at + 8] = n as u8;
+        at += 9;
+    } else {
+        out[at..at + 4].copy_from_slice(&((n + 8) as u32).to_be_bytes());
+        out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_LONG);
+        out[at + 8..at + 12].copy_from_slice(&(n as u32).to_be_bytes());
+        at += 12;
+    }
+    out[at..at + n].copy_from_slice(body);
+    at += n;
+    at
+}
+
 /// A borrowed view of an exact `bytes` object's data (immutable; the caller's sequence
 /// keeps the object alive for the call, and no Python code runs meanwhile).
 #[inline]
@@ -177,25 +202,8 @@ pub fn rmq_publish_entries<'py>(
                 continue;
             }
             let body = body_of(item).unwrap_or(&[]); // checked in the first pass
-            let n = body.len();
             out[at..at + 8].copy_from_slice(&(first + j as u64).to_be_bytes());
-            at += 8;
-            if !wrap {
-                out[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
-                at += 4;
-            } else if n <= 0xFF {
-                out[at..at + 4].copy_from_slice(&((n + 5) as u32).to_be_bytes());
-                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_SHORT);
-                out[at + 8] = n as u8;
-                at += 9;
-            } else {
-                out[at..at + 4].copy_from_slice(&((n + 8) as u32).to_be_bytes());
-                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_LONG);
-                out[at + 8..at + 12].copy_from_slice(&(n as u32).to_be_bytes());
-                at += 12;
-            }
-            out[at..at + n].copy_from_slice(body);
-            at += n;
+            at = write_record(out, at + 8, body, wrap);
         }
         Ok(())
     })?;
@@ -294,23 +302,7 @@ pub fn rmq_sub_batch_records<'py>(
         let mut at = 0;
         for &item in items {
             let body = body_of(item).unwrap_or(&[]); // checked above
-            let n = body.len();
-            if !wrap {
-                out[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
-                at += 4;
-            } else if n <= 0xFF {
-                out[at..at + 4].copy_from_slice(&((n + 5) as u32).to_be_bytes());
-                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_SHORT);
-                out[at + 8] = n as u8;
-                at += 9;
-            } else {
-                out[at..at + 4].copy_from_slice(&((n + 8) as u32).to_be_bytes());
-                out[at + 4..at + 8].copy_from_slice(&DATA_PREFIX_LONG);
-                out[at + 8..at + 12].copy_from_slice(&(n as u32).to_be_bytes());
-                at += 12;
-            }
-            out[at..at + n].copy_from_slice(body);
-            at += n;
+            at = write_record(out, at, body, wrap);
         }
         Ok(())
     })?;
