@@ -7,7 +7,9 @@ theirs (streamwire's ``max_in_flight``; until 2026-11-26 a frame was written whe
 than ``window`` were unconfirmed, so up to ``window + batch - 1`` were). Consuming grants
 one credit per chunk and counts records from chunk headers, without touching the entries
 (one receive buffer, reused; the bytes of the entries are skipped where they lie).
-The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs.
+The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs. Spark's
+floor pickles this module by value (``bench/spark_floor.py``), so it keeps no
+``struct.Struct`` objects (they do not pickle): formats are named where they are used.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import socket
 import struct
 import time
+from collections.abc import Iterator
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.rabbitmq.protocol.consuming import Credit, SubscribeRequest
@@ -23,9 +26,6 @@ from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings, StreamsConnection
 from streamwire.rabbitmq.protocol.publishing import DeclarePublisherRequest, encode_publish
 
-_HEAD = struct.Struct(">IHH")
-_U8_I32 = struct.Struct(">Bi")
-_RECORDS = struct.Struct(">I")
 PUBLISH_CONFIRM, DELIVER = 0x0003, 0x0008
 
 
@@ -55,7 +55,7 @@ async def _frames(reader: asyncio.StreamReader, buf: bytearray) -> list[tuple[in
         buf += data
         pos = 0
         while len(buf) - pos >= 4:
-            size, key, version = _HEAD.unpack_from(buf, pos)
+            size, key, version = struct.unpack_from(">IHH", buf, pos)
             if len(buf) - pos < 4 + size:
                 break
             out.append((key, version, bytes(buf[pos + 8 : pos + 4 + size])))
@@ -85,7 +85,7 @@ async def publish(
         encode_publish(0, [(i, body) for i in range(start, min(start + batch, count))])
         for start in range(0, count, batch)
     ]
-    sizes = [_U8_I32.unpack_from(frame, 8)[1] for frame in frames]
+    sizes = [struct.unpack_from(">Bi", frame, 8)[1] for frame in frames]
     started = time.perf_counter()
     sent = confirmed = written = 0
     while confirmed < count:
@@ -100,7 +100,7 @@ async def publish(
         await writer.drain()
         for key, _, body_ in await _frames(reader, buf):
             if key == PUBLISH_CONFIRM:
-                confirmed += _U8_I32.unpack_from(body_, 0)[1]
+                confirmed += struct.unpack_from(">Bi", body_, 0)[1]
     elapsed = time.perf_counter() - started
     writer.close()
     return count / elapsed
@@ -116,9 +116,22 @@ async def consume(host: str, port: int, stream: str, count: int, *, credit: int 
 def _consume_counting(
     host: str, port: int, stream: str, count: int, credit: int
 ) -> tuple[int, float]:
-    """:func:`consume` on a blocking socket: the kernel copies each byte once, into one reused
-    buffer, and only the frames' headers and each chunk's record count are read; the entries
-    are skipped where they lie. ``(records counted, seconds)``."""
+    """:func:`consume` on a blocking socket (:func:`receive_counting`): ``(records counted,
+    seconds)``."""
+    counts = receive_counting(host, port, stream, count, credit=credit)
+    next(counts)  # 0, once the connection is open: the clock starts here
+    started = time.perf_counter()
+    seen = max(counts, default=0)  # the counts only grow: the last
+    return seen, time.perf_counter() - started
+
+
+def receive_counting(
+    host: str, port: int, stream: str, count: int, *, credit: int = 16
+) -> Iterator[int]:
+    """``stream`` received from its first offset on a blocking socket until ``count`` records
+    came: 0 once the connection is open, then after each receive the records counted so far.
+    The kernel copies each byte once, into one reused buffer, and only the frames' headers
+    and each chunk's record count are read; the entries are skipped where they lie."""
     sock = socket.create_connection((host, port), timeout=60.0)
     try:
         machine = StreamsConnection(ConnectionSettings())
@@ -130,7 +143,7 @@ def _consume_counting(
                 raise ConnectionError("closed during handshake")
             machine.receive_data(data, time.monotonic())
         sock.sendall(machine.data_to_send())
-        started = time.perf_counter()
+        yield 0
         sock.sendall(encode_frame(SubscribeRequest(200, 0, stream, 1, None, credit, {})))
         one_credit = encode_frame(Credit(0, 1))
         buf = bytearray(4 << 20)
@@ -143,15 +156,15 @@ def _consume_counting(
             have += got
             pos = min(skip, have)
             skip -= pos
-            while not skip and have - pos >= _HEAD.size:
-                size, key, version = _HEAD.unpack_from(buf, pos)
+            while not skip and have - pos >= 8:
+                size, key, version = struct.unpack_from(">IHH", buf, pos)
                 if key == DELIVER:
                     # subscription id, then (v2) the committed chunk id, then the chunk
                     # header, whose record count follows magic, type and entry count
-                    at = pos + _HEAD.size + 1 + (8 if version == 2 else 0) + 4
-                    if have < at + _RECORDS.size:
+                    at = pos + 8 + 1 + (8 if version == 2 else 0) + 4
+                    if have < at + 4:
                         break  # the rest of the header comes with the next receive
-                    seen += _RECORDS.unpack_from(buf, at)[0]
+                    seen += struct.unpack_from(">I", buf, at)[0]
                     sock.sendall(one_credit)
                 end = pos + 4 + size
                 if end > have:
@@ -161,6 +174,6 @@ def _consume_counting(
             rest = have - pos  # a frame's first bytes, cut by the receive: moved up
             buf[:rest] = bytes(view[pos:have])
             have = rest
-        return seen, time.perf_counter() - started
+            yield seen
     finally:
         sock.close()

@@ -9,9 +9,16 @@ partition, offset, timestamp) and no broker:
   batch and streaming (one micro-batch of all of them, ``Trigger.AvailableNow``);
 * writing, it takes every Arrow batch Spark hands it and drops it.
 
+With ``stream`` (and ``host``, ``port``), a read also **receives** that RabbitMQ stream from its
+first offset, as the broker's ceiling does (``bench/raw_rabbitmq.py``: one raw connection,
+one reused buffer, records counted from the chunk headers), and hands out each prebuilt
+batch once as many records came: what a Python source pays before any decoding, for the
+bytes it must take off the wire.
+
 A figure next to streamwire's and the JVM connector's says how much of a job is Spark's
 (the JVM's plan, the Python worker, the Arrow crossing) and how much is the source's own.
-The module is pickled by value (``register``), so the workers need no copy of ``bench``.
+The module and ``bench/raw_rabbitmq.py`` are pickled by value (``register``), so the
+workers need no copy of ``bench``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from bench import raw_rabbitmq
 from streamwire.spark._arrow import SCHEMA
 from streamwire.spark._schema import SOURCE_SCHEMA_DDL
 
@@ -65,15 +73,34 @@ def _batch(start: int, count: int, size: int) -> pa.RecordBatch:
     )
 
 
-def _read(share: _Share, size: int) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class _Wire:
+    """Where a receiving read takes its bytes from: a RabbitMQ stream."""
+
+    host: str
+    port: int
+    stream: str
+
+
+def _read(share: _Share, size: int, wire: _Wire | None = None) -> Iterator[pa.RecordBatch]:
     """The share's rows in batches of :data:`BATCH_ROWS`, built once and handed out again
-    (only the offsets differ, and Spark reads them as they are)."""
+    (only the offsets differ, and Spark reads them as they are); with ``wire``, each batch
+    once the stream's records received reach its end."""
     full = _batch(share.start, BATCH_ROWS, size)
-    at = share.start
-    while at < share.end:
-        n = min(BATCH_ROWS, share.end - at)
-        yield full if n == BATCH_ROWS else full.slice(0, n)
-        at += n
+    rows = share.end - share.start
+    counts = (
+        raw_rabbitmq.receive_counting(wire.host, wire.port, wire.stream, rows)
+        if wire is not None
+        else iter((rows,))
+    )
+    out = 0
+    for received in counts:
+        while out < min(received, rows):
+            n = min(BATCH_ROWS, rows - out)
+            if received < rows and out + n > received:
+                break  # the rest of this batch has not come yet
+            yield full if n == BATCH_ROWS else full.slice(0, n)
+            out += n
 
 
 def _shares(rows: int, partitions: int, first: int = 0) -> list[_Share]:
@@ -82,21 +109,21 @@ def _shares(rows: int, partitions: int, first: int = 0) -> list[_Share]:
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, rows: int, size: int, partitions: int) -> None:
-        self.rows, self.size, self.partitions_ = rows, size, partitions
+    def __init__(self, rows: int, size: int, partitions: int, wire: _Wire | None) -> None:
+        self.rows, self.size, self.partitions_, self.wire = rows, size, partitions, wire
 
     def partitions(self) -> Sequence[InputPartition]:
         return _shares(self.rows, self.partitions_)
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        return _read(partition, self.size)
+        return _read(partition, self.size, self.wire)
 
 
 class _StreamReader(DataSourceStreamReader):
     """One micro-batch of all the rows, then nothing new."""
 
-    def __init__(self, rows: int, size: int, partitions: int) -> None:
-        self.rows, self.size, self.partitions_ = rows, size, partitions
+    def __init__(self, rows: int, size: int, partitions: int, wire: _Wire | None) -> None:
+        self.rows, self.size, self.partitions_, self.wire = rows, size, partitions, wire
 
     def initialOffset(self) -> dict[str, int]:
         return {"offset": 0}
@@ -109,7 +136,7 @@ class _StreamReader(DataSourceStreamReader):
         return _shares(count, self.partitions_, start["offset"]) if count > 0 else []
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        return _read(partition, self.size)
+        return _read(partition, self.size, self.wire)
 
 
 class _Commit(WriterCommitMessage):
@@ -138,7 +165,9 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
 
 class FloorDataSource(DataSource):
-    """``format("streamwire_floor")``: options ``rows``, ``size``, ``partitions`` (reads)."""
+    """``format("streamwire_floor")``: options ``rows``, ``size``, ``partitions`` (reads), and
+    ``stream``, ``host``, ``port`` for a read that receives (one partition: the receive starts
+    at the stream's first offset)."""
 
     @classmethod
     def name(cls) -> str:
@@ -147,9 +176,13 @@ class FloorDataSource(DataSource):
     def schema(self) -> str:
         return SOURCE_SCHEMA_DDL
 
-    def _shape(self) -> tuple[int, int, int]:
+    def _shape(self) -> tuple[int, int, int, _Wire | None]:
         o = self.options
-        return int(o.get("rows", 0)), int(o.get("size", 100)), int(o.get("partitions", 2))
+        wire = None
+        if "stream" in o:
+            wire = _Wire(o.get("host", "127.0.0.1"), int(o.get("port", 5552)), o["stream"])
+        partitions = 1 if wire is not None else int(o.get("partitions", 2))
+        return int(o.get("rows", 0)), int(o.get("size", 100)), partitions, wire
 
     def reader(self, schema: Any) -> _Reader:
         return _Reader(*self._shape())
@@ -168,5 +201,6 @@ def register(spark: Any) -> None:
     """Register ``streamwire_floor`` in ``spark``, this module pickled by value."""
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+    for module in (sys.modules[__name__], raw_rabbitmq):
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     spark.dataSource.register(FloorDataSource)

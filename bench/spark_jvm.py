@@ -45,6 +45,13 @@ encoded before the clock starts, at most ``DEFAULT_MAX_IN_FLIGHT`` unconfirmed o
 sink's default per task). On a machine where the broker shares the cores with Spark, it is
 the most any connector could get from this broker, and each side's rate is shown as a share
 of it.
+
+A fifth, **the floor receiving the stream**, runs the read jobs through the floor's source
+with the stream to receive (``bench/spark_floor.py``): the broker's ceiling's raw reader in
+the Python worker, the floor's prebuilt batches handed to Spark as the records come. No
+decoding, no columns built: what any Python data source pays for Spark's per-row work and
+for taking its bytes off the wire, on the same cores as the broker and the JVM. Its ratio to
+the connector is the most a Python source could lead the connector by here.
 """
 
 from __future__ import annotations
@@ -79,6 +86,9 @@ FLOOR = "floor"
 #: The broker's ceiling: the same reads and writes over raw sockets (``bench/raw_rabbitmq.py``),
 #: timed in the same rounds.
 BROKER = "broker"
+#: Spark's floor receiving the stream (reads only): the floor's batches, handed out as the
+#: broker's ceiling's raw reader receives the rows in the Python worker.
+RECEIVING = "floor, receiving"
 #: Unconfirmed messages per publishing connection of the broker's ceiling: the sink's default
 #: ``maxInFlight`` per task (``streamwire.spark._options.DEFAULT_MAX_IN_FLIGHT``).
 SINK_IN_FLIGHT = 10_000
@@ -175,23 +185,32 @@ class Job:
         self.username, self.password = parts.username or "guest", parts.password or "guest"
 
     def _batch_reader(self, stream: str) -> Any:
-        if self.side == FLOOR:
-            return self._floor(self.spark.read).load()
+        if self.side in (FLOOR, RECEIVING):
+            return self._floor(self.spark.read, stream).load()
         if self.side == "streamwire":
             reader = self.spark.read.format("streamwire").option("url", self.url)
         else:
             reader = self._jvm(self.spark.read.format("rabbitmq_streams"))
         return reader.option("stream", stream).option("startingOffsets", "earliest").load()
 
-    def _floor(self, builder: Any) -> Any:
+    def _floor(self, builder: Any, stream: str = "") -> Any:
         """The floor's reader or writer: as many rows, of the same size, in one Spark
-        partition as streamwire reads a one-partition stream in."""
-        return (
+        partition as streamwire reads a one-partition stream in; :data:`RECEIVING`'s reader
+        receives ``stream`` too."""
+        builder = (
             builder.format("streamwire_floor")
             .option("rows", str(self.rows))
             .option("size", str(self.size))
             .option("partitions", "1")
         )
+        if self.side == RECEIVING:
+            parts = streamwire.parse_url(self.url)
+            builder = (
+                builder.option("stream", stream)
+                .option("host", parts.host)
+                .option("port", str(parts.port))
+            )
+        return builder
 
     def _jvm(self, builder: Any) -> Any:
         return (
@@ -269,8 +288,8 @@ class Job:
         return seconds, cpu
 
     def _streaming_read(self, source: str, work: Path) -> tuple[float, float]:
-        if self.side == FLOOR:
-            df = self._floor(self.spark.readStream).load()
+        if self.side in (FLOOR, RECEIVING):
+            df = self._floor(self.spark.readStream, source).load()
             return self._noop(df, work)
         if self.side == "streamwire":
             reader = self.spark.readStream.format("streamwire").option("url", self.url)
@@ -412,13 +431,13 @@ def _rounds(
     jobs = {
         (side, shape): Job(spark, url, side, shape, size, rows)
         for shape in SHAPES
-        for side in (*SIDES, FLOOR, BROKER)
+        for side in _sides(shape)
     }
     for job in jobs.values():  # warm-up: the JIT, the workers, the connections
         job(source, parquet, work)
     out: dict[str, Any] = {}
     for shape in SHAPES:
-        every = (*SIDES, FLOOR, BROKER)
+        every = _sides(shape)
         rates: dict[str, list[float]] = {side: [] for side in every}
         cpu: dict[str, list[float]] = {side: [] for side in every}
         for r in range(rounds):
@@ -435,6 +454,11 @@ def _rounds(
     return out
 
 
+def _sides(shape: str) -> tuple[str, ...]:
+    """The sides that run ``shape``: :data:`RECEIVING` only reads."""
+    return (*SIDES, FLOOR, *(() if "write" in shape else (RECEIVING,)), BROKER)
+
+
 def _paired(mine: list[float], theirs: list[float]) -> tuple[float, float, float]:
     ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
     return statistics.median(ratios), min(ratios), max(ratios)
@@ -446,6 +470,14 @@ def _shares(rate: dict[str, list[float]], ceiling: list[float]) -> str:
     mine = _paired(rate["streamwire"], ceiling)[0]
     theirs = _paired(rate["sparkling-rabbit"], ceiling)[0]
     return f"{fmt_rate(statistics.median(ceiling))} ({mine:.0%}; {theirs:.0%})"
+
+
+def _receiving(rate: dict[str, list[float]], receiving: list[float]) -> str:
+    """The floor receiving the stream (median), streamwire's rate as a share of it and its
+    rate over the connector's (medians of the rounds')."""
+    mine = _paired(rate["streamwire"], receiving)[0]
+    lead = _paired(receiving, rate["sparkling-rabbit"])[0]
+    return f"{fmt_rate(statistics.median(receiving))} ({mine:.0%}; {fmt_ratio(lead)})"
 
 
 def table(report: dict[str, Any]) -> str:
@@ -462,6 +494,7 @@ def table(report: dict[str, Any]) -> str:
             floor = rate.get(FLOOR) or []
             of_floor = _paired(rate["streamwire"], floor)[0] if floor else None
             ceiling = rate.get(BROKER) or []
+            receiving = rate.get(RECEIVING) or []
             body.append(
                 [
                     f"{shape}, {int(size):,} B",
@@ -471,6 +504,7 @@ def table(report: dict[str, Any]) -> str:
                     f"{statistics.median(cpu['streamwire']):.2f} / "
                     f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
                     "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
+                    "–" if not receiving else _receiving(rate, receiving),
                     "–" if not ceiling else _shares(rate, ceiling),
                     f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
                     if "write" in shape
@@ -484,7 +518,8 @@ def table(report: dict[str, Any]) -> str:
         "rate ratio (rounds min–max)",
         "CPU µs/row, streamwire / Sparkling Rabbit (ratio)",
         "Spark's floor rows/s (streamwire's share of it)",
+        "the floor receiving the stream rows/s (streamwire's share; its ratio to Sparkling Rabbit)",
         "the broker's ceiling rows/s (streamwire's share; Sparkling Rabbit's)",
         "guarantees (streamwire; Sparkling Rabbit)",
     ]
-    return markdown_table(header, body, right=(1, 2, 3, 5, 6))
+    return markdown_table(header, body, right=(1, 2, 3, 5, 6, 7))

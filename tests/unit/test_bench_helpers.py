@@ -659,17 +659,21 @@ def test_the_jvm_side_by_side_table_pairs_rounds_and_states_guarantees() -> None
         }
     }
     text = table(report)
-    assert (
-        "| batch read, count, 100 B | 200 | 100 | 2.00x (1.00–3.00) | 2.00 / 4.00 (2.00x) | – | – |"
-        in (text)
-    )
+    row = "| batch read, count, 100 B | 200 | 100 | 2.00x (1.00–3.00) | 2.00 / 4.00 (2.00x) |"
+    assert f"{row} – | – | – |" in text
     assert "| batch write, 100 B | 120 | 100 | 1.20x (1.00–1.50) |" in text
     # the broker's ceiling, where the report has it: each side's rate as a share of it
     ceiling = found([120.0, 100.0, 150.0], [100.0, 100.0, 100.0])
     ceiling["rows_per_s"]["broker"] = [200.0, 125.0, 150.0]
     text = table({"sizes": {"1000": {"batch write": ceiling}}})
     assert "| batch write, 1,000 B | 120 | 100 | 1.20x (1.00–1.50) | " in text
-    assert "| – | 150 (80%; 67%) |" in text
+    assert "| – | – | 150 (80%; 67%) |" in text
+    # the floor receiving the stream, on a read: streamwire's share of it, its lead on the
+    # connector (medians of the rounds')
+    receiving = found([300.0, 200.0, 100.0], [100.0, 100.0, 100.0])
+    receiving["rows_per_s"]["floor, receiving"] = [400.0, 300.0, 200.0]
+    read = table({"sizes": {"1000": {"batch read, count": receiving}}})
+    assert "| – | 300 (67%; 3.00x) | – |" in read
     assert "at-least-once (its batch writes have no dedup)" in text
     assert all(guarantee(side, s) == "–" for s in SHAPES if "read" in s for side in ("streamwire",))
 
