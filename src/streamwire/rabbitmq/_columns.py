@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from streamwire._native import core as _native
+from streamwire.codec.amqp import decode_data_body
 from streamwire.codec.checksums import crc32
 from streamwire.codec.columns import Columns
 from streamwire.errors import ChecksumMismatchError, DecodeError
@@ -31,8 +32,6 @@ from streamwire.rabbitmq.protocol.chunk import (
 
 __all__ = ("chunk_columns", "chunk_columns_py")
 
-_DATA8: Final = b"\x00\x53\x75\xa0"
-_DATA32: Final = b"\x00\x53\x75\xb0"  # a data section of over 255 bytes
 _SIZE: Final = struct.Struct(">I")
 _I32: Final = (1 << 31) - 1
 _I64: Final = (1 << 63) - 1
@@ -91,6 +90,7 @@ def chunk_columns_py(
     total = 0
     offset = first_offset
     unpack = _SIZE.unpack_from
+    view = memoryview(chunk)
     pos = start
     records: Sequence[tuple[int, int]]
     while pos < end:
@@ -111,7 +111,8 @@ def chunk_columns_py(
             pos = stop
         for first, stop in records:
             if offset >= skip_below:
-                value = _body(chunk, first, stop, amqp)
+                record = view[first:stop]
+                value = decode_data_body(record) if amqp else bytes(record)
                 if value is None:
                     return None
                 values.append(value)
@@ -126,23 +127,6 @@ def chunk_columns_py(
             frame="Deliver",
         )
     return ends.tobytes(), b"".join(values), offsets.tobytes()
-
-
-def _body(chunk: bytes, start: int, stop: int, amqp: bool) -> bytes | None:
-    """The body of the record ``chunk[start:stop]``, or ``None`` if it is not a plain one
-    (in AMQP mode: anything but one data section)."""
-    if not amqp:
-        return chunk[start:stop]
-    size = stop - start
-    if size >= 5 and chunk[start + 4] == size - 5 and chunk[start : start + 4] == _DATA8:
-        return chunk[start + 5 : stop]
-    if (
-        size >= 8
-        and chunk[start : start + 4] == _DATA32
-        and _SIZE.unpack_from(chunk, start + 4)[0] == size - 8
-    ):
-        return chunk[start + 8 : stop]
-    return None
 
 
 def _sub_batch_records(
