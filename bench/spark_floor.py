@@ -11,9 +11,10 @@ partition, offset, timestamp) and no broker:
 
 With ``stream`` (and ``host``, ``port``), a read also **receives** that RabbitMQ stream from its
 first offset, as the broker's ceiling does (``bench/raw_rabbitmq.py``: one raw connection,
-one reused buffer, records counted from the chunk headers), and hands out each prebuilt
-batch once as many records came: what a Python source pays before any decoding, for the
-bytes it must take off the wire.
+one reused buffer, records counted from the chunk headers), in a thread of its own as a
+source's receiving thread would, and hands out each prebuilt batch once as many records
+came: what a Python source pays before any decoding, for the bytes it must take off the
+wire.
 
 A figure next to streamwire's and the JVM connector's says how much of a job is Spark's
 (the JVM's plan, the Python worker, the Arrow crossing) and how much is the source's own.
@@ -23,7 +24,9 @@ workers need no copy of ``bench``.
 
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,11 +88,11 @@ class _Wire:
 def _read(share: _Share, size: int, wire: _Wire | None = None) -> Iterator[pa.RecordBatch]:
     """The share's rows in batches of :data:`BATCH_ROWS`, built once and handed out again
     (only the offsets differ, and Spark reads them as they are); with ``wire``, each batch
-    once the stream's records received reach its end."""
+    once the stream's records received (in a thread: :func:`_ahead`) reach its end."""
     full = _batch(share.start, BATCH_ROWS, size)
     rows = share.end - share.start
     counts = (
-        raw_rabbitmq.receive_counting(wire.host, wire.port, wire.stream, rows)
+        _ahead(raw_rabbitmq.receive_counting(wire.host, wire.port, wire.stream, rows))
         if wire is not None
         else iter((rows,))
     )
@@ -101,6 +104,27 @@ def _read(share: _Share, size: int, wire: _Wire | None = None) -> Iterator[pa.Re
                 break  # the rest of this batch has not come yet
             yield full if n == BATCH_ROWS else full.slice(0, n)
             out += n
+
+
+def _ahead(counts: Iterator[int]) -> Iterator[int]:
+    """``counts`` taken in a thread of their own, as a source's receiving thread would (the
+    receive releases the GIL): the receive overlaps the batches' way to the JVM, and the
+    floor is the most such a source can reach, not the sum of the two."""
+    found: queue.SimpleQueue[int | BaseException | None] = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            for count in counts:
+                found.put(count)
+            found.put(None)
+        except BaseException as exc:  # handed to the reading side
+            found.put(exc)
+
+    threading.Thread(target=run, name="floor-receive", daemon=True).start()
+    while (item := found.get(timeout=120.0)) is not None:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _shares(rows: int, partitions: int, first: int = 0) -> list[_Share]:
