@@ -9,7 +9,7 @@ EXTRAS ?= dev
 BROKERS ?= all
 PYTEST_ARGS ?=
 
-.PHONY: help venv native dist matrix spark-matrix brokers brokers-down test test-cluster test-faults unit lint docs format demo bench fuzz soak clean
+.PHONY: help venv native dist matrix spark-matrix brokers lanes brokers-down test test-cluster test-faults unit lint docs format demo bench fuzz soak clean
 
 help:
 	@echo "make test    install everything (venv, packages, brokers) and run the whole suite"
@@ -76,6 +76,9 @@ spark-matrix: venv
 LANES := rabbitmq40 rabbitmq310 rabbitmq-cluster spark spark-connect
 brokers: venv
 	integration/brokers.sh up $(BROKERS)
+	@$(MAKE) --no-print-directory lanes
+
+lanes: venv
 	@failed=""; for lane in $(LANES); do \
 	  integration/brokers.sh up $$lane || failed="$$failed $$lane"; done; \
 	if [ -n "$$failed" ]; then \
@@ -86,35 +89,42 @@ brokers-down:
 	integration/brokers.sh down all
 
 # First the unit and property tests: on the other CPythons from their wheels, and on this venv's
-# with its core, in the background while the brokers start; once they are up, the suite in pure
-# Python (STREAMWIRE_PURE=1) beside them, less the tests that run both cores themselves, the
-# recovery tests (one_core), the Spark suite and the unit tests (their pure runs are the
-# matrix's); the three outputs are printed once all are done. Then the rest of the suite (every
+# with its core, in the background while the brokers start; once $(BROKERS) are up, the suite in
+# pure Python (STREAMWIRE_PURE=1) beside them, less the tests that run both cores themselves, the
+# recovery tests (one_core), the Spark suite, the RabbitMQ 4.0/3.10 lanes and the unit tests
+# (their pure runs are the matrix's), while the lanes start (none of those tests uses a lane or
+# the harness's lock); the outputs are printed once all are done. Then the rest of the suite (every
 # test that needs a broker) with whatever codec was selected (native when built), alone on the
 # machine (docs/development.md, "CI": what runs twice and what once, and why).
 MATRIX_OUT := .venv-matrix.out
 PURE_OUT := .venv-pure.out
 UNIT_OUT := .venv-unit.out
+LANES_OUT := .venv-lanes.out
+# a background step's last line: when it ended, and how
+ENDED = rc=$$?; echo "[test] $$(date -u +%T) ended, exit $$rc"; exit $$rc
 OFFLINE_TESTS := tests/unit tests/property
 test: venv dist
 	@echo "[test] $$(date -u +%T) CPython $(MATRIX_PYTHONS) and this venv's: unit + property tests in the background while the brokers start"
-	@rm -f $(PURE_OUT); \
-	$(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS) > $(MATRIX_OUT) 2>&1 & matrix=$$!; \
-	$(PY) -m pytest $(OFFLINE_TESTS) $(PYTEST_ARGS) > $(UNIT_OUT) 2>&1 & unit=$$!; \
-	$(MAKE) --no-print-directory brokers; brokers=$$?; pure=1; \
+	@rm -f $(PURE_OUT) $(LANES_OUT); \
+	( $(PY) -m release.matrix --python $(MATRIX_PYTHONS) -- $(PYTEST_ARGS); $(ENDED) ) > $(MATRIX_OUT) 2>&1 & matrix=$$!; \
+	( $(PY) -m pytest $(OFFLINE_TESTS) $(PYTEST_ARGS); $(ENDED) ) > $(UNIT_OUT) 2>&1 & unit=$$!; \
+	integration/brokers.sh up $(BROKERS); brokers=$$?; pure=1; lanes=1; \
 	if [ $$brokers -eq 0 ]; then \
-	  echo "[test] $$(date -u +%T) the whole suite less unit tests, both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python, beside the unit and property tests"; \
+	  ( $(MAKE) --no-print-directory lanes; $(ENDED) ) > $(LANES_OUT) 2>&1 & lanes_job=$$!; \
+	  echo "[test] $$(date -u +%T) the lanes ($(LANES)) starting in the background; the whole suite less unit tests, both_cores, one_core, Spark and the RabbitMQ 4.0/3.10 lanes, pure Python, beside the unit and property tests"; \
 	  STREAMWIRE_PURE=1 STREAMWIRE_TEST_RABBITMQ_LANES=rabbitmq \
 	    $(PY) -m pytest -m "not both_cores and not one_core" --ignore=tests/spark --ignore=tests/unit \
 	    $(PYTEST_ARGS) > $(PURE_OUT) 2>&1; pure=$$?; \
-	  echo "[test] $$(date -u +%T) the pure-Python pass exited $$pure"; fi; \
+	  echo "[test] $$(date -u +%T) the pure-Python pass exited $$pure"; \
+	  wait $$lanes_job; lanes=$$?; \
+	  echo "[test] $$(date -u +%T) the lanes exited $$lanes; output:"; cat $(LANES_OUT); fi; \
 	wait $$unit; unit=$$?; \
 	echo "[test] $$(date -u +%T) this venv's unit + property tests exited $$unit; output:"; cat $(UNIT_OUT); \
 	wait $$matrix; matrix=$$?; \
 	echo "[matrix] output:"; cat $(MATRIX_OUT); \
 	if [ -f $(PURE_OUT) ]; then echo "[pure] output:"; cat $(PURE_OUT); fi; \
-	if [ $$brokers -ne 0 ] || [ $$matrix -ne 0 ] || [ $$unit -ne 0 ] || [ $$pure -ne 0 ]; then \
-	  echo "make test: brokers exited $$brokers, the matrix $$matrix, this venv's unit + property tests $$unit, the pure-Python pass $$pure"; exit 1; fi
+	if [ $$brokers -ne 0 ] || [ $$lanes -ne 0 ] || [ $$matrix -ne 0 ] || [ $$unit -ne 0 ] || [ $$pure -ne 0 ]; then \
+	  echo "make test: brokers exited $$brokers, the lanes $$lanes, the matrix $$matrix, this venv's unit + property tests $$unit, the pure-Python pass $$pure"; exit 1; fi
 	@echo "[test] $$(date -u +%T) the rest of the suite, native core"
 	STREAMWIRE_DIST=$(CURDIR)/dist $(PY) -m pytest $(addprefix --ignore=,$(OFFLINE_TESTS)) $(PYTEST_ARGS)
 
