@@ -7,6 +7,8 @@ theirs (streamwire's ``max_in_flight``; until 2026-11-26 a frame was written whe
 than ``window`` were unconfirmed, so up to ``window + batch - 1`` were). Consuming grants
 one credit per chunk and counts records from chunk headers, without touching the entries
 (one receive buffer, reused; the bytes of the entries are skipped where they lie).
+:func:`send_counting` and :func:`receive_counting` do the same on blocking sockets for Spark's
+floor, a count at a time as Spark hands rows over or takes them.
 The handshake reuses streamwire's sans-IO machine; nothing else of streamwire runs. Spark's
 floor pickles this module by value (``bench/spark_floor.py``), so it keeps no
 ``struct.Struct`` objects (they do not pickle): formats are named where they are used.
@@ -17,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from streamwire.codec.amqp import encode_data_body
 from streamwire.rabbitmq.protocol.consuming import Credit, SubscribeRequest
@@ -26,7 +29,9 @@ from streamwire.rabbitmq.protocol.frames import encode_frame
 from streamwire.rabbitmq.protocol.machine import ConnectionSettings, StreamsConnection
 from streamwire.rabbitmq.protocol.publishing import DeclarePublisherRequest, encode_publish
 
-PUBLISH_CONFIRM, DELIVER = 0x0003, 0x0008
+DECLARE_PUBLISHER, PUBLISH_CONFIRM, PUBLISH_ERROR, DELIVER = 0x0001, 0x0003, 0x0004, 0x0008
+#: Response codes are 1 for OK (the protocol's ``ResponseCode.OK``).
+OK = 1
 
 
 async def _open(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -125,13 +130,8 @@ def _consume_counting(
     return seen, time.perf_counter() - started
 
 
-def receive_counting(
-    host: str, port: int, stream: str, count: int, *, credit: int = 16
-) -> Iterator[int]:
-    """``stream`` received from its first offset on a blocking socket until ``count`` records
-    came: 0 once the connection is open, then after each receive the records counted so far.
-    The kernel copies each byte once, into one reused buffer, and only the frames' headers
-    and each chunk's record count are read; the entries are skipped where they lie."""
+def _open_blocking(host: str, port: int) -> socket.socket:
+    """A blocking socket with the connection open (the sans-IO machine's handshake)."""
     sock = socket.create_connection((host, port), timeout=60.0)
     try:
         machine = StreamsConnection(ConnectionSettings())
@@ -143,6 +143,147 @@ def receive_counting(
                 raise ConnectionError("closed during handshake")
             machine.receive_data(data, time.monotonic())
         sock.sendall(machine.data_to_send())
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _read_frames(sock: socket.socket, buf: bytearray) -> list[tuple[int, bytes]]:
+    """At least one complete frame from a blocking socket, as (key, body after key and
+    version); ``buf`` keeps a frame's first bytes for the next call."""
+    out: list[tuple[int, bytes]] = []
+    while not out:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("the broker closed the connection")
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            size = struct.unpack_from(">I", buf, pos)[0]
+            if len(buf) - pos - 4 < size:
+                break
+            key = struct.unpack_from(">H", buf, pos + 4)[0]
+            out.append((key, bytes(buf[pos + 8 : pos + 4 + size])))
+            pos += 4 + size
+        del buf[:pos]
+    return out
+
+
+def send_counting(
+    host: str,
+    port: int,
+    stream: str,
+    size: int,
+    counts: Iterable[int],
+    *,
+    batch: int = 500,
+    window: int = 10_000,
+    name: str = "",
+) -> int:
+    """Publish into ``stream``, for each ``n`` of ``counts``, ``n`` more messages of ``size``
+    bytes, on a blocking socket; the number confirmed, once every one is.
+
+    A frame of ``batch`` messages is encoded once and written again and again, at most
+    ``window`` messages unconfirmed; a thread of its own reads the confirms, so ``counts``
+    (a Spark task's batches, say) is taken while earlier frames are stored. The messages
+    do not depend on what ``counts`` came from: what a sink pays for the wire alone.
+
+    With a ``name`` the publisher is named and the broker deduplicates, as for an
+    exactly-once sink: the *k*-th frame's ids are ``k * 2**16 + i``, strictly increasing,
+    written into the encoded frame's id fields in place (their six high bytes are the
+    frame's, the two low ones the message's, so six strided copies a frame). Without one
+    the ids repeat from frame to frame, and the broker stores every message."""
+    if batch >= 1 << 16:
+        raise ValueError("a frame holds fewer than 65,536 messages")
+    sock = _open_blocking(host, port)
+    try:
+        sock.sendall(encode_frame(DeclarePublisherRequest(100, 0, name, stream)))
+        buf = bytearray()
+        for key, body in _read_frames(sock, buf):
+            code = struct.unpack_from(">H", body, 4)[0]
+            if key & 0x7FFF == DECLARE_PUBLISHER and code != OK:
+                raise ConnectionError(f"declaring a publisher on {stream!r}: response code {code}")
+        message = encode_data_body(b"x" * size)
+        frames: dict[int, bytearray] = {}
+        stride = 12 + len(message)  # an entry: its id, its length, the message
+        ids = {"frame": 1}
+
+        def frame(n: int) -> bytearray:
+            if n not in frames:
+                frames[n] = bytearray(encode_publish(0, [(i, message) for i in range(n)]))
+            out = frames[n]
+            if name:  # the frame's ids: the high six bytes of each (the low two are i)
+                high = (ids["frame"] << 16).to_bytes(8, "big")
+                ids["frame"] += 1
+                for j in range(6):  # a frame's header: 4 + 2 + 2 + publisher id + count
+                    out[13 + j : 13 + j + stride * n : stride] = high[j : j + 1] * n
+            return out
+
+        state = {"confirmed": 0}
+        failure: list[BaseException] = []
+        changed = threading.Condition()
+
+        def confirms() -> None:
+            try:
+                while True:
+                    for key, body in _read_frames(sock, buf):
+                        if key == PUBLISH_CONFIRM:
+                            with changed:
+                                state["confirmed"] += struct.unpack_from(">Bi", body, 0)[1]
+                                changed.notify()
+                        elif key == PUBLISH_ERROR:
+                            raise ConnectionError(f"the broker refused messages on {stream!r}")
+            except BaseException as exc:  # handed to the sending side
+                with changed:
+                    failure.append(exc)
+                    changed.notify()
+
+        def send(n: int, sent: int) -> int:
+            with changed:  # room for the frame, or nothing unconfirmed
+                if not changed.wait_for(
+                    lambda: (
+                        failure
+                        or sent - state["confirmed"] + n <= window
+                        or sent == state["confirmed"]
+                    ),
+                    timeout=120.0,
+                ):
+                    raise TimeoutError(f"no confirm from {stream!r} for 120 s")
+                if failure:
+                    raise failure[0]
+            sock.sendall(frame(n))
+            return sent + n
+
+        sock.settimeout(None)
+        threading.Thread(target=confirms, name="floor-confirms", daemon=True).start()
+        sent = pending = 0
+        for n in counts:
+            pending += n
+            while pending >= batch:
+                sent = send(batch, sent)
+                pending -= batch
+        if pending:
+            sent = send(pending, sent)
+        with changed:
+            if not changed.wait_for(lambda: failure or state["confirmed"] >= sent, timeout=120.0):
+                raise TimeoutError(f"no confirm from {stream!r} for 120 s")
+            if failure:
+                raise failure[0]
+            return state["confirmed"]
+    finally:
+        sock.close()
+
+
+def receive_counting(
+    host: str, port: int, stream: str, count: int, *, credit: int = 16
+) -> Iterator[int]:
+    """``stream`` received from its first offset on a blocking socket until ``count`` records
+    came: 0 once the connection is open, then after each receive the records counted so far.
+    The kernel copies each byte once, into one reused buffer, and only the frames' headers
+    and each chunk's record count are read; the entries are skipped where they lie."""
+    sock = _open_blocking(host, port)
+    try:
         yield 0
         sock.sendall(encode_frame(SubscribeRequest(200, 0, stream, 1, None, credit, {})))
         one_credit = encode_frame(Credit(0, 1))

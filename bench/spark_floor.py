@@ -16,6 +16,14 @@ source's receiving thread would, and hands out each prebuilt batch once as many 
 came: what a Python source pays before any decoding, for the bytes it must take off the
 wire.
 
+With ``stream`` (and ``host``, ``port``), a write also **sends**: each task publishes into that
+stream as many messages of ``size`` bytes as Spark handed it rows, on one raw connection
+(``bench/raw_rabbitmq.py``'s :func:`send_counting`: frames encoded once, confirms read in a
+thread of their own, at most the sink's 10,000 unconfirmed), in a thread of its own as a
+sink's sending thread would, under a publisher name of its
+own so that the broker deduplicates as for streamwire's exactly-once sink: what a Python
+sink pays for Spark and for putting its bytes on the wire, before it encodes anything.
+
 A figure next to streamwire's and the JVM connector's says how much of a job is Spark's
 (the JVM's plan, the Python worker, the Arrow crossing) and how much is the source's own.
 The module and ``bench/raw_rabbitmq.py`` are pickled by value (``register``), so the
@@ -27,7 +35,8 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,18 +177,76 @@ class _Commit(WriterCommitMessage):
         self.rows = rows
 
 
-def _drop(iterator: Iterator[pa.RecordBatch]) -> _Commit:
-    return _Commit(sum(batch.num_rows for batch in iterator))
+def _write(iterator: Iterator[pa.RecordBatch], size: int, wire: _Wire | None) -> _Commit:
+    """Every batch Spark hands over, dropped; with ``wire``, as many messages of ``size``
+    bytes published (:func:`raw_rabbitmq.send_counting`) as the batches hold rows."""
+    rows = (batch.num_rows for batch in iterator)
+    if wire is None:
+        return _Commit(sum(rows))
+    name = f"floor-{uuid.uuid4().hex}"  # deduplicating, as streamwire's exactly-once sink
+    return _Commit(
+        _behind(
+            rows,
+            lambda counts: raw_rabbitmq.send_counting(
+                wire.host, wire.port, wire.stream, size, counts, name=name
+            ),
+        )
+    )
+
+
+def _behind(counts: Iterator[int], send: Callable[[Iterator[int]], int]) -> int:
+    """``send(counts)`` in a thread of its own, as a sink's sending thread would (the send
+    releases the GIL), while this one takes ``counts`` (Spark's batches) as they come: the
+    floor is the most such a sink can reach, not the sum of the two."""
+    handed: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    outcome: list[int | BaseException] = []
+
+    ended = threading.Event()
+
+    def taken() -> Iterator[int]:
+        while (count := handed.get()) is not None:
+            yield count
+        ended.set()
+
+    def run() -> None:
+        try:
+            outcome.append(send(taken()))
+        except BaseException as exc:  # handed to the taking side
+            outcome.append(exc)
+            while not ended.is_set() and handed.get() is not None:
+                pass  # what is still handed, dropped
+
+    sender = threading.Thread(target=run, name="floor-send", daemon=True)
+    sender.start()
+    try:
+        for count in counts:
+            if outcome:
+                break  # the send failed: its failure is raised below
+            handed.put(count)
+    finally:
+        handed.put(None)
+    sender.join(300.0)
+    if not outcome:
+        raise TimeoutError("the floor's send did not end in 300 s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 class _Writer(DataSourceArrowWriter):
+    def __init__(self, size: int, wire: _Wire | None) -> None:
+        self.size, self.wire = size, wire
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Commit:
-        return _drop(iterator)
+        return _write(iterator, self.size, self.wire)
 
 
 class _StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, size: int, wire: _Wire | None) -> None:
+        self.size, self.wire = size, wire
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Commit:
-        return _drop(iterator)
+        return _write(iterator, self.size, self.wire)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         pass
@@ -191,7 +258,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 class FloorDataSource(DataSource):
     """``format("streamwire_floor")``: options ``rows``, ``size``, ``partitions`` (reads), and
     ``stream``, ``host``, ``port`` for a read that receives (one partition: the receive starts
-    at the stream's first offset)."""
+    at the stream's first offset) or a write that sends (``size`` bytes a row)."""
 
     @classmethod
     def name(cls) -> str:
@@ -215,10 +282,12 @@ class FloorDataSource(DataSource):
         return _StreamReader(*self._shape())
 
     def writer(self, schema: Any, overwrite: bool) -> _Writer:
-        return _Writer()
+        _, size, _, wire = self._shape()
+        return _Writer(size, wire)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> _StreamWriter:
-        return _StreamWriter()
+        _, size, _, wire = self._shape()
+        return _StreamWriter(size, wire)
 
 
 def register(spark: Any) -> None:

@@ -51,7 +51,12 @@ with the stream to receive (``bench/spark_floor.py``): the broker's ceiling's ra
 the Python worker, the floor's prebuilt batches handed to Spark as the records come. No
 decoding, no columns built: what any Python data source pays for Spark's per-row work and
 for taking its bytes off the wire, on the same cores as the broker and the JVM. Its ratio to
-the connector is the most a Python source could lead the connector by here.
+the connector is the most a Python source could lead the connector by here. The write jobs'
+counterpart is **the floor sending the rows**: the floor's sink, each Spark task publishing
+as many messages of the row size as it was handed rows, on one raw connection (frames
+encoded once, at most the sink's 10,000 unconfirmed, a publisher with no name), checked as
+the others are: what a Python sink pays for Spark and for putting its bytes on the wire,
+before it encodes a row.
 """
 
 from __future__ import annotations
@@ -89,6 +94,9 @@ BROKER = "broker"
 #: Spark's floor receiving the stream (reads only): the floor's batches, handed out as the
 #: broker's ceiling's raw reader receives the rows in the Python worker.
 RECEIVING = "floor, receiving"
+#: Spark's floor sending the rows (writes only): the floor's sink, each task publishing as
+#: many messages as it was handed rows on one raw connection (the broker's ceiling's frames).
+SENDING = "floor, sending"
 #: Unconfirmed messages per publishing connection of the broker's ceiling: the sink's default
 #: ``maxInFlight`` per task (``streamwire.spark._options.DEFAULT_MAX_IN_FLIGHT``).
 SINK_IN_FLIGHT = 10_000
@@ -196,14 +204,14 @@ class Job:
     def _floor(self, builder: Any, stream: str = "") -> Any:
         """The floor's reader or writer: as many rows, of the same size, in one Spark
         partition as streamwire reads a one-partition stream in; :data:`RECEIVING`'s reader
-        receives ``stream`` too."""
+        receives ``stream`` too, :data:`SENDING`'s writer publishes into it."""
         builder = (
             builder.format("streamwire_floor")
             .option("rows", str(self.rows))
             .option("size", str(self.size))
             .option("partitions", "1")
         )
-        if self.side == RECEIVING:
+        if self.side in (RECEIVING, SENDING):
             parts = streamwire.parse_url(self.url)
             builder = (
                 builder.option("stream", stream)
@@ -331,8 +339,8 @@ class Job:
     def _batch_write(self, target: str) -> tuple[float, float]:
         df = self._rows()
         try:
-            if self.side == FLOOR:
-                writer = df.write.format("streamwire_floor").mode("append")
+            if self.side in (FLOOR, SENDING):
+                writer = self._floor(df.write, target).mode("append")
             elif self.side == "streamwire":
                 writer = df.write.format("streamwire").mode("append").option("url", self.url)
             else:
@@ -345,8 +353,8 @@ class Job:
     def _streaming_write(self, target: str, parquet: Path, work: Path) -> tuple[float, float]:
         df = self.spark.readStream.schema("value binary").parquet(str(parquet))
         checkpoint = work / f"write-{uuid.uuid4().hex[:8]}"
-        if self.side == FLOOR:
-            writer = df.writeStream.format("streamwire_floor")
+        if self.side in (FLOOR, SENDING):
+            writer = self._floor(df.writeStream, target)
         elif self.side == "streamwire":
             writer = df.writeStream.format("streamwire").option("url", self.url)
         else:
@@ -455,8 +463,9 @@ def _rounds(
 
 
 def _sides(shape: str) -> tuple[str, ...]:
-    """The sides that run ``shape``: :data:`RECEIVING` only reads."""
-    return (*SIDES, FLOOR, *(() if "write" in shape else (RECEIVING,)), BROKER)
+    """The sides that run ``shape``: :data:`RECEIVING` only reads, :data:`SENDING` only
+    writes."""
+    return (*SIDES, FLOOR, SENDING if "write" in shape else RECEIVING, BROKER)
 
 
 def _paired(mine: list[float], theirs: list[float]) -> tuple[float, float, float]:
@@ -472,12 +481,12 @@ def _shares(rate: dict[str, list[float]], ceiling: list[float]) -> str:
     return f"{fmt_rate(statistics.median(ceiling))} ({mine:.0%}; {theirs:.0%})"
 
 
-def _receiving(rate: dict[str, list[float]], receiving: list[float]) -> str:
-    """The floor receiving the stream (median), streamwire's rate as a share of it and its
-    rate over the connector's (medians of the rounds')."""
-    mine = _paired(rate["streamwire"], receiving)[0]
-    lead = _paired(receiving, rate["sparkling-rabbit"])[0]
-    return f"{fmt_rate(statistics.median(receiving))} ({mine:.0%}; {fmt_ratio(lead)})"
+def _on_the_wire(rate: dict[str, list[float]], floor: list[float]) -> str:
+    """The floor receiving the stream or sending the rows (median), streamwire's rate as a
+    share of it and its rate over the connector's (medians of the rounds')."""
+    mine = _paired(rate["streamwire"], floor)[0]
+    lead = _paired(floor, rate["sparkling-rabbit"])[0]
+    return f"{fmt_rate(statistics.median(floor))} ({mine:.0%}; {fmt_ratio(lead)})"
 
 
 def table(report: dict[str, Any]) -> str:
@@ -494,7 +503,7 @@ def table(report: dict[str, Any]) -> str:
             floor = rate.get(FLOOR) or []
             of_floor = _paired(rate["streamwire"], floor)[0] if floor else None
             ceiling = rate.get(BROKER) or []
-            receiving = rate.get(RECEIVING) or []
+            wire = rate.get(RECEIVING) or rate.get(SENDING) or []
             body.append(
                 [
                     f"{shape}, {int(size):,} B",
@@ -504,7 +513,7 @@ def table(report: dict[str, Any]) -> str:
                     f"{statistics.median(cpu['streamwire']):.2f} / "
                     f"{statistics.median(cpu['sparkling-rabbit']):.2f} ({fmt_ratio(cpu_ratio)})",
                     "–" if not floor else f"{fmt_rate(statistics.median(floor))} ({of_floor:.0%})",
-                    "–" if not receiving else _receiving(rate, receiving),
+                    "–" if not wire else _on_the_wire(rate, wire),
                     "–" if not ceiling else _shares(rate, ceiling),
                     f"{guarantee('streamwire', shape)}; {guarantee('sparkling-rabbit', shape)}"
                     if "write" in shape
@@ -518,7 +527,8 @@ def table(report: dict[str, Any]) -> str:
         "rate ratio (rounds min–max)",
         "CPU µs/row, streamwire / Sparkling Rabbit (ratio)",
         "Spark's floor rows/s (streamwire's share of it)",
-        "the floor receiving the stream rows/s (streamwire's share; its ratio to Sparkling Rabbit)",
+        "the floor on the wire, receiving the stream or sending the rows, rows/s "
+        "(streamwire's share; its ratio to Sparkling Rabbit)",
         "the broker's ceiling rows/s (streamwire's share; Sparkling Rabbit's)",
         "guarantees (streamwire; Sparkling Rabbit)",
     ]

@@ -1,18 +1,20 @@
-"""The benchmark's floor receiving a stream (``bench/spark_floor.py`` with ``stream``): it must
-take the stream's records off the wire before it hands out the rows they stand for, in
-Spark's Python workers too (the module and ``bench/raw_rabbitmq.py`` pickled by value).
-What it measures is on the benchmarks page (docs/benchmarks.md)."""
+"""The benchmark's floor on the wire (``bench/spark_floor.py`` with ``stream``): receiving, it
+must take the stream's records off the wire before it hands out the rows they stand for;
+sending, it must store a message per row it was handed, every one confirmed; both in Spark's
+Python workers too (the module and ``bench/raw_rabbitmq.py`` pickled by value). What it
+measures is on the benchmarks page (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import streamwire
-from bench import spark_floor
-from tests.spark._support import Target, publish
+from bench import raw_rabbitmq, spark_floor
+from tests.spark._support import Target, publish, read_back
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +64,73 @@ def test_spark_reads_the_receiving_floor_in_its_workers(spark: Any, rabbitmq: Ta
         assert df.count() == ROWS
     finally:
         rabbitmq.delete_stream(stream)
+
+
+def test_the_sending_floor_stores_a_message_per_row_each_confirmed(rabbitmq: Target) -> None:
+    stream = rabbitmq.new_stream("floor")
+    parts = streamwire.parse_url(rabbitmq.url)
+    try:
+        # batches that cut frames (500 messages) and a window (1,200) that holds two frames
+        # and part of a third: the sender waits for confirms, and the rest goes last
+        counts = [10_000, 777, 14_224]
+        confirmed = raw_rabbitmq.send_counting(
+            parts.host, parts.port, stream, 10, iter(counts), window=1_200
+        )
+        assert confirmed == ROWS
+        # named, the broker deduplicates: a frame's ids written in place must still grow
+        # (a repeated id would be confirmed and dropped)
+        confirmed = raw_rabbitmq.send_counting(
+            parts.host, parts.port, stream, 10, iter(counts), window=1_200, name="floor-t"
+        )
+        assert confirmed == ROWS
+        stored = read_back(rabbitmq, stream, expect=2 * ROWS)
+        assert len(stored) == 2 * ROWS
+        assert {m.value for m in stored} == {b"x" * 10}
+        with pytest.raises(ConnectionError, match="declaring a publisher"):
+            raw_rabbitmq.send_counting(parts.host, parts.port, "no-such-stream", 10, [1])
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+def test_spark_writes_through_the_sending_floor_in_its_workers(
+    spark: Any, rabbitmq: Target
+) -> None:
+    spark_floor.register(spark)
+    stream = rabbitmq.new_stream("floor")
+    try:
+        parts = streamwire.parse_url(rabbitmq.url)
+        (
+            spark.range(0, ROWS, 1, 2)
+            .selectExpr("cast('v' as binary) as value")
+            .write.format("streamwire_floor")
+            .mode("append")
+            .option("size", "10")
+            .option("stream", stream)
+            .option("host", parts.host)
+            .option("port", str(parts.port))
+            .save()
+        )
+        assert len(read_back(rabbitmq, stream, expect=ROWS)) == ROWS
+    finally:
+        rabbitmq.delete_stream(stream)
+
+
+def test_the_sending_floor_raises_what_its_sending_thread_raised() -> None:
+    def send(counts: Iterator[int]) -> int:
+        total = 0
+        for n in counts:
+            total += n
+            if total > 10:
+                raise ConnectionError("the broker refused messages")
+        return total
+
+    assert spark_floor._behind(iter([1, 2, 3]), send) == 6
+    with pytest.raises(ConnectionError, match="refused"):
+        spark_floor._behind(iter(range(100)), send)
+
+    def late(counts: Iterator[int]) -> int:
+        sum(counts)  # every count taken, then the confirms fail
+        raise ConnectionError("no confirm")
+
+    with pytest.raises(ConnectionError, match="no confirm"):
+        spark_floor._behind(iter([1, 2]), late)

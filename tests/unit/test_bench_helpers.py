@@ -674,6 +674,11 @@ def test_the_jvm_side_by_side_table_pairs_rounds_and_states_guarantees() -> None
     receiving["rows_per_s"]["floor, receiving"] = [400.0, 300.0, 200.0]
     read = table({"sizes": {"1000": {"batch read, count": receiving}}})
     assert "| – | 300 (67%; 3.00x) | – |" in read
+    # the floor sending the rows, on a write, in the same column
+    sending = found([120.0, 100.0, 150.0], [100.0, 100.0, 100.0])
+    sending["rows_per_s"]["floor, sending"] = [240.0, 100.0, 200.0]
+    write = table({"sizes": {"100": {"batch write": sending}}})
+    assert "| – | 200 (75%; 2.00x) | – | exactly-once" in write
     assert "at-least-once (its batch writes have no dedup)" in text
     assert all(guarantee(side, s) == "–" for s in SHAPES if "read" in s for side in ("streamwire",))
 
