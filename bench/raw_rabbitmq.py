@@ -200,10 +200,16 @@ def send_counting(
     try:
         sock.sendall(encode_frame(DeclarePublisherRequest(100, 0, name, stream)))
         buf = bytearray()
-        for key, body in _read_frames(sock, buf):
-            code = struct.unpack_from(">H", body, 4)[0]
-            if key & 0x7FFF == DECLARE_PUBLISHER and code != OK:
-                raise ConnectionError(f"declaring a publisher on {stream!r}: response code {code}")
+        declared = False
+        while not declared:  # the answer (a heartbeat may come first)
+            for key, body in _read_frames(sock, buf):
+                if key == DECLARE_PUBLISHER | 0x8000:
+                    declared = True
+                    code = struct.unpack_from(">H", body, 4)[0]
+                    if code != OK:
+                        raise ConnectionError(
+                            f"declaring a publisher on {stream!r}: response code {code}"
+                        )
         message = encode_data_body(b"x" * size)
         frames: dict[int, bytearray] = {}
         stride = 12 + len(message)  # an entry: its id, its length, the message

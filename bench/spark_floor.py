@@ -270,7 +270,7 @@ class FloorDataSource(DataSource):
     def _shape(self) -> tuple[int, int, int, _Wire | None]:
         o = self.options
         wire = None
-        if "stream" in o:
+        if o.get("stream"):  # an empty one: nothing to receive or send
             wire = _Wire(o.get("host", "127.0.0.1"), int(o.get("port", 5552)), o["stream"])
         partitions = 1 if wire is not None else int(o.get("partitions", 2))
         return int(o.get("rows", 0)), int(o.get("size", 100)), partitions, wire
