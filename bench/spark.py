@@ -159,7 +159,10 @@ def _executors() -> list[int]:
 def _tree_cpu() -> float:
     """CPU seconds (user + system) used so far by this process and every live descendant
     (the JVM Spark runs in and its Python workers), and by every executor of a standalone
-    cluster on this machine and its Python workers (none with a ``local`` master)."""
+    cluster on this machine and its Python workers (none with a ``local`` master),
+    descendants that exited included once their parent reaped them (each process's
+    ``cutime`` and ``cstime``): a Python worker that ends during a job takes no CPU out of
+    the sum."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -172,7 +175,8 @@ def _tree_cpu() -> float:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+        # utime, stime, and cutime, cstime: the reaped children's
+        cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
     roots = [os.getpid(), *_executors()]
     mine, total, frontier = set(roots), 0.0, list(roots)
     while frontier:

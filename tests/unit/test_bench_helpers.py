@@ -784,3 +784,23 @@ def test_spark_cpu_counts_a_standalone_clusters_executors_beside_its_own_tree() 
         assert spark_bench._tree_cpu() - time.process_time() >= 0.35
     finally:
         os.kill(pid, 9)
+
+
+def test_spark_cpu_keeps_what_a_descendant_used_after_it_exits() -> None:
+    """A Python worker that ends during a job (reaped by its parent, in the tree) takes its
+    CPU with it out of the live processes: the sum keeps it in the parent's reaped
+    children's time, so a job's CPU is never negative."""
+    import subprocess
+    import sys
+    import time
+
+    from bench import spark as spark_bench
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    before = spark_bench._tree_cpu()
+    mine = time.process_time()
+    # a child that burns CPU in a grandchild it reaps, and is reaped by this process
+    script = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"
+    subprocess.run([sys.executable, "-c", script], check=True)
+    used = spark_bench._tree_cpu() - before - (time.process_time() - mine)
+    assert used >= 0.45
