@@ -156,13 +156,11 @@ def _executors() -> list[int]:
     return found
 
 
-def _tree_cpu() -> float:
+def _tree_cpu_each() -> dict[int, float]:
     """CPU seconds (user + system) used so far by this process and every live descendant
     (the JVM Spark runs in and its Python workers), and by every executor of a standalone
-    cluster on this machine and its Python workers (none with a ``local`` master),
-    descendants that exited included once their parent reaped them (each process's
-    ``cutime`` and ``cstime``): a Python worker that ends during a job takes no CPU out of
-    the sum."""
+    cluster on this machine and its Python workers (none with a ``local`` master), per
+    process, each with its reaped children's (``cutime`` and ``cstime``)."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -178,14 +176,28 @@ def _tree_cpu() -> float:
         # utime, stime, and cutime, cstime: the reaped children's
         cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
     roots = [os.getpid(), *_executors()]
-    mine, total, frontier = set(roots), 0.0, list(roots)
+    mine, out, frontier = set(roots), {}, list(roots)
     while frontier:
         pid = frontier.pop()
-        total += cpu.get(pid, 0.0)
+        out[pid] = cpu.get(pid, 0.0)
         children = [c for c, p in parents.items() if p == pid and c not in mine]
         mine.update(children)
         frontier += children
-    return total
+    return out
+
+
+def _tree_cpu() -> float:
+    """:func:`_tree_cpu_each`, summed."""
+    return sum(_tree_cpu_each().values())
+
+
+def _cpu_since(before: dict[int, float]) -> float:
+    """CPU seconds the tree used since the snapshot ``before`` (:func:`_tree_cpu_each`):
+    each live process's growth since then, all of it for one started since. A process that
+    ended meanwhile counts for what its parent reaped of it, or for nothing: PySpark's daemon
+    ignores SIGCHLD, so a Python worker it stops (an idle one, after a minute) leaves no
+    time behind, and taking the difference of two sums would subtract its whole life."""
+    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in _tree_cpu_each().items())
 
 
 #: CPU seconds of the last timed job, this process and its descendants
@@ -193,11 +205,11 @@ last_cpu: list[float] = [0.0]
 
 
 def _timed(job: Callable[[], object]) -> float:
-    cpu = _tree_cpu()
+    cpu = _tree_cpu_each()
     started = time.perf_counter()
     job()
     elapsed = time.perf_counter() - started
-    last_cpu[0] = _tree_cpu() - cpu
+    last_cpu[0] = _cpu_since(cpu)
     return elapsed
 
 

@@ -26,7 +26,7 @@ alternating from round to round:
 
 Each job is checked (the count, the aggregate, the rows the stream received) before its time
 counts. Rates are rows over the job's wall time; CPU per row is that of this process and all
-its descendants (the JVM and the Python workers: ``bench.spark._tree_cpu``) over the job,
+its descendants (the JVM and the Python workers: ``bench.spark._cpu_since``) over the job,
 the broker's excluded. Every shape runs once on each side before the timed rounds (the
 JIT's warm-up). Ratios are streamwire ÷ the connector per round (rates) and the connector ÷
 streamwire (CPU), medians over the rounds with the lowest and highest round.
@@ -77,7 +77,7 @@ import streamwire
 import streamwire.rabbitmq as rmq
 from bench import raw_rabbitmq
 from bench._common import fmt_rate, fmt_ratio, markdown_table, settle_heap
-from bench.spark import JVM_FLAGS, _drop, _tree_cpu
+from bench.spark import JVM_FLAGS, _cpu_since, _drop, _tree_cpu_each
 from bench.spark import _create as spark_create
 from bench.spark import session as spark_session
 
@@ -381,10 +381,10 @@ class Job:
 
 def _timed(job: Callable[[], Any]) -> tuple[Any, float, float]:
     settle_heap()
-    cpu = _tree_cpu()
+    cpu = _tree_cpu_each()
     started = time.perf_counter()
     result = job()
-    return result, time.perf_counter() - started, _tree_cpu() - cpu
+    return result, time.perf_counter() - started, _cpu_since(cpu)
 
 
 def run(

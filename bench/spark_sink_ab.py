@@ -87,7 +87,7 @@ def one(url: str, stream: str, rows: int, size: int) -> dict[str, float]:
     """The child: one timed micro-batch through ``foreach_batch_sink`` (see the module)."""
     from pyspark.sql import functions as F
 
-    from bench.spark import _tree_cpu, session
+    from bench.spark import _cpu_since, _tree_cpu_each, session
     from streamwire.spark import foreach_batch_sink
 
     with session() as spark:
@@ -96,10 +96,10 @@ def one(url: str, stream: str, rows: int, size: int) -> dict[str, float]:
         sink(spark.range(0, WARM_ROWS, 1, 1).select(value), 0)
         df = spark.range(0, rows, 1, 1).select(value)
         df.count()  # plan the source before the clock starts
-        cpu, started = _tree_cpu(), time.perf_counter()
+        cpu, started = _tree_cpu_each(), time.perf_counter()
         sink(df, 1)
         seconds = time.perf_counter() - started
-        return {"messages": rows, "seconds": seconds, "cpu_seconds": _tree_cpu() - cpu}
+        return {"messages": rows, "seconds": seconds, "cpu_seconds": _cpu_since(cpu)}
 
 
 def run_one(src: Path | None, broker: str, rows: int, size: int) -> Measurement:
